@@ -1,0 +1,72 @@
+"""Command line: ``python -m sim run SCENARIO.json [--out RESULT.json] [--steps]`` and ``python -m sim bench``.
+
+Exit codes: 0 ok, 2 invalid scenario (one line on stderr naming the field), 3 a run that cannot finish.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from . import metrics, scenario
+from .engine import SimulationError, simulate
+
+
+def _run(args: argparse.Namespace) -> int:
+    try:
+        sc = scenario.load(args.scenario)
+    except scenario.ScenarioError as e:
+        print(f"error: {args.scenario}: {e}", file=sys.stderr)
+        return 2
+    try:
+        trace = simulate(sc.config, sc.requests, name=sc.name)
+    except SimulationError as e:
+        print(f"error: {args.scenario}: {e}", file=sys.stderr)
+        return 3
+    result = {"name": sc.name, "requests": trace.request_records(), "summary": metrics.summary(trace)}
+    if args.steps:
+        result["steps"] = trace.step_records()
+    text = json.dumps(_jsonable(result), indent=1, allow_nan=False)
+    if args.out:
+        Path(args.out).write_text(text + "\n", encoding="utf-8")
+        s = result["summary"]
+        print(f"{sc.name}: {s['num_requests']} requests, {s['num_steps']} steps, "
+              f"{s['num_preemptions']} preemptions, mean finish {s['finish_steps']['mean']:.1f} steps -> {args.out}")
+    else:
+        print(text)
+    return 0
+
+
+def _jsonable(value: object) -> object:
+    """NaN (a statistic over no requests) becomes null; JSON has no NaN."""
+    if isinstance(value, float) and value != value:
+        return None
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m sim", description="Scheduler Lab's step-level simulator")
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run a scenario file")
+    run.add_argument("scenario", help="scenario JSON file")
+    run.add_argument("--out", help="write the result JSON here (default: stdout)")
+    run.add_argument("--steps", action="store_true", help="include per-step records")
+    bench = sub.add_parser("bench", help="time the simulator on the benchmark workloads")
+    bench.add_argument("files", nargs="*", help="scenario files (default: ../shared/scenarios/bench/*.json)")
+    bench.add_argument("--repeat", type=int, default=3, help="runs per file; the fastest is reported")
+    args = parser.parse_args(argv)
+    if args.command == "run":
+        return _run(args)
+    from .bench import main as bench_main
+
+    return bench_main(args.files, args.repeat)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,153 @@
+"""The GPU KV block pool: reference counts, the free queue and the prefix-cache index.
+
+Invariant: a block is free exactly when its ``ref_cnt`` is 0, and every free block has exactly one live entry in the
+free queue. Freed blocks keep their hash (they stay reusable by prefix caching) until the pool hands them out again.
+
+The free queue is FIFO, like vLLM's ``FreeKVCacheBlockQueue``: blocks are handed out from the head (the least
+recently freed first) and freed blocks are appended at the tail. A prefix-cache hit can take a block out of the
+middle of the queue; we do that lazily:
+
+    _queue:     [ .. stale .. | b7 | b2 | b9 | b4 | .. free space .. ]
+                               ^head                ^tail
+    _queue_pos[b] == i  <=> the entry at index i is b's live entry (-1: b is not in the queue)
+
+so a taken block's old entry is skipped when the head reaches it. The array is compacted when the tail hits the end.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+NO_HASH = np.iinfo(np.int64).min  # block_hash sentinel: the block holds no full, hashed token run
+
+
+class BlockPool:
+    def __init__(self, num_blocks: int, enable_caching: bool = True):
+        self.num_blocks = num_blocks
+        # Without prefix caching no block is ever taken from the middle of the queue, so every entry in
+        # [head, tail) is live and the positions need no upkeep.
+        self._track_positions = enable_caching
+        self.ref_cnt = np.zeros(num_blocks, dtype=np.int32)  # [num_blocks] int32, 0 = free
+        self.block_hash = np.full(num_blocks, NO_HASH, dtype=np.int64)  # [num_blocks] int64, NO_HASH = uncached
+        self.cached: dict[int, int] = {}  # block hash -> block id (full blocks whose KV can be reused)
+        self._capacity = 2 * num_blocks + 64
+        self._queue = np.empty(self._capacity, dtype=np.int32)  # [capacity] int32 block ids, see module doc
+        self._queue_pos = np.full(num_blocks, -1, dtype=np.int64)  # [num_blocks] int64, -1 = not free
+        self._queue[:num_blocks] = np.arange(num_blocks, dtype=np.int32)
+        self._queue_pos[:] = np.arange(num_blocks)
+        self._head = 0
+        self._tail = num_blocks
+        self._num_stale = 0  # entries in [head, tail) that are not live
+        self.num_free = num_blocks
+
+    @property
+    def num_used(self) -> int:
+        return self.num_blocks - self.num_free
+
+    def allocate(self, n: int) -> np.ndarray:
+        """Take ``n`` blocks from the head of the free queue, evicting their cached hashes. Caller checks room."""
+        if n > self.num_free:
+            raise RuntimeError(f"allocate({n}) with only {self.num_free} free blocks")
+        if n == 0:
+            return np.empty(0, dtype=np.int32)
+        if self._num_stale == 0:  # fast path: every entry is live
+            blocks = self._queue[self._head : self._head + n].copy()
+            self._head += n
+        else:
+            blocks = self._pop_skipping_stale(n)
+        if self._track_positions:
+            self._queue_pos[blocks] = -1
+        self.ref_cnt[blocks] = 1
+        self.num_free -= n
+        if self.cached:
+            self._evict(blocks)
+        return blocks
+
+    def _pop_skipping_stale(self, n: int) -> np.ndarray:
+        taken: list[np.ndarray] = []
+        need = n
+        while need:
+            end = min(self._tail, self._head + need + self._num_stale)
+            ids = self._queue[self._head : end]
+            live = self._queue_pos[ids] == np.arange(self._head, end)
+            live_idx = np.flatnonzero(live)[:need]
+            if len(live_idx) < need:
+                chunk, consumed = ids[live_idx], end - self._head
+            else:
+                chunk, consumed = ids[live_idx], int(live_idx[-1]) + 1
+            self._num_stale -= consumed - len(chunk)
+            self._head += consumed
+            taken.append(chunk)
+            need -= len(chunk)
+        return np.concatenate(taken)
+
+    def _evict(self, blocks: np.ndarray) -> None:
+        hashes = self.block_hash[blocks]
+        for b, h in zip(blocks[hashes != NO_HASH].tolist(), hashes[hashes != NO_HASH].tolist(), strict=True):
+            if self.cached.get(h) == b:
+                del self.cached[h]
+        self.block_hash[blocks] = NO_HASH
+
+    def free(self, blocks: np.ndarray, may_be_shared: bool = True) -> None:
+        """Drop one reference to each of ``blocks`` (distinct ids); append those now unused, in the given order.
+        Without prefix caching no block is shared, so every block is released."""
+        if may_be_shared:
+            self.ref_cnt[blocks] -= 1
+            released = blocks[self.ref_cnt[blocks] == 0]
+        else:
+            self.ref_cnt[blocks] = 0
+            released = blocks
+        k = len(released)
+        if k == 0:
+            return
+        if self._tail + k > self._capacity:
+            self._compact()
+        self._queue[self._tail : self._tail + k] = released
+        if self._track_positions:
+            self._queue_pos[released] = np.arange(self._tail, self._tail + k)
+        self._tail += k
+        self.num_free += k
+
+    def touch(self, blocks: np.ndarray) -> None:
+        """Take a reference to cached ``blocks`` (a prefix-cache hit); free ones leave the free queue."""
+        if not self._track_positions:
+            raise RuntimeError("touch() needs a pool created with enable_caching=True")
+        was_free = blocks[self.ref_cnt[blocks] == 0]
+        self._queue_pos[was_free] = -1
+        self._num_stale += len(was_free)
+        self.num_free -= len(was_free)
+        self.ref_cnt[blocks] += 1
+
+    def cache_block(self, block: int, block_hash: int) -> None:
+        """Make a full block findable by its hash. A second block with the same tokens stays uncached
+        (NOTE: vLLM keeps both under one hash; lookups return the first either way)."""
+        if block_hash not in self.cached:
+            self.cached[block_hash] = block
+            self.block_hash[block] = block_hash
+
+    def _compact(self) -> None:
+        live_ids = self.free_queue_order().copy()
+        k = len(live_ids)
+        self._queue[:k] = live_ids
+        self._queue_pos[live_ids] = np.arange(k)
+        self._head, self._tail, self._num_stale = 0, k, 0
+
+    def free_queue_order(self) -> np.ndarray:
+        """Free blocks in hand-out order (head first)."""
+        ids = self._queue[self._head : self._tail]
+        if not self._track_positions:
+            return ids
+        return ids[self._queue_pos[ids] == np.arange(self._head, self._tail)]
+
+    def check_integrity(self) -> None:
+        order = self.free_queue_order()
+        free = np.flatnonzero(self.ref_cnt == 0)
+        if (self.ref_cnt < 0).any():
+            raise AssertionError("negative ref_cnt")
+        if len(order) != self.num_free or len(free) != self.num_free:
+            raise AssertionError(f"num_free={self.num_free}, queue has {len(order)}, ref_cnt==0 for {len(free)}")
+        if not np.array_equal(np.sort(order), free):
+            raise AssertionError("free queue does not hold exactly the blocks with ref_cnt 0")
+        for h, b in self.cached.items():
+            if self.block_hash[b] != h:
+                raise AssertionError(f"cached hash {h} points at block {b} holding {self.block_hash[b]}")

@@ -1,0 +1,241 @@
+"""Configuration: the engine, the model's KV footprint and the step cost model.
+
+Everything here is a frozen dataclass validated in ``__post_init__``: a bad value raises ``ValueError`` naming the
+field and the allowed range. Each field carries ``metadata["help"]`` (with its unit) so the UI can reuse it as a
+tooltip. Units are in the names: ``_steps``, ``_ms``, ``_us``, ``_bytes``, ``_gb_s``, ``_blocks``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class Policy(enum.StrEnum):
+    """Waiting-queue orders. ``fcfs`` and ``priority`` are vLLM's; the rest are teaching extensions."""
+
+    FCFS = "fcfs"
+    PRIORITY = "priority"
+    SJF = "sjf"
+    SJF_PREDICTED = "sjf_predicted"
+    VTC = "vtc"
+    LCF = "lcf"
+
+
+class PreemptionMode(enum.StrEnum):
+    RECOMPUTE = "recompute"
+    SWAP = "swap"
+
+
+class StopCheck(enum.StrEnum):
+    """``every_step``: stop on the step the stop token appears. ``at_max_tokens``: only at the length limit."""
+
+    EVERY_STEP = "every_step"
+    AT_MAX_TOKENS = "at_max_tokens"
+
+
+def _help(text: str, **kw: Any) -> Any:
+    return field(metadata={"help": text}, **kw)
+
+
+def choice(enum_cls: type[enum.StrEnum], value: Any, field_name: str) -> enum.StrEnum:
+    """Parse ``value`` into ``enum_cls``; the error lists the valid names."""
+    try:
+        return enum_cls(value)
+    except ValueError:
+        valid = ", ".join(m.value for m in enum_cls)
+        raise ValueError(f"{field_name}: {value!r} is not one of: {valid}") from None
+
+
+def check_int(name: str, value: Any, lo: int, hi: int | None = None) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{name}: must be an integer, got {value!r}")
+    if value < lo or (hi is not None and value > hi):
+        allowed = f">= {lo}" if hi is None else f"between {lo} and {hi}"
+        raise ValueError(f"{name}: must be {allowed}, got {value}")
+
+
+def check_float(name: str, value: Any, lo: float, hi: float | None = None, *, lo_open: bool = False) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValueError(f"{name}: must be a finite number, got {value!r}")
+    if (value <= lo if lo_open else value < lo) or (hi is not None and value > hi):
+        low = f"> {lo}" if lo_open else f">= {lo}"
+        allowed = low if hi is None else f"{low} and <= {hi}"
+        raise ValueError(f"{name}: must be {allowed}, got {value}")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A decoder's KV cache footprint. KV bytes per token = 2 (K and V) x layers x KV heads x head dim x dtype."""
+
+    name: str = _help("model name", default="Llama 3.1 8B")
+    num_layers: int = _help("transformer layers", default=32)
+    num_kv_heads: int = _help("KV heads (grouped-query attention)", default=8)
+    head_dim: int = _help("dimension of one attention head", default=128)
+    dtype_bytes: int = _help("bytes per KV element (2 = fp16/bf16)", default=2)
+
+    def __post_init__(self) -> None:
+        for name in ("num_layers", "num_kv_heads", "head_dim", "dtype_bytes"):
+            check_int(f"model.{name}", getattr(self, name), 1)
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        return 2 * self.num_layers * self.num_kv_heads * self.head_dim * self.dtype_bytes
+
+
+# Named models for the UI's model picker. Values from the models' published configs.
+MODELS: dict[str, ModelSpec] = {
+    "llama-3.1-8b": ModelSpec("Llama 3.1 8B", 32, 8, 128, 2),
+    "llama-3.1-70b": ModelSpec("Llama 3.1 70B", 80, 8, 128, 2),
+    "mistral-7b": ModelSpec("Mistral 7B", 32, 8, 128, 2),
+    "qwen2.5-7b": ModelSpec("Qwen2.5 7B", 28, 4, 128, 2),
+}
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Duration of one engine step (defaults: a fit of vLLM serving Llama 3.1 8B on one H100).
+
+    step_ms = step_base_ms + prefill_token_us * prefill tokens + decode_request_us * decoding requests
+              + swap transfer time (blocks x (block bytes / bandwidth + per-block overhead))
+    """
+
+    step_base_ms: float = _help("fixed cost of a forward pass, ms", default=5.75)
+    prefill_token_us: float = _help("cost per prefill (or recomputed) token, us", default=16.0)
+    decode_request_us: float = _help("cost per decoding request in the batch, us", default=6.0)
+    swap_bandwidth_gb_s: float = _help("GPU<->CPU copy bandwidth, GB/s (PCIe 5 practical)", default=50.0)
+    swap_overhead_per_block_us: float = _help("fixed cost per copied block (a copy call), us", default=5.0)
+
+    def __post_init__(self) -> None:
+        check_float("cost.step_base_ms", self.step_base_ms, 0.0, lo_open=True)
+        check_float("cost.prefill_token_us", self.prefill_token_us, 0.0)
+        check_float("cost.decode_request_us", self.decode_request_us, 0.0)
+        check_float("cost.swap_bandwidth_gb_s", self.swap_bandwidth_gb_s, 0.0, lo_open=True)
+        check_float("cost.swap_overhead_per_block_us", self.swap_overhead_per_block_us, 0.0)
+
+    def step_ms(self, num_prefill_tokens: int, num_decode_reqs: int) -> float:
+        return (
+            self.step_base_ms
+            + self.prefill_token_us * num_prefill_tokens / 1000.0
+            + self.decode_request_us * num_decode_reqs / 1000.0
+        )
+
+    def swap_ms(self, num_blocks: int, block_bytes: int) -> float:
+        """Time to copy ``num_blocks`` KV blocks one way; small blocks pay the per-block overhead more often."""
+        per_block_ms = block_bytes / (self.swap_bandwidth_gb_s * 1e9) * 1e3 + self.swap_overhead_per_block_us / 1e3
+        return num_blocks * per_block_ms
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """One serving engine. Defaults reproduce vLLM V1's scheduler (FCFS, recompute, chunked prefill)."""
+
+    num_blocks: int = _help("usable GPU KV blocks in the pool (vLLM reserves one more)", default=1000)
+    block_size: int = _help("tokens per KV block", default=16)
+    max_num_seqs: int = _help("most requests running at once (batch slots)", default=256)
+    max_num_batched_tokens: int = _help("token budget of one step", default=2048)
+    policy: Policy = _help("waiting-queue order", default=Policy.FCFS)
+    enable_prefix_caching: bool = _help("reuse full KV blocks with the same token prefix", default=False)
+    chunked_prefill: bool = _help("split long prompts over several steps", default=True)
+    watermark: float = _help("fraction of blocks kept free at admission (0 = vLLM V1)", default=0.0)
+    preemption_mode: PreemptionMode = _help("what happens to a victim's KV", default=PreemptionMode.RECOMPUTE)
+    num_cpu_blocks: int = _help("CPU swap space, blocks (swap mode)", default=0)
+    abort_on_disconnect: bool = _help("abort a request when its client disconnects", default=True)
+    disconnect_detect_delay_steps: int = _help("steps before the server notices a disconnect", default=0)
+    timeout_steps: int = _help("client gives up this many steps after sending (0 = never)", default=0)
+    stop_check: StopCheck = _help("when the server checks for the end of an answer", default=StopCheck.EVERY_STEP)
+    prediction_error_sigma: float = _help("sigma of the lognormal length-prediction error", default=0.5)
+    starvation_threshold_steps: int = _help("promote a request waiting this long (0 = no guard)", default=0)
+    priority_quantum_steps: int = _help("steps a promoted request keeps its promotion", default=50)
+    input_weight: float = _help("VTC charge per prompt token", default=1.0)
+    output_weight: float = _help("VTC charge per generated token", default=2.0)
+    client_weights: tuple[tuple[str, float], ...] = _help("VTC share weights per client", default=())
+    rate_limit_max_requests: int = _help("accepted requests per client per window (0 = no limit)", default=0)
+    rate_limit_window_steps: int = _help("rate-limit window, steps", default=1000)
+    seed: int = _help("seed for the length-prediction error", default=0)
+    model: ModelSpec = _help("model whose KV footprint sizes the blocks", default_factory=ModelSpec)
+    cost: CostModel = _help("step duration model", default_factory=CostModel)
+    max_steps: int = _help("guard: stop a run that has not finished after this many steps", default=2_000_000)
+
+    def __post_init__(self) -> None:
+        check_int("num_blocks", self.num_blocks, 1, 10_000_000)
+        check_int("block_size", self.block_size, 1, 1024)
+        check_int("max_num_seqs", self.max_num_seqs, 1, 4096)
+        check_int("max_num_batched_tokens", self.max_num_batched_tokens, 1, 1_000_000)
+        object.__setattr__(self, "policy", choice(Policy, self.policy, "policy"))
+        object.__setattr__(
+            self, "preemption_mode", choice(PreemptionMode, self.preemption_mode, "preemption_mode")
+        )
+        object.__setattr__(self, "stop_check", choice(StopCheck, self.stop_check, "stop_check"))
+        for name in ("enable_prefix_caching", "chunked_prefill", "abort_on_disconnect"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name}: must be true or false, got {getattr(self, name)!r}")
+        check_float("watermark", self.watermark, 0.0, 0.5)
+        check_int("num_cpu_blocks", self.num_cpu_blocks, 0, 100_000_000)
+        check_int("disconnect_detect_delay_steps", self.disconnect_detect_delay_steps, 0)
+        check_int("timeout_steps", self.timeout_steps, 0)
+        check_float("prediction_error_sigma", self.prediction_error_sigma, 0.0, 5.0)
+        check_int("starvation_threshold_steps", self.starvation_threshold_steps, 0)
+        check_int("priority_quantum_steps", self.priority_quantum_steps, 1)
+        check_float("input_weight", self.input_weight, 0.0)
+        check_float("output_weight", self.output_weight, 0.0)
+        if self.input_weight == 0 and self.output_weight == 0:
+            raise ValueError("input_weight, output_weight: at least one must be > 0")
+        object.__setattr__(self, "client_weights", _normalise_client_weights(self.client_weights))
+        check_int("rate_limit_max_requests", self.rate_limit_max_requests, 0)
+        check_int("rate_limit_window_steps", self.rate_limit_window_steps, 1)
+        check_int("seed", self.seed, 0)
+        check_int("max_steps", self.max_steps, 1)
+        if not isinstance(self.model, ModelSpec):
+            raise ValueError(f"model: must be a ModelSpec, got {self.model!r}")
+        if not isinstance(self.cost, CostModel):
+            raise ValueError(f"cost: must be a CostModel, got {self.cost!r}")
+
+    @property
+    def block_bytes(self) -> int:
+        return self.block_size * self.model.kv_bytes_per_token
+
+    @property
+    def watermark_blocks(self) -> int:
+        return int(self.watermark * self.num_blocks)
+
+    def client_weight(self, client_id: str) -> float:
+        return dict(self.client_weights).get(client_id, 1.0)
+
+    def replace(self, **changes: Any) -> EngineConfig:
+        return dataclasses.replace(self, **changes)
+
+
+def _normalise_client_weights(value: Any) -> tuple[tuple[str, float], ...]:
+    """Accept a mapping or pairs; return sorted ``(client_id, weight)`` pairs (hashable for caching)."""
+    items = value.items() if isinstance(value, dict) else value
+    try:
+        pairs = [(k, v) for k, v in items]
+    except (TypeError, ValueError):
+        raise ValueError(f"client_weights: must map client ids to weights, got {value!r}") from None
+    for client_id, weight in pairs:
+        if not isinstance(client_id, str) or not client_id:
+            raise ValueError(f"client_weights: client ids must be non-empty strings, got {client_id!r}")
+        check_float(f"client_weights[{client_id}]", weight, 0.0, lo_open=True)
+    return tuple(sorted((k, float(v)) for k, v in pairs))
+
+
+def field_help(cls: type, name: str) -> str:
+    """The help text (with unit) of a config field, for tooltips."""
+    return {f.name: f.metadata.get("help", "") for f in dataclasses.fields(cls)}[name]
+
+
+GIB = 1024**3
+
+
+def num_blocks_for_gib(pool_gib: float, model: ModelSpec, block_size: int) -> int:
+    """How many whole blocks of ``block_size`` tokens fit in ``pool_gib`` GiB of KV memory."""
+    check_float("pool_gib", pool_gib, 0.0, lo_open=True)
+    return int(pool_gib * GIB // (model.kv_bytes_per_token * block_size))
+
+
+def gib_for_blocks(num_blocks: int, model: ModelSpec, block_size: int) -> float:
+    return num_blocks * block_size * model.kv_bytes_per_token / GIB

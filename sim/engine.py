@@ -1,0 +1,353 @@
+"""The step loop: arrivals, disconnects, schedule, execute, finish, record (DESIGN.md section 2).
+
+``simulate(config, requests)`` runs until every request has ended (finished, aborted or rejected with a reason)
+and returns a ``Trace``. Stretches with nothing to do are recorded in bulk: the clock ticks one base step each.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict, deque
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import numpy as np
+
+from .block_pool import NO_HASH
+from .config import EngineConfig, StopCheck
+from .kv_cache_manager import KVCacheManager
+from .request import NO_STEP, RequestSpec, RequestStatus, RequestTable
+from .scheduler import Scheduler, SchedulerOutput
+from .trace import Trace, TraceRecorder
+
+_sum = np.add.reduce
+
+
+class _Executed(NamedTuple):
+    emitted: np.ndarray  # rows that generated a token this step
+    finished: np.ndarray  # rows that generated their last token
+    decode: np.ndarray  # [len(out.rows)] bool: decoded one token (else prefill)
+    num_wasted: int  # tokens generated that nobody reads
+    kv_tokens_scheduled: int  # KV tokens held by the scheduled rows after the step
+
+
+class SimulationError(RuntimeError):
+    """A run that cannot finish (the step guard tripped, or no request can ever make progress)."""
+
+
+def client_ids_of(requests: Sequence[RequestSpec]) -> list[str]:
+    """Client ids in order of first appearance."""
+    return list(dict.fromkeys(r.client_id for r in requests))
+
+
+def rejection_reason(spec: RequestSpec, config: EngineConfig) -> str:
+    """Why a request can never run on this engine ('' if it can), as vLLM rejects prompts over max_model_len."""
+    need = spec.max_blocks(config)
+    if need > config.num_blocks:
+        return "exceeds_kv_pool"
+    if not config.chunked_prefill and spec.prompt_len > config.max_num_batched_tokens:
+        return "exceeds_token_budget"
+    return ""
+
+
+def rejection_message(spec: RequestSpec, config: EngineConfig) -> str:
+    reason = rejection_reason(spec, config)
+    if reason == "exceeds_kv_pool":
+        return (f"needs {spec.max_blocks(config)} KV blocks at its longest (prompt {spec.prompt_len} + "
+                f"{spec.generated_len(config.stop_check)} output tokens, block_size {config.block_size}) "
+                f"but num_blocks is {config.num_blocks}")
+    if reason == "exceeds_token_budget":
+        return (f"prompt_len {spec.prompt_len} exceeds max_num_batched_tokens {config.max_num_batched_tokens} "
+                f"and chunked_prefill is off")
+    return ""
+
+
+class Engine:
+    def __init__(self, config: EngineConfig, requests: Sequence[RequestSpec], *, name: str = "",
+                 snapshot_every_steps: int = 0, check_invariants: bool = False):
+        if not requests:
+            raise ValueError("requests: a scenario needs at least one request")
+        ids = [r.request_id for r in requests]
+        if len(set(ids)) != len(ids):
+            dup = next(i for i in ids if ids.count(i) > 1)
+            raise ValueError(f"requests: duplicate request id {dup!r}")
+        self.config = config
+        self.name = name
+        self.specs = list(requests)
+        self.table = t = RequestTable(self.specs, config, client_ids_of(self.specs))
+        self.num_clients = len(t.client_ids)
+        groups = {g: i for i, g in enumerate(dict.fromkeys(r.prefix_group for r in requests if r.prefix_group))}
+        prefix_group = np.array([groups.get(r.prefix_group, -1) for r in requests], dtype=np.int64)
+        self.rejection = [rejection_reason(r, config) for r in self.specs]
+        max_blocks = max([r.max_blocks(config) for r, why in zip(self.specs, self.rejection, strict=True)
+                          if not why] or [1])
+        self.kv = KVCacheManager(config.num_blocks, config.block_size, config.max_num_seqs, max_blocks, len(t),
+                                 prefix_group, t.prefix_len, config.enable_prefix_caching)
+        self.scheduler = Scheduler(config, t, self.kv, self.num_clients)
+        self.recorder = TraceRecorder(self.num_clients)
+        self.snapshot_every_steps = snapshot_every_steps
+        self.check_invariants = check_invariants
+        # Arrivals in step order, file order within a step.
+        self._arrival_order = np.argsort(t.arrival_step, kind="stable")
+        self._next_arrival = 0
+        # Client disconnects (tab closed, timeout) and the steps the server notices them.
+        self._disconnects: dict[int, list[tuple[int, str]]] = defaultdict(list)
+        for row, spec in enumerate(self.specs):
+            if spec.abort_step is not None:
+                self._disconnects[spec.abort_step].append((row, "client_disconnected"))
+        if config.timeout_steps:
+            for row, spec in enumerate(self.specs):
+                self._disconnects[spec.arrival_step + config.timeout_steps].append((row, "timeout"))
+        self._detections: dict[int, list[int]] = defaultdict(list)
+        self._disconnect_reason: dict[int, str] = {}
+        self._rate_windows: list[deque[int]] = [deque() for _ in range(self.num_clients)]
+        self.num_done = 0
+        # Tokens can be wasted only if some client leaves or some answer runs past what is read.
+        self._may_waste = bool(self._disconnects) or bool((t.target_len > t.useful_len).any())
+        self._any_disconnect = False
+        self._prev_counters = np.zeros(self.num_clients)
+
+    # ---- the loop -------------------------------------------------------------------------------------------
+    def run(self) -> Trace:
+        n, step = len(self.table), 0
+        while self.num_done < n:
+            if step >= self.config.max_steps:
+                raise SimulationError(
+                    f"stopped after max_steps={self.config.max_steps} steps with {n - self.num_done} of {n} "
+                    f"requests unfinished; raise max_steps or shorten the workload")
+            if self._is_idle():
+                next_step = self._next_event_step()
+                if next_step is None:
+                    raise SimulationError(f"no request can make progress at step {step}")
+                if next_step > step:
+                    self._record_idle(step, next_step - 1)
+                    step = next_step
+                    continue
+            self.step(step)
+            step += 1
+        return self.recorder.finish(self.config, self.table, self.name)
+
+    def step(self, step: int) -> None:
+        self._arrive(step)
+        num_aborted = self._disconnect(step)
+        out = self.scheduler.schedule(step)
+        self.recorder.events.extend([(step, kind, row, why) for kind, row, why in out.events])
+        done = self._execute(step, out)
+        values, client_values = self._measure(out, done)
+        if self.snapshot_every_steps and step % self.snapshot_every_steps == 0:
+            self.recorder.snapshots[step] = (self.kv.owner_map(), self._cached_free_mask())
+        self._finish(step, done.finished)
+        cached_free = int(self._cached_free_mask().sum()) if self.config.enable_prefix_caching else 0
+        values = (*values, self.kv.num_free_blocks, num_aborted + len(done.finished), cached_free)
+        self.recorder.append(values, client_values, out.rows, out.num_tokens)
+        if not len(out.rows) and self._is_stuck(step):
+            why = next((e[3] for e in reversed(self.recorder.events) if e[0] == step and e[1] == "blocked"), "")
+            raise SimulationError(f"no request can make progress at step {step}: {why}")
+        if self.check_invariants:
+            self._check_invariants()
+
+    def _is_idle(self) -> bool:
+        s = self.scheduler
+        return not len(s.running) and not len(s.waiting) and not s.swapped
+
+    def _is_stuck(self, step: int) -> bool:
+        s = self.scheduler
+        return (not len(s.running) and not s.swapped and len(s.waiting) > 0
+                and self._next_event_step(after=step) is None)
+
+    def _next_event_step(self, after: int = -1) -> int | None:
+        candidates = [s for s in list(self._disconnects) + list(self._detections) if s > after]
+        if self._next_arrival < len(self._arrival_order):
+            candidates.append(int(self.table.arrival_step[self._arrival_order[self._next_arrival]]))
+        return min(candidates) if candidates else None
+
+    # ---- arrivals and disconnects ---------------------------------------------------------------------------
+    def _arrive(self, step: int) -> None:
+        t, order = self.table, self._arrival_order
+        while self._next_arrival < len(order) and t.arrival_step[order[self._next_arrival]] == step:
+            row = int(order[self._next_arrival])
+            self._next_arrival += 1
+            why = self.rejection[row] or self._rate_limited(row, step)
+            if why:
+                self._end(row, step, RequestStatus.REJECTED, why)
+                self.recorder.events.append((step, "reject", row, _REJECT_TEXT[why]))
+                continue
+            t.status[row] = RequestStatus.WAITING
+            t.wait_start_step[row] = step
+            self.scheduler.waiting.add(row)
+            self.recorder.events.append((step, "arrive", row, "joined the waiting queue"))
+
+    def _rate_limited(self, row: int, step: int) -> str:
+        cfg = self.config
+        if not cfg.rate_limit_max_requests:
+            return ""
+        window = self._rate_windows[self.table.client[row]]
+        while window and window[0] <= step - cfg.rate_limit_window_steps:
+            window.popleft()
+        if len(window) >= cfg.rate_limit_max_requests:
+            return "rate_limited"
+        window.append(step)
+        return ""
+
+    def _disconnect(self, step: int) -> int:
+        """Mark clients that left at ``step``; abort those the server notices now. Returns how many aborted."""
+        t, cfg = self.table, self.config
+        num_aborted = 0
+        for row, reason in self._disconnects.pop(step, []):
+            if RequestStatus(t.status[row]).is_finished or t.disconnect_step[row] != NO_STEP:
+                continue
+            t.disconnect_step[row] = step
+            self._any_disconnect = True
+            self._disconnect_reason[row] = reason
+            what = "client timed out" if reason == "timeout" else "client disconnected"
+            if cfg.abort_on_disconnect:
+                self._detections[step + cfg.disconnect_detect_delay_steps].append(row)
+                delay = cfg.disconnect_detect_delay_steps
+                what += f"; the server notices in {delay} steps" if delay else ""
+            else:
+                what += "; the server keeps generating for nobody"
+            self.recorder.events.append((step, "disconnect", row, what))
+        for row in self._detections.pop(step, []):
+            if not RequestStatus(t.status[row]).is_finished:
+                self.scheduler.remove(row)
+                self._end(row, step, RequestStatus.FINISHED_ABORTED, self._disconnect_reason[row])
+                self.recorder.events.append((step, "abort", row, "aborted: slot and KV blocks freed now"))
+                num_aborted += 1
+        return num_aborted
+
+    def _end(self, row: int, step: int, status: RequestStatus, reason: str) -> None:
+        self.table.status[row] = status
+        self.table.finish_step[row] = step
+        self.table.finish_reason[row] = reason
+        self.num_done += 1
+
+    # ---- execute and finish ---------------------------------------------------------------------------------
+    def _execute(self, step: int, out: SchedulerOutput) -> _Executed:
+        """Advance every scheduled request; each that has computed all its tokens emits one new token."""
+        t, rows, toks = self.table, out.rows, out.num_tokens
+        if not len(rows):
+            return _Executed(rows, rows, np.zeros(0, dtype=bool), 0, 0)
+        after = out.num_computed_before + toks
+        t.num_computed_tokens[rows] = after
+        is_emitting = after == out.seq_len_before
+        # A decode computes exactly the one token generated last step (costed per request, not per token).
+        decode = is_emitting & (toks == 1)
+        emitted = rows[is_emitting]
+        t.num_output_tokens[emitted] += 1
+        t.num_tokens[emitted] += 1
+        fresh = emitted[t.first_token_step[emitted] == NO_STEP]
+        t.first_token_step[fresh] = step
+        num_wasted = 0
+        if self._may_waste:
+            wasted = emitted[(t.disconnect_step[emitted] != NO_STEP)
+                             | (t.num_output_tokens[emitted] > t.useful_len[emitted])]
+            t.num_wasted_tokens[wasted] += 1
+            num_wasted = len(wasted)
+        self.scheduler.charge_output(emitted)
+        self.scheduler.waiting.on_scheduled(rows)
+        finished = emitted[t.num_output_tokens[emitted] >= t.target_len[emitted]]
+        return _Executed(emitted, finished, decode, num_wasted, int(_sum(after)))
+
+    def _finish(self, step: int, finished: np.ndarray) -> None:
+        if not len(finished):
+            return
+        t = self.table
+        stops_early = self.config.stop_check is StopCheck.EVERY_STEP
+        for row in finished.tolist():
+            if t.ends_on_stop[row] and stops_early:
+                status, reason = RequestStatus.FINISHED_STOPPED, "stop"
+            else:
+                status, reason = RequestStatus.FINISHED_LENGTH_CAPPED, "length"
+            self._end(row, step, status, reason)
+            n = int(t.num_output_tokens[row])
+            self.recorder.events.append((step, "finish", row, f"finished ({reason}) after {n} tokens"))
+        self.scheduler.remove_finished(finished)
+
+    # ---- recording ------------------------------------------------------------------------------------------
+    def _measure(self, out: SchedulerOutput, done: _Executed) -> tuple[tuple, tuple]:
+        """The step's STEP_COLUMNS values up to ``num_admitted`` and its CLIENT_COLUMNS values (see trace.py)."""
+        t, s, kv, cfg = self.table, self.scheduler, self.kv, self.config
+        run, emitted, decode = s.running, done.emitted, done.decode
+        num_scheduled = len(out.rows)
+        num_decode = int(np.count_nonzero(decode))
+        num_prefill = int(_sum(out.num_tokens)) - num_decode if num_scheduled else 0
+        swap_ms = cfg.cost.swap_ms(out.num_swap_blocks, cfg.block_bytes) if out.num_swap_blocks else 0.0
+        if num_scheduled == len(run):  # everybody ran: their KV is what they computed
+            kv_tokens = done.kv_tokens_scheduled
+        else:
+            kv_tokens = int(_sum(t.num_computed_tokens[run]))
+        orphan_blocks = orphan_kv_tokens = 0
+        if self._any_disconnect:
+            orphans = run[t.disconnect_step[run] != NO_STEP]
+            orphan_blocks = int(_sum(kv.num_blocks_held[orphans]))
+            orphan_kv_tokens = int(_sum(t.num_computed_tokens[orphans]))
+        values = (
+            cfg.cost.step_ms(num_prefill, num_decode) + swap_ms, swap_ms, len(run), len(s.waiting), len(s.swapped),
+            num_scheduled, num_prefill, num_decode, len(emitted), done.num_wasted, kv.pool.num_used, kv_tokens,
+            orphan_blocks, orphan_kv_tokens, s.num_cpu_blocks_used, out.num_preempted, out.num_admitted,
+        )
+        counters, service = s.counters.copy(), s.service.copy()
+        if self.num_clients == 1 and not cfg.enable_prefix_caching:  # no shared blocks: held == used
+            return values, (kv.pool.num_used, len(run), len(emitted), num_prefill, counters, service)
+        nc, client_run, prefill = self.num_clients, t.client[run], ~decode
+        return values, (
+            np.bincount(client_run, weights=kv.num_blocks_held[run], minlength=nc),
+            np.bincount(client_run, minlength=nc),
+            np.bincount(t.client[emitted], minlength=nc),
+            np.bincount(t.client[out.rows[prefill]], weights=out.num_tokens[prefill], minlength=nc),
+            counters,
+            service,
+        )
+
+    def _cached_free_mask(self) -> np.ndarray:
+        pool = self.kv.pool
+        return (pool.ref_cnt == 0) & (pool.block_hash != NO_HASH)
+
+    def _record_idle(self, first: int, last: int) -> None:
+        s, kv, cfg = self.scheduler, self.kv, self.config
+        cached_free = int(self._cached_free_mask().sum()) if cfg.enable_prefix_caching else 0
+        values = (cfg.cost.step_base_ms, 0.0, 0, 0, len(s.swapped), 0, 0, 0, 0, 0, kv.pool.num_used, 0, 0, 0,
+                  s.num_cpu_blocks_used, 0, 0, kv.num_free_blocks, 0, cached_free)
+        zeros = np.zeros(self.num_clients)
+        self.recorder.append_idle(last - first + 1, values,
+                                  (zeros, zeros, zeros, zeros, s.counters.copy(), s.service.copy()))
+
+    # ---- invariants -----------------------------------------------------------------------------------------
+    def _check_invariants(self) -> None:
+        t, s, kv = self.table, self.scheduler, self.kv
+        kv.check_integrity()
+        run = s.running
+        if len(np.unique(run)) != len(run) or (t.status[run] != RequestStatus.RUNNING).any():
+            raise AssertionError("running list has duplicates or rows not RUNNING")
+        expected = -(-t.num_computed_tokens[run] // kv.block_size)
+        if not np.array_equal(expected, kv.num_blocks_held[run]):
+            raise AssertionError("a running request holds a block count other than ceil(computed / block_size)")
+        if len(run) > self.config.max_num_seqs:
+            raise AssertionError("more running requests than max_num_seqs")
+        counts = np.bincount(t.status, minlength=len(RequestStatus))
+        waiting = counts[RequestStatus.WAITING] + counts[RequestStatus.PREEMPTED]
+        if waiting != len(s.waiting) or counts[RequestStatus.SWAPPED] != len(s.swapped):
+            raise AssertionError("queue lengths disagree with request statuses")
+        done = sum(counts[st] for st in (RequestStatus.FINISHED_STOPPED, RequestStatus.FINISHED_LENGTH_CAPPED,
+                                         RequestStatus.FINISHED_ABORTED, RequestStatus.REJECTED))
+        if done != self.num_done:
+            raise AssertionError("a request was lost")
+        if s.num_cpu_blocks_used != int(s.swapped_blocks.sum()) or s.num_cpu_blocks_used > self.config.num_cpu_blocks:
+            raise AssertionError("CPU swap space accounting is off")
+        if (s.counters < self._prev_counters - 1e-9).any():
+            raise AssertionError("a virtual counter decreased")
+        self._prev_counters = s.counters.copy()
+
+
+_REJECT_TEXT = {
+    "exceeds_kv_pool": "rejected: it can never fit in the KV pool",
+    "exceeds_token_budget": "rejected: its prompt exceeds the step's token budget and chunked prefill is off",
+    "rate_limited": "rejected: the client is over its rate limit",
+}
+
+
+def simulate(config: EngineConfig, requests: Sequence[RequestSpec], *, name: str = "",
+             snapshot_every_steps: int = 0, check_invariants: bool = False) -> Trace:
+    """Run ``requests`` on an engine configured by ``config`` and return the trace."""
+    engine = Engine(config, requests, name=name, snapshot_every_steps=snapshot_every_steps,
+                    check_invariants=check_invariants)
+    return engine.run()

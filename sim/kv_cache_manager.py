@@ -1,0 +1,184 @@
+"""Block tables: which pool blocks hold each running request's KV, and prefix-cache lookups.
+
+A request holds blocks only while it is running. It then owns a batch slot; its blocks are
+``block_table[slot, :num_blocks_held[row]]`` in token order. Invariant after every step: a running request holds
+``ceil(num_computed_tokens / block_size)`` blocks, and a block's ``ref_cnt`` equals the number of block-table
+entries naming it (several only when prefix caching shares it).
+
+Prefix caching models the chained block hash of vLLM without tokens: block ``j`` of a request covers tokens
+``[j*B, (j+1)*B)``; if all tokens up to its end belong to the request's shared prefix (``(j+1)*B <= prefix_len``)
+its identity is ``(prefix group, j)``, otherwise ``(request, j)``, unique to the request (its own prompt text and
+its generated tokens). A preempted request therefore finds its own freed blocks again if they were not reused.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .block_pool import BlockPool
+
+_J_BITS = 31  # block index bits in a hash key
+
+
+def _request_block_hash(row: int, j: int) -> int:
+    return (row << _J_BITS) | j
+
+
+def _group_block_hash(group: int, j: int) -> int:
+    return -(((group + 1) << _J_BITS) | j)
+
+
+class KVCacheManager:
+    def __init__(
+        self,
+        num_blocks: int,
+        block_size: int,
+        num_slots: int,
+        max_blocks_per_req: int,
+        num_rows: int,
+        prefix_group: np.ndarray,
+        prefix_len: np.ndarray,
+        enable_caching: bool,
+    ):
+        self.block_size = block_size
+        self.pool = BlockPool(num_blocks, enable_caching)
+        self.enable_caching = enable_caching
+        self.block_table = np.full((num_slots, max_blocks_per_req), -1, dtype=np.int32)  # [slots, max_blocks] -1
+        self.slot_of_row = np.full(num_rows, -1, dtype=np.int32)  # [rows] int32, -1 = holds no slot
+        self.row_of_slot = np.full(num_slots, -1, dtype=np.int32)  # [slots] int32, -1 = empty slot
+        self.num_blocks_held = np.zeros(num_rows, dtype=np.int64)  # [rows] int64
+        self.num_hashed_blocks = np.zeros(num_rows, dtype=np.int64)  # [rows] leading blocks registered
+        self._free_slots = list(range(num_slots - 1, -1, -1))
+        self._prefix_group = prefix_group  # [rows] int64, -1 = no shared prefix
+        self._prefix_len = prefix_len  # [rows] int64 tokens
+
+    @property
+    def num_free_blocks(self) -> int:
+        return self.pool.num_free
+
+    def blocks_of(self, row: int) -> np.ndarray:
+        slot = self.slot_of_row[row]
+        return self.block_table[slot, : self.num_blocks_held[row]] if slot >= 0 else np.empty(0, np.int32)
+
+    # ---- prefix cache -------------------------------------------------------------------------------------
+    def block_hash(self, row: int, j: int) -> int:
+        if self._prefix_group[row] >= 0 and (j + 1) * self.block_size <= self._prefix_len[row]:
+            return _group_block_hash(int(self._prefix_group[row]), j)
+        return _request_block_hash(row, j)
+
+    def find_cached_blocks(self, row: int, num_tokens: int) -> np.ndarray:
+        """Longest run of leading blocks already in the cache. At least the last token is always computed."""
+        if not self.enable_caching or not self.pool.cached:
+            return np.empty(0, dtype=np.int32)
+        hits: list[int] = []
+        for j in range((num_tokens - 1) // self.block_size):
+            b = self.pool.cached.get(self.block_hash(row, j))
+            if b is None:
+                break
+            hits.append(b)
+        return np.array(hits, dtype=np.int32)
+
+    def _hash_full_blocks(self, row: int, num_tokens_known: int) -> None:
+        """Register blocks that the scheduled tokens fill (vLLM caches at allocation, capped at num_tokens)."""
+        start, end = int(self.num_hashed_blocks[row]), num_tokens_known // self.block_size
+        if end <= start:
+            return
+        table = self.block_table[self.slot_of_row[row]]
+        for j in range(start, end):
+            self.pool.cache_block(int(table[j]), self.block_hash(row, j))
+        self.num_hashed_blocks[row] = end
+
+    # ---- allocation ---------------------------------------------------------------------------------------
+    def admit(self, row: int, cached_blocks: np.ndarray, num_tokens_after: int, num_tokens_known: int) -> None:
+        """Give a waiting request a slot, its cache hits and new blocks for ``num_tokens_after`` tokens."""
+        slot = self._free_slots.pop()
+        self.slot_of_row[row] = slot
+        self.row_of_slot[slot] = row
+        k = len(cached_blocks)
+        if k:
+            self.pool.touch(cached_blocks)
+            self.block_table[slot, :k] = cached_blocks
+        self.num_blocks_held[row] = k
+        self.num_hashed_blocks[row] = k
+        self.grow(row, num_tokens_after, num_tokens_known)
+
+    def grow(self, row: int, num_tokens_after: int, num_tokens_known: int) -> None:
+        """Allocate the blocks one request needs to hold ``num_tokens_after`` computed tokens."""
+        held = int(self.num_blocks_held[row])
+        target = -(-num_tokens_after // self.block_size)
+        if target > held:
+            self.block_table[self.slot_of_row[row], held:target] = self.pool.allocate(target - held)
+            self.num_blocks_held[row] = target
+        if self.enable_caching:
+            self._hash_full_blocks(row, min(num_tokens_after, num_tokens_known))
+
+    def grow_many(self, rows: np.ndarray, new_blocks: np.ndarray, held: np.ndarray,
+                  num_tokens_known: np.ndarray | None) -> None:
+        """Vectorised ``grow`` for running requests: ``new_blocks[i]`` more blocks for ``rows[i]``, which holds
+        ``held[i]`` now. ``num_tokens_known`` (needed only with prefix caching) caps which blocks count as full."""
+        growing = new_blocks.nonzero()[0]
+        if len(growing):  # usually a few decoding requests crossing a block boundary
+            rows_g, new_g, held_g = rows[growing], new_blocks[growing], held[growing]
+            total = int(np.add.reduce(new_g))
+            blocks = self.pool.allocate(total)
+            if total == len(growing):  # one block each
+                self.block_table[self.slot_of_row[rows_g], held_g] = blocks
+            else:
+                owner_rows = np.repeat(rows_g, new_g)
+                starts = np.cumsum(new_g) - new_g
+                cols = np.repeat(held_g - starts, new_g) + np.arange(total)
+                self.block_table[self.slot_of_row[owner_rows], cols] = blocks
+            self.num_blocks_held[rows_g] = held_g + new_g
+        if self.enable_caching and num_tokens_known is not None:
+            full = num_tokens_known // self.block_size
+            for i in np.flatnonzero(full > self.num_hashed_blocks[rows]).tolist():
+                self._hash_full_blocks(int(rows[i]), int(num_tokens_known[i]))
+
+    def free(self, row: int) -> int:
+        """Release a request's blocks, tail first (so its prefix stays cached longest), and its slot.
+        Returns how many blocks became free."""
+        slot = int(self.slot_of_row[row])
+        if slot < 0:
+            return 0
+        held = int(self.num_blocks_held[row])
+        before = self.pool.num_free
+        if held:
+            self.pool.free(self.block_table[slot, :held][::-1].copy(), may_be_shared=self.enable_caching)
+        self.block_table[slot, :held] = -1
+        self.num_blocks_held[row] = 0
+        self.num_hashed_blocks[row] = 0
+        self.slot_of_row[row] = -1
+        self.row_of_slot[slot] = -1
+        self._free_slots.append(slot)
+        return self.pool.num_free - before
+
+    # ---- views --------------------------------------------------------------------------------------------
+    def owner_map(self) -> np.ndarray:
+        """[num_blocks] int32: the row holding each block (the latest slot's if shared), -1 free."""
+        owner = np.full(self.pool.num_blocks, -1, dtype=np.int32)
+        slots = np.flatnonzero(self.row_of_slot >= 0)
+        if len(slots):
+            rows = self.row_of_slot[slots]
+            cols = np.arange(self.block_table.shape[1])
+            mask = cols[None, :] < self.num_blocks_held[rows][:, None]
+            owner[self.block_table[slots][mask]] = np.broadcast_to(rows[:, None], mask.shape)[mask]
+        return owner
+
+    def check_integrity(self) -> None:
+        self.pool.check_integrity()
+        slots = np.flatnonzero(self.row_of_slot >= 0)
+        rows = self.row_of_slot[slots]
+        if not np.array_equal(self.slot_of_row[rows], slots):
+            raise AssertionError("slot_of_row and row_of_slot disagree")
+        refs = np.zeros(self.pool.num_blocks, dtype=np.int64)
+        for slot, row in zip(slots.tolist(), rows.tolist(), strict=True):
+            blocks = self.block_table[slot, : self.num_blocks_held[row]]
+            if (blocks < 0).any() or len(np.unique(blocks)) != len(blocks):
+                raise AssertionError(f"row {row}: block table has holes or repeats: {blocks}")
+            if (self.block_table[slot, self.num_blocks_held[row] :] != -1).any():
+                raise AssertionError(f"row {row}: entries past its held blocks")
+            refs[blocks] += 1
+        if not np.array_equal(refs, self.pool.ref_cnt):
+            raise AssertionError("ref_cnt differs from the number of block-table entries per block")
+        if len(self._free_slots) + len(slots) != len(self.row_of_slot):
+            raise AssertionError("a batch slot was lost")

@@ -1,0 +1,199 @@
+"""Summaries computed from a trace: latency statistics, throughput, waste, per-client service, fairness.
+
+Conventions (steps are whole engine steps, ms come from the cost model):
+- finish time = steps from the start of the arrival step to the end of the finish step: a request that arrives
+  at step 0 and finishes at the end of step 999 took 1,000 steps;
+- queueing delay = steps from arrival to the first step the request was scheduled;
+- TTFT = steps from arrival to the end of the step that produced the first token.
+Latency statistics cover *served* requests: finished (stop or length) with the client still there.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .request import NO_STEP, RequestStatus
+from .trace import Trace
+
+_SERVED = (RequestStatus.FINISHED_STOPPED, RequestStatus.FINISHED_LENGTH_CAPPED)
+
+
+def served_mask(trace: Trace) -> np.ndarray:
+    """[requests] bool: finished normally and somebody was there to read the answer."""
+    r = trace.requests
+    return np.isin(r["status"], _SERVED) & (r["disconnect_step"] == NO_STEP)
+
+
+def request_latencies(trace: Trace) -> dict[str, np.ndarray]:
+    """Per-request latencies, NaN where the event never happened. Keys: finish/queue/ttft x steps/ms."""
+    r = trace.requests
+    arrival = r["arrival_step"]
+    out: dict[str, np.ndarray] = {}
+    for key, col, end_of_step in (("finish", "finish_step", True), ("queue", "first_scheduled_step", False),
+                                  ("ttft", "first_token_step", True)):
+        step = r[col]
+        ok = step != NO_STEP
+        steps = np.full(len(step), np.nan)
+        ms = np.full(len(step), np.nan)
+        steps[ok] = step[ok] - arrival[ok] + (1 if end_of_step else 0)
+        end = trace.end_ms(step[ok]) if end_of_step else trace.start_ms(step[ok])
+        ms[ok] = end - trace.start_ms(arrival[ok])
+        out[f"{key}_steps"], out[f"{key}_ms"] = steps, ms
+    done = np.isin(r["status"], _SERVED)
+    out["finish_steps"][~done] = np.nan  # aborted and rejected requests did not finish
+    out["finish_ms"][~done] = np.nan
+    return out
+
+
+def stats(values: np.ndarray) -> dict[str, float]:
+    """mean / p50 / p99 / max of the finite values (NaN when there are none)."""
+    v = np.asarray(values, dtype=np.float64)
+    v = v[np.isfinite(v)]
+    if not len(v):
+        return {"count": 0, "mean": float("nan"), "p50": float("nan"), "p99": float("nan"), "max": float("nan")}
+    return {"count": int(len(v)), "mean": float(v.mean()), "p50": float(np.percentile(v, 50)),
+            "p99": float(np.percentile(v, 99)), "max": float(v.max())}
+
+
+def wasted_gpu_ms(trace: Trace) -> float:
+    """GPU time spent on tokens nobody reads: each step's time shared out over the tokens it computed."""
+    s = trace.steps
+    computed = s["num_prefill_tokens"] + s["num_decode_reqs"]
+    share = np.divide(s["num_wasted_tokens"], computed, out=np.zeros(len(computed)), where=computed > 0)
+    return float((s["step_ms"] * share).sum())
+
+
+def summary(trace: Trace) -> dict[str, Any]:
+    r, s = trace.requests, trace.steps
+    lat = request_latencies(trace)
+    served = served_mask(trace)
+    status = r["status"]
+    makespan_ms = float(s["time_ms"][-1]) if trace.num_steps else 0.0
+    seconds = makespan_ms / 1000.0 if makespan_ms else float("nan")
+    output_tokens = int(r["num_output_tokens"].sum())
+    wasted = int(r["num_wasted_tokens"].sum())
+    rejected = status == RequestStatus.REJECTED
+    reasons: dict[str, int] = {}
+    for i in np.flatnonzero(rejected):
+        reasons[trace.finish_reason[i]] = reasons.get(trace.finish_reason[i], 0) + 1
+    return {
+        "num_requests": trace.num_requests,
+        "num_served": int(served.sum()),
+        "num_finished": int(np.isin(status, _SERVED).sum()),
+        "num_aborted": int((status == RequestStatus.FINISHED_ABORTED).sum()),
+        "num_rejected": int(rejected.sum()),
+        "rejected_by_reason": reasons,
+        "num_preemptions": int(r["num_preemptions"].sum()),
+        "num_swaps": sum(len(x) for x in trace.swapped_out_at_steps),
+        "num_steps": trace.num_steps,
+        "makespan_ms": makespan_ms,
+        "finish_steps": stats(lat["finish_steps"][served]),
+        "finish_ms": stats(lat["finish_ms"][served]),
+        "queue_steps": stats(lat["queue_steps"][served]),
+        "queue_ms": stats(lat["queue_ms"][served]),
+        "ttft_steps": stats(lat["ttft_steps"][served]),
+        "ttft_ms": stats(lat["ttft_ms"][served]),
+        "output_tokens": output_tokens,
+        "wasted_tokens": wasted,
+        "useful_tokens": output_tokens - wasted,
+        "wasted_gpu_ms": wasted_gpu_ms(trace),
+        "throughput_tok_s": output_tokens / seconds,
+        "goodput_tok_s": (output_tokens - wasted) / seconds,
+        "recomputed_tokens": int(r["num_recomputed_tokens"].sum()),
+        "cached_tokens": int(r["num_cached_tokens"].sum()),
+        "swap_ms": float(s["swap_ms"].sum()),
+        "peak_used_blocks": int(s["used_blocks"].max()) if trace.num_steps else 0,
+        "mean_kv_occupancy": float(s["used_blocks"].mean() / trace.config.num_blocks) if trace.num_steps else 0.0,
+    }
+
+
+def jain_index(x: np.ndarray) -> float:
+    """Jain's fairness index: 1 when all equal, 1/n when one gets everything."""
+    x = np.asarray(x, dtype=np.float64)
+    if not len(x) or not (x**2).sum():
+        return float("nan")
+    return float(x.sum() ** 2 / (len(x) * (x**2).sum()))
+
+
+def per_client(trace: Trace) -> list[dict[str, Any]]:
+    """One row per client: requests, service, throughput and latency."""
+    r = trace.requests
+    lat = request_latencies(trace)
+    served = served_mask(trace)
+    seconds = trace.steps["time_ms"][-1] / 1000.0 if trace.num_steps else float("nan")
+    rows = []
+    for c, client_id in enumerate(trace.client_ids):
+        mine = r["client"] == c
+        ok = mine & served
+        finish = stats(lat["finish_ms"][ok])
+        rows.append({
+            "client": client_id,
+            "num_requests": int(mine.sum()),
+            "num_served": int(ok.sum()),
+            "num_rejected": int((mine & (r["status"] == RequestStatus.REJECTED)).sum()),
+            "output_tokens": int(r["num_output_tokens"][mine].sum()),
+            "prompt_tokens_served": int(r["prompt_len"][mine & (r["first_scheduled_step"] != NO_STEP)].sum()),
+            "throughput_tok_s": float(r["num_output_tokens"][mine].sum() / seconds),
+            "weighted_service": float(trace.clients["client_service"][-1, c]) if trace.num_steps else 0.0,
+            "mean_finish_ms": finish["mean"],
+            "p99_finish_ms": finish["p99"],
+            "mean_queue_ms": stats(lat["queue_ms"][ok])["mean"],
+            "mean_ttft_ms": stats(lat["ttft_ms"][ok])["mean"],
+        })
+    return rows
+
+
+def client_backlog(trace: Trace) -> np.ndarray:
+    """[steps, clients] int: requests of each client waiting in the queue during each step (after scheduling),
+    counting the wait from arrival to first scheduling and from each preemption to its resume."""
+    r = trace.requests
+    n, nc = trace.num_steps, len(trace.client_ids)
+    diff = np.zeros((n + 1, nc), dtype=np.int64)
+    for i in range(trace.num_requests):
+        c = r["client"][i]
+        starts = [r["arrival_step"][i]] + list(trace.preempted_at_steps[i])
+        ends = [r["first_scheduled_step"][i]] + list(trace.resumed_at_steps[i])
+        for k, start in enumerate(starts):
+            end = ends[k] if k < len(ends) and ends[k] != NO_STEP else r["finish_step"][i]
+            if end == NO_STEP or end < start:
+                continue
+            if r["status"][i] == RequestStatus.REJECTED:
+                continue
+            diff[start, c] += 1
+            diff[min(end, n), c] -= 1
+    return np.cumsum(diff[:n], axis=0)
+
+
+def vtc_bound(trace: Trace) -> float:
+    """The VTC paper's bound on the service gap between two backlogged clients:
+    2 * max(input_weight * L_input, output_weight * M), L_input the longest prompt, M the pool in tokens."""
+    cfg = trace.config
+    max_input = int(trace.requests["prompt_len"].max())
+    pool_tokens = cfg.num_blocks * cfg.block_size
+    return 2.0 * max(cfg.input_weight * max_input, cfg.output_weight * pool_tokens)
+
+
+def service_gap(trace: Trace, a: int = 0, b: int = 1) -> dict[str, Any]:
+    """Largest difference in weighted service between clients ``a`` and ``b`` over any interval in which both
+    are backlogged: max over common-backlog periods of (max - min) of service_a - service_b.
+    Returns the gap, per-step difference (NaN where not both backlogged) and the bound."""
+    backlog = client_backlog(trace)
+    both = (backlog[:, a] > 0) & (backlog[:, b] > 0)
+    svc = trace.clients["client_service"]
+    diff = svc[:, a] - svc[:, b]
+    gap, start = 0.0, None
+    for t in range(trace.num_steps + 1):
+        inside = t < trace.num_steps and both[t]
+        if inside and start is None:
+            start = t
+        elif not inside and start is not None:
+            # The period's service is measured from the step before it began.
+            lo = start - 1
+            seg = diff[max(lo, 0) : t]
+            base = diff[lo] if lo >= 0 else 0.0
+            seg = np.concatenate([[base], seg])
+            gap = max(gap, float(seg.max() - seg.min()))
+            start = None
+    return {"gap": gap, "diff": np.where(both, diff, np.nan), "bound": vtc_bound(trace)}

@@ -1,0 +1,322 @@
+"""Named scenarios for the four lessons, the article's examples first. Presets are data: a scenario plus the policy
+variants a lesson compares side by side on that same workload.
+
+Article numbers these reproduce (tests pin them):
+- one slot, answers of 1,000/100/100 steps: FCFS average finish 1,100 steps, SJF 500;
+- a 1,000-token answer abandoned at token 300: 700 tokens wasted without an abort, KV would reach 131 MB
+  (Llama 3.1 8B, 128 KiB per token), the abort frees 39 MB on the next step;
+- a 2,000-token victim: recompute ~32 ms of prefill, swap ~262 MB each way, ~5 ms at 50 GB/s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .config import EngineConfig
+from .request import RequestSpec
+from .scenario import Scenario
+from .workload import ClientSpec, WorkloadSpec, generate
+
+
+@dataclass(frozen=True)
+class Preset:
+    key: str
+    lesson: str  # queueing | fairness | cancellation | preemption
+    title: str
+    description: str
+    scenario: Scenario
+    variants: tuple[tuple[str, dict[str, Any]], ...]  # (label, config overrides) compared side by side
+    knobs: dict[str, Any] = field(default_factory=dict)  # lesson-specific settings the page starts from
+
+
+def _workload_scenario(name: str, config: EngineConfig, workload: WorkloadSpec, description: str = "") -> Scenario:
+    return Scenario(name=name, config=config, requests=tuple(generate(workload)), description=description,
+                    workload=workload)
+
+
+# ---- queueing ---------------------------------------------------------------------------------------------------
+def _article_hol() -> Preset:
+    requests = (
+        RequestSpec("long", 0, 4, 1000),
+        RequestSpec("short1", 0, 4, 100),
+        RequestSpec("short2", 0, 4, 100),
+    )
+    config = EngineConfig(num_blocks=999, max_num_seqs=1)
+    return Preset(
+        "article_hol", "queueing", "Article: one slot, answers of 1,000/100/100 steps",
+        "One batch slot and three requests arriving together: a 1,000-step answer first, two 100-step answers "
+        "behind it. FCFS makes both short ones wait for the long one; shortest-job-first runs them first.",
+        Scenario("Head-of-line blocking: one slot, 1,000/100/100 steps", config, requests),
+        (("FCFS", {"policy": "fcfs"}), ("SJF (true lengths)", {"policy": "sjf"})),
+    )
+
+
+def _busy_server() -> Preset:
+    workload = WorkloadSpec(num_requests=300, rate_per_step=0.25, prompt_median=300, prompt_sigma=0.8,
+                            output_median=120, output_sigma=1.1, output_max=2000, seed=7)
+    config = EngineConfig(num_blocks=2000, max_num_seqs=16, prediction_error_sigma=0.5)
+    return Preset(
+        "busy_server", "queueing", "Busy server: Poisson arrivals, long-tailed answers",
+        "300 requests arriving at random, answer lengths with a long tail, 16 batch slots. Long answers hold "
+        "slots while short ones queue behind them.",
+        _workload_scenario("Busy server", config, workload),
+        (("FCFS", {"policy": "fcfs"}), ("SJF (true lengths)", {"policy": "sjf"}),
+         ("SJF (predicted)", {"policy": "sjf_predicted"})),
+    )
+
+
+def _predicted_lengths() -> Preset:
+    p = _busy_server()
+    return Preset(
+        "predicted_lengths", "queueing", "Predicted lengths: SJF with noisy predictions",
+        "Nobody knows an answer's length before generating it. SJF on predicted lengths degrades from the "
+        "oracle toward FCFS as the prediction error grows.",
+        p.scenario,
+        (("SJF (true lengths)", {"policy": "sjf"}), ("SJF (predicted)", {"policy": "sjf_predicted"}),
+         ("FCFS", {"policy": "fcfs"})),
+        {"sigma_sweep": (0.0, 0.25, 0.5, 1.0, 1.5, 2.0)},
+    )
+
+
+def _starvation() -> Preset:
+    requests = [RequestSpec("long", 0, 64, 600)]
+    requests += [RequestSpec(f"s{i}", 1 + 10 * i, 64, 40) for i in range(120)]
+    config = EngineConfig(num_blocks=999, max_num_seqs=4, starvation_threshold_steps=200, priority_quantum_steps=600)
+    return Preset(
+        "starvation", "queueing", "Starvation: a long request under SJF",
+        "A long request arrives with a steady stream of short ones. Pure SJF keeps choosing the short ones; a "
+        "starvation guard promotes a request that has waited too long.",
+        Scenario("Starvation under SJF", config.replace(max_num_seqs=1), tuple(requests)),
+        (("SJF, no guard", {"policy": "sjf", "starvation_threshold_steps": 0}),
+         ("SJF + guard", {"policy": "sjf"}), ("FCFS", {"policy": "fcfs"})),
+    )
+
+
+def _priority_lanes() -> Preset:
+    requests = [RequestSpec(f"batch{i}", i * 5, 64, 300, client_id="batch", priority=1) for i in range(6)]
+    requests += [RequestSpec(f"chat{i}", 40 + i * 60, 64, 60, client_id="chat", priority=0) for i in range(8)]
+    config = EngineConfig(num_blocks=999, max_num_seqs=4)
+    return Preset(
+        "priority_lanes", "queueing", "Priority lanes: vLLM's priority policy",
+        "Interactive 'chat' requests (priority 0) and background 'batch' jobs (priority 1). Waiting chat "
+        "requests jump the queue, but a chat arrival never displaces a running batch job when slots are full.",
+        Scenario("Priority lanes", config, tuple(requests)),
+        (("FCFS", {"policy": "fcfs"}), ("priority", {"policy": "priority"})),
+    )
+
+
+# ---- fairness ---------------------------------------------------------------------------------------------------
+_TWO_CLIENTS_90_10 = (ClientSpec("A", share=0.9), ClientSpec("B", share=0.1))
+
+
+def _article_fairness() -> Preset:
+    workload = WorkloadSpec(num_requests=400, rate_per_step=0.6, prompt_median=200, prompt_sigma=0.5,
+                            output_median=150, output_sigma=0.6, clients=_TWO_CLIENTS_90_10, seed=3)
+    config = EngineConfig(num_blocks=1500, max_num_seqs=16, rate_limit_max_requests=3, rate_limit_window_steps=100)
+    return Preset(
+        "article_fairness", "fairness", "Article: client A sends 90% of the traffic, B a trickle",
+        "Client A floods the server; client B sends a request now and then. FCFS serves requests, not "
+        "customers: B's requests wait behind A's wall. VTC serves the customer with the least service first.",
+        _workload_scenario("A 90%, B 10%", config, workload),
+        (("FCFS", {"policy": "fcfs", "rate_limit_max_requests": 0}),
+         ("Rate limit", {"policy": "fcfs"}),
+         ("VTC", {"policy": "vtc", "rate_limit_max_requests": 0})),
+    )
+
+
+def _rate_limit_sweep() -> Preset:
+    p = _article_fairness()
+    return Preset(
+        "rate_limits", "fairness", "Rate limits leave the GPU idle",
+        "A per-client rate limit protects B by turning A away, even when the GPU has nothing else to do. "
+        "Throughput against the limit, with FCFS and VTC as references.",
+        p.scenario,
+        (("FCFS", {"policy": "fcfs", "rate_limit_max_requests": 0}),
+         ("VTC", {"policy": "vtc", "rate_limit_max_requests": 0})),
+        {"limit_sweep": (1, 2, 3, 5, 8, 12, 20, 40)},
+    )
+
+
+def _returning_idle() -> Preset:
+    clients = (ClientSpec("A", rate_per_step=0.4), ClientSpec("B", rate_per_step=0.4, start_step=600))
+    workload = WorkloadSpec(num_requests=500, prompt_median=150, prompt_sigma=0.4, output_median=120,
+                            output_sigma=0.4, clients=clients, seed=5)
+    config = EngineConfig(num_blocks=1500, max_num_seqs=16)
+    return Preset(
+        "returning_idle", "fairness", "Returning from idle: why the lift",
+        "B stays away for 600 steps, then sends as much as A. Least-counter-first (no lift) lets B spend the "
+        "credit it 'banked' while idle and starve A; VTC lifts B's counter to the lowest active one.",
+        _workload_scenario("B returns from idle", config, workload),
+        (("LCF (no lift)", {"policy": "lcf"}), ("VTC (lift)", {"policy": "vtc"}), ("FCFS", {"policy": "fcfs"})),
+    )
+
+
+def _weighted_vtc() -> Preset:
+    clients = (ClientSpec("A", rate_per_step=0.5), ClientSpec("B", rate_per_step=0.5))
+    workload = WorkloadSpec(num_requests=400, prompt_median=150, prompt_sigma=0.4, output_median=150,
+                            output_sigma=0.4, clients=clients, seed=11)
+    config = EngineConfig(num_blocks=1200, max_num_seqs=12, client_weights=(("A", 1.0), ("B", 2.0)))
+    return Preset(
+        "weighted_vtc", "fairness", "Weighted VTC: weights 1:2",
+        "Both clients keep the server busy. With weights 1:2, VTC charges B half as much per token, so while "
+        "both are backlogged B receives twice A's service.",
+        _workload_scenario("Weighted VTC", config, workload),
+        (("VTC 1:2", {"policy": "vtc"}), ("VTC 1:1", {"policy": "vtc", "client_weights": ()}),
+         ("FCFS", {"policy": "fcfs"})),
+    )
+
+
+def _prefill_vs_decode() -> Preset:
+    clients = (ClientSpec("A", rate_per_step=0.3, prompt_median=1200, output_median=40),
+               ClientSpec("B", rate_per_step=0.3, prompt_median=60, output_median=300))
+    workload = WorkloadSpec(num_requests=300, prompt_sigma=0.3, output_sigma=0.3, clients=clients, seed=13)
+    config = EngineConfig(num_blocks=2500, max_num_seqs=12)
+    return Preset(
+        "prefill_vs_decode", "fairness", "Prefill-heavy vs decode-heavy clients",
+        "A sends long documents and asks for short answers; B sends short questions and asks for long answers. "
+        "The input and output weights decide which of them counts as having been served more.",
+        _workload_scenario("Prefill-heavy A, decode-heavy B", config, workload),
+        (("VTC in 1 : out 2", {"policy": "vtc"}),
+         ("VTC in 1 : out 1", {"policy": "vtc", "output_weight": 1.0}),
+         ("VTC in 1 : out 8", {"policy": "vtc", "output_weight": 8.0})),
+    )
+
+
+# ---- cancellation -----------------------------------------------------------------------------------------------
+def _article_abandon() -> Preset:
+    requests = (
+        RequestSpec("long", 0, 1, 1000, abort_step=300),
+        RequestSpec("waiting", 1, 1, 100),
+    )
+    config = EngineConfig(num_blocks=999, max_num_seqs=1)
+    return Preset(
+        "article_abandon", "cancellation", "Article: a 1,000-token answer abandoned at token 300",
+        "The user closes the tab after reading 300 of 1,000 tokens while another request waits for the only "
+        "slot. Without an abort the engine generates 700 tokens for nobody; with one, the slot and KV are freed "
+        "on the very next step.",
+        Scenario("Abandoned at token 300", config, requests),
+        (("abort on disconnect", {"abort_on_disconnect": True}),
+         ("no abort", {"abort_on_disconnect": False})),
+    )
+
+
+def _impatient_users() -> Preset:
+    workload = WorkloadSpec(num_requests=300, rate_per_step=0.3, prompt_median=250, prompt_sigma=0.6,
+                            output_median=200, output_sigma=0.8, output_max=1500, abandon_rate=0.3, seed=17)
+    config = EngineConfig(num_blocks=1500, max_num_seqs=16, timeout_steps=0)
+    return Preset(
+        "impatient_users", "cancellation", "Impatient users under load",
+        "30% of users leave before their answer is done. Aborting at once frees their slots and KV for the "
+        "others; a server that notices late, or never, keeps generating for nobody.",
+        _workload_scenario("Impatient users", config, workload),
+        (("abort at once", {"abort_on_disconnect": True, "disconnect_detect_delay_steps": 0}),
+         ("notices after 50 steps", {"abort_on_disconnect": True, "disconnect_detect_delay_steps": 50}),
+         ("no abort", {"abort_on_disconnect": False})),
+    )
+
+
+def _stops() -> Preset:
+    requests = []
+    for i in range(24):
+        natural = 60 + (i * 37) % 240
+        requests.append(RequestSpec(f"r{i}", i * 8, 100, natural, max_tokens=512,
+                                    stop_type="string" if i % 2 else "token"))
+    config = EngineConfig(num_blocks=800, max_num_seqs=4)
+    return Preset(
+        "stops", "cancellation", "Stop sequences and length limits",
+        "Answers end on their own well before max_tokens=512. A server that checks for the stop every step "
+        "frees the slot at once (a stop string is caught one step after a stop token); one that only stops "
+        "at max_tokens generates the rest for nobody.",
+        Scenario("Stop checks", config, tuple(requests)),
+        (("check every step", {"stop_check": "every_step"}), ("stop at max_tokens", {"stop_check": "at_max_tokens"})),
+    )
+
+
+# ---- preemption -------------------------------------------------------------------------------------------------
+def _toy_pool() -> Preset:
+    requests = (
+        RequestSpec("A", 0, 16, 200, priority=1),
+        RequestSpec("B", 0, 16, 200, priority=0),
+        RequestSpec("C", 0, 16, 200, priority=2),
+        RequestSpec("D", 0, 16, 200, priority=0),
+        RequestSpec("E", 5, 16, 50, priority=0),
+    )
+    config = EngineConfig(num_blocks=32, max_num_seqs=4)
+    return Preset(
+        "toy_pool", "preemption", "Toy pool: memory fills while everyone is mid-answer",
+        "32 blocks of 16 tokens, four answers of 200 tokens growing together. When the pool is full the "
+        "scheduler preempts: FCFS evicts the request that arrived last and puts it back at the front of the "
+        "queue, where it blocks the small request E; the priority policy evicts the lowest priority.",
+        Scenario("Toy pool", config, requests),
+        (("FCFS victim", {"policy": "fcfs"}), ("priority victim", {"policy": "priority"})),
+    )
+
+
+def _recompute_vs_swap() -> Preset:
+    requests = (
+        RequestSpec("victim", 0, 1900, 400, priority=1),
+        RequestSpec("grower", 0, 200, 1200, priority=0),
+    )
+    config = EngineConfig(num_blocks=200, max_num_seqs=4, num_cpu_blocks=400, max_num_batched_tokens=2048)
+    return Preset(
+        "recompute_vs_swap", "preemption", "Recompute vs swap for a 2,000-token victim",
+        "A request holding about 2,000 tokens of KV is preempted. Recompute throws its KV away and prefills "
+        "it again later (~32 ms of GPU math); swap copies ~262 MB to CPU memory and back (~5 ms each way at "
+        "50 GB/s) and parks it in CPU RAM meanwhile.",
+        Scenario("2,000-token victim", config, requests),
+        (("recompute", {"preemption_mode": "recompute"}), ("swap", {"preemption_mode": "swap"})),
+    )
+
+
+def _prefix_cache() -> Preset:
+    workload = WorkloadSpec(num_requests=120, rate_per_step=0.5, prompt_median=200, prompt_sigma=0.3,
+                            output_median=250, output_sigma=0.5, prefix_len=512, seed=23)
+    config = EngineConfig(num_blocks=700, max_num_seqs=16)
+    return Preset(
+        "prefix_cache", "preemption", "Prefix caching softens recompute",
+        "Every request starts with the same 512-token system prompt. With prefix caching a preempted "
+        "request's freed blocks stay cached until reused, so part of its re-prefill is a cache hit.",
+        _workload_scenario("Shared system prompt", config, workload),
+        (("prefix caching off", {"enable_prefix_caching": False}),
+         ("prefix caching on", {"enable_prefix_caching": True})),
+    )
+
+
+def _sizing() -> Preset:
+    workload = WorkloadSpec(num_requests=200, rate_per_step=0.5, prompt_median=300, prompt_sigma=0.6,
+                            output_median=250, output_sigma=0.7, output_max=1500, seed=29)
+    config = EngineConfig(num_blocks=1200, max_num_seqs=32)
+    return Preset(
+        "sizing", "preemption", "Preemptions all the time are a sizing problem",
+        "Sweep the KV pool size and max_num_seqs: preemption stops once the pool holds what the batch slots "
+        "can grow into; fewer slots stop it too, at the price of queueing.",
+        _workload_scenario("Sizing sweep", config, workload),
+        (("FCFS", {"policy": "fcfs"}),),
+        {"pool_sweep_blocks": (400, 600, 800, 1000, 1200, 1600, 2000, 2600, 3200, 4000),
+         "seqs_sweep": (4, 8, 12, 16, 24, 32, 48, 64, 96, 128)},
+    )
+
+
+_BUILDERS = (
+    _article_hol, _busy_server, _predicted_lengths, _starvation, _priority_lanes,
+    _article_fairness, _rate_limit_sweep, _returning_idle, _weighted_vtc, _prefill_vs_decode,
+    _article_abandon, _impatient_users, _stops,
+    _toy_pool, _recompute_vs_swap, _prefix_cache, _sizing,
+)
+
+
+def all_presets() -> dict[str, Preset]:
+    """Every preset by key, in lesson order (the article's example first in each lesson)."""
+    return {p.key: p for p in (build() for build in _BUILDERS)}
+
+
+def presets_for(lesson: str) -> list[Preset]:
+    return [p for p in all_presets().values() if p.lesson == lesson]
+
+
+def get(key: str) -> Preset:
+    presets = all_presets()
+    if key not in presets:
+        raise KeyError(f"preset {key!r} is not one of: {', '.join(presets)}")
+    return presets[key]

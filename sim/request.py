@@ -1,0 +1,167 @@
+"""Requests: the input record (``RequestSpec``) and the engine's per-request state as numpy arrays.
+
+Each request gets a row (its index in the scenario's request list). Token counts follow vLLM: a request has
+``num_tokens = prompt_len + num_output_tokens`` tokens, of which ``num_computed_tokens`` have KV in the cache; there
+is no prefill or decode phase, only ``num_computed_tokens`` catching up with ``num_tokens``.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .config import EngineConfig, StopCheck, check_int
+
+NO_STEP = -1  # sentinel in every *_step array: "has not happened"
+
+
+class RequestStatus(enum.IntEnum):
+    NOT_ARRIVED = 0
+    WAITING = 1
+    RUNNING = 2
+    SWAPPED = 3
+    PREEMPTED = 4  # waiting again after a recompute preemption (vLLM's PREEMPTED)
+    FINISHED_STOPPED = 5
+    FINISHED_LENGTH_CAPPED = 6
+    FINISHED_ABORTED = 7
+    REJECTED = 8
+
+    @property
+    def is_finished(self) -> bool:
+        return self >= RequestStatus.FINISHED_STOPPED
+
+
+FINISHED_STATUSES = (
+    RequestStatus.FINISHED_STOPPED,
+    RequestStatus.FINISHED_LENGTH_CAPPED,
+    RequestStatus.FINISHED_ABORTED,
+    RequestStatus.REJECTED,
+)
+
+
+class StopType(enum.StrEnum):
+    """How the answer's end is marked: a stop token is seen on its own step; a stop string (matched on
+    detokenized text, after the step's output) is caught one step later, so one extra token is generated."""
+
+    TOKEN = "token"
+    STRING = "string"
+
+
+@dataclass(frozen=True)
+class RequestSpec:
+    """One request as a scenario file states it.
+
+    ``output_len`` is the natural length of the answer. ``max_tokens`` (default: ``output_len``) is the length
+    limit. When ``max_tokens > output_len`` the answer ends on a stop token (``FINISHED_STOPPED``); otherwise it is
+    cut at ``max_tokens`` (``FINISHED_LENGTH_CAPPED``).
+    """
+
+    request_id: str
+    arrival_step: int
+    prompt_len: int
+    output_len: int
+    client_id: str = "default"
+    priority: int = 0
+    abort_step: int | None = None  # step at which the client disconnects (closes the tab)
+    prefix_group: str | None = None  # requests of one group share their first ``prefix_len`` prompt tokens
+    prefix_len: int = 0
+    max_tokens: int | None = None
+    stop_type: StopType = StopType.TOKEN
+
+    def __post_init__(self) -> None:
+        where = f"request {self.request_id!r}"
+        if not isinstance(self.request_id, str) or not self.request_id:
+            raise ValueError(f"request id: must be a non-empty string, got {self.request_id!r}")
+        check_int(f"{where}: arrival_step", self.arrival_step, 0)
+        check_int(f"{where}: prompt_len", self.prompt_len, 1, 10_000_000)
+        check_int(f"{where}: output_len", self.output_len, 1, 10_000_000)
+        if not isinstance(self.client_id, str) or not self.client_id:
+            raise ValueError(f"{where}: client must be a non-empty string, got {self.client_id!r}")
+        check_int(f"{where}: priority", self.priority, -(10**9), 10**9)
+        if self.abort_step is not None:
+            check_int(f"{where}: abort_step", self.abort_step, self.arrival_step)
+        if self.prefix_group is not None and (not isinstance(self.prefix_group, str) or not self.prefix_group):
+            raise ValueError(f"{where}: prefix_group must be a non-empty string, got {self.prefix_group!r}")
+        check_int(f"{where}: prefix_len", self.prefix_len, 0, self.prompt_len)
+        if self.prefix_len and self.prefix_group is None:
+            raise ValueError(f"{where}: prefix_len needs a prefix_group naming the shared prefix")
+        if self.max_tokens is not None:
+            check_int(f"{where}: max_tokens", self.max_tokens, 1, 10_000_000)
+        try:
+            object.__setattr__(self, "stop_type", StopType(self.stop_type))
+        except ValueError:
+            raise ValueError(f"{where}: stop_type must be 'token' or 'string', got {self.stop_type!r}") from None
+
+    @property
+    def limit_tokens(self) -> int:
+        return self.output_len if self.max_tokens is None else self.max_tokens
+
+    @property
+    def ends_on_stop(self) -> bool:
+        return self.limit_tokens > self.output_len
+
+    @property
+    def useful_len(self) -> int:
+        """Tokens somebody reads if the client stays: the answer up to its stop or the length limit."""
+        return min(self.output_len, self.limit_tokens)
+
+    def generated_len(self, stop_check: StopCheck) -> int:
+        """Tokens the engine generates if never aborted."""
+        if not self.ends_on_stop:
+            return self.limit_tokens
+        if stop_check is StopCheck.AT_MAX_TOKENS:
+            return self.limit_tokens
+        extra = 1 if self.stop_type is StopType.STRING else 0
+        return min(self.output_len + extra, self.limit_tokens)
+
+    def max_blocks(self, config: EngineConfig) -> int:
+        """Blocks the request holds at its longest: the last token generated is never fed back."""
+        max_kv_tokens = self.prompt_len + self.generated_len(config.stop_check) - 1
+        return -(-max_kv_tokens // config.block_size)
+
+
+class RequestTable:
+    """Struct-of-arrays state of every request, indexed by row. Built once per run from the specs."""
+
+    def __init__(self, specs: Sequence[RequestSpec], config: EngineConfig, client_ids: Sequence[str]):
+        n = len(specs)
+        self.specs = list(specs)
+        self.ids = [s.request_id for s in specs]
+        self.client_ids = list(client_ids)
+        client_index = {c: i for i, c in enumerate(client_ids)}
+        # Static, [n] int64 unless noted.
+        self.arrival_step = np.array([s.arrival_step for s in specs], dtype=np.int64)
+        self.prompt_len = np.array([s.prompt_len for s in specs], dtype=np.int64)
+        self.useful_len = np.array([s.useful_len for s in specs], dtype=np.int64)
+        self.target_len = np.array([s.generated_len(config.stop_check) for s in specs], dtype=np.int64)
+        self.client = np.array([client_index[s.client_id] for s in specs], dtype=np.int32)  # [n] int32
+        self.priority = np.array([s.priority for s in specs], dtype=np.int64)
+        self.prefix_len = np.array([s.prefix_len for s in specs], dtype=np.int64)
+        self.ends_on_stop = np.array([s.ends_on_stop for s in specs], dtype=bool)
+        self.predicted_len = self.target_len.copy()  # what sjf_predicted believes; set by the queue
+        # Dynamic.
+        self.status = np.full(n, RequestStatus.NOT_ARRIVED, dtype=np.int8)  # [n] RequestStatus
+        self.num_computed_tokens = np.zeros(n, dtype=np.int64)
+        self.num_output_tokens = np.zeros(n, dtype=np.int64)
+        self.num_tokens = self.prompt_len.copy()  # prompt + output so far
+        self.num_preemptions = np.zeros(n, dtype=np.int32)
+        self.first_scheduled_step = np.full(n, NO_STEP, dtype=np.int64)
+        self.first_token_step = np.full(n, NO_STEP, dtype=np.int64)
+        self.finish_step = np.full(n, NO_STEP, dtype=np.int64)
+        self.disconnect_step = np.full(n, NO_STEP, dtype=np.int64)  # client gone (abort_step or timeout)
+        self.wait_start_step = self.arrival_step.copy()  # when it last joined the waiting queue
+        self.num_cached_tokens = np.zeros(n, dtype=np.int64)  # prefix-cache hit tokens, summed over admissions
+        self.num_recomputed_tokens = np.zeros(n, dtype=np.int64)  # prefill tokens spent re-computing
+        self.computed_at_preemption = np.zeros(n, dtype=np.int64)  # KV tokens lost at the last recompute
+        self.num_wasted_tokens = np.zeros(n, dtype=np.int64)  # generated after disconnect or past the stop
+        self.finish_reason: list[str] = [""] * n
+        self.preempted_at_steps: list[list[int]] = [[] for _ in range(n)]
+        self.resumed_at_steps: list[list[int]] = [[] for _ in range(n)]
+        self.swapped_out_at_steps: list[list[int]] = [[] for _ in range(n)]
+        self.swapped_in_at_steps: list[list[int]] = [[] for _ in range(n)]
+
+    def __len__(self) -> int:
+        return len(self.ids)

@@ -1,0 +1,246 @@
+"""Waiting-queue orders: who is admitted next.
+
+All queues hold request rows and share one small interface (``add``, ``prepend``, ``peek``, ``pop``, ``remove``,
+``order``). ``prepend`` is where a preempted request goes back: the front for FCFS (as vLLM), its key position for
+keyed orders (as vLLM's priority queue), the front of its client's queue for VTC.
+
+- ``fcfs``: arrival order (vLLM's default).
+- ``priority``: smallest ``(priority, arrival_step)`` first (vLLM's ``priority`` policy).
+- ``sjf``: shortest remaining answer first, using the true length (an oracle).
+- ``sjf_predicted``: shortest *predicted* remaining answer first (true length x seeded lognormal error).
+  Both SJF orders take an optional starvation guard: a request waiting ``threshold`` steps is promoted ahead of
+  all others and keeps that promotion for ``quantum`` steps of running, then is demoted.
+- ``vtc``: Virtual Token Counter (Sheng et al., OSDI '24): the head request of the backlogged client with the
+  lowest counter; a client whose queue goes from empty to non-empty is lifted to the lowest counter among the
+  other backlogged clients. ``lcf`` (least counter first) is the same without the lift.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Callable
+
+import numpy as np
+
+from .config import EngineConfig, Policy
+from .request import RequestTable
+
+
+class RequestQueue:
+    """FCFS: a deque in arrival order; preempted requests go back to the front."""
+
+    def __init__(self) -> None:
+        self._dq: deque[int] = deque()
+
+    def __len__(self) -> int:
+        return len(self._dq)
+
+    def add(self, row: int) -> None:
+        self._dq.append(row)
+
+    def prepend(self, row: int) -> None:
+        self._dq.appendleft(row)
+
+    def peek(self) -> int:
+        return self._dq[0]
+
+    def pop(self) -> int:
+        return self._dq.popleft()
+
+    def remove(self, row: int) -> None:
+        self._dq.remove(row)
+
+    def order(self) -> list[int]:
+        """Rows in the order they would be admitted if nothing changed."""
+        return list(self._dq)
+
+    def on_step(self, step: int) -> None:
+        """Called before admission each step (time-driven orders use it)."""
+
+    def on_scheduled(self, rows: np.ndarray) -> None:
+        """Called with the rows that ran this step."""
+
+
+class KeyedQueue(RequestQueue):
+    """Smallest key first (a heap with lazy deletion), with an optional starvation guard for SJF orders."""
+
+    def __init__(
+        self,
+        key: Callable[[int], tuple],
+        num_rows: int,
+        wait_start_step: np.ndarray | None = None,
+        starvation_threshold_steps: int = 0,
+        priority_quantum_steps: int = 0,
+    ):
+        super().__init__()
+        self._key = key
+        self._heap: list[tuple] = []
+        self._seq = 0
+        self._entry = np.full(num_rows, -1, dtype=np.int64)  # [rows] seq of the live heap entry, -1 = absent
+        self._size = 0
+        # Starvation guard.
+        self._threshold = starvation_threshold_steps
+        self._quantum = priority_quantum_steps
+        self._wait_start = wait_start_step  # [rows] int64, shared with the request table
+        self._by_wait: list[tuple[int, int, int]] = []  # (wait_start_step, seq, row)
+        self._promoted: deque[int] = deque()  # promoted waiting rows, oldest first
+        self.quantum_left = np.zeros(num_rows, dtype=np.int64)  # [rows] >0 = promoted
+
+    def __len__(self) -> int:
+        return self._size + len(self._promoted)
+
+    @property
+    def has_guard(self) -> bool:
+        return self._threshold > 0
+
+    def add(self, row: int) -> None:
+        if self.quantum_left[row] > 0:
+            self._promoted.appendleft(row)
+            return
+        self._seq += 1
+        self._entry[row] = self._seq
+        heapq.heappush(self._heap, (*self._key(row), self._seq, row))
+        self._size += 1
+        if self.has_guard:
+            heapq.heappush(self._by_wait, (int(self._wait_start[row]), self._seq, row))
+
+    prepend = add  # a preempted request is re-inserted by its key, as in vLLM's priority queue
+
+    def _clean(self) -> None:
+        while self._heap and self._entry[self._heap[0][-1]] != self._heap[0][-2]:
+            heapq.heappop(self._heap)
+
+    def peek(self) -> int:
+        if self._promoted:
+            return self._promoted[0]
+        self._clean()
+        return self._heap[0][-1]
+
+    def pop(self) -> int:
+        if self._promoted:
+            return self._promoted.popleft()
+        self._clean()
+        row = heapq.heappop(self._heap)[-1]
+        self._entry[row] = -1
+        self._size -= 1
+        return row
+
+    def remove(self, row: int) -> None:
+        if self._entry[row] >= 0:
+            self._entry[row] = -1
+            self._size -= 1
+        else:
+            self._promoted.remove(row)
+
+    def order(self) -> list[int]:
+        live = sorted(e for e in self._heap if self._entry[e[-1]] == e[-2])
+        return list(self._promoted) + [e[-1] for e in live]
+
+    def on_step(self, step: int) -> None:
+        if not self.has_guard:
+            return
+        due = step - self._threshold
+        while self._by_wait and self._by_wait[0][0] <= due:
+            _, seq, row = heapq.heappop(self._by_wait)
+            if self._entry[row] == seq:  # still waiting under that entry: promote it
+                self._entry[row] = -1
+                self._size -= 1
+                self.quantum_left[row] = self._quantum
+                self._promoted.append(row)
+
+    def on_scheduled(self, rows: np.ndarray) -> None:
+        if self.has_guard and len(rows):
+            q = self.quantum_left[rows]
+            self.quantum_left[rows] = np.maximum(q - 1, 0)
+
+
+class VTCQueue(RequestQueue):
+    """Per-client FIFO queues; the backlogged client with the lowest virtual counter goes next."""
+
+    def __init__(self, table: RequestTable, counters: np.ndarray, lift: bool):
+        super().__init__()
+        self._client = table.client
+        self._counters = counters  # [num_clients] float64, owned and charged by the scheduler
+        self._lift = lift
+        self._queues: list[deque[int]] = [deque() for _ in range(len(counters))]
+        self._size = 0
+
+    def __len__(self) -> int:
+        return self._size
+
+    def add(self, row: int) -> None:
+        c = int(self._client[row])
+        if self._lift and not self._queues[c]:
+            others = [self._counters[o] for o, q in enumerate(self._queues) if q and o != c]
+            if others:
+                self._counters[c] = max(self._counters[c], min(others))
+        self._queues[c].append(row)
+        self._size += 1
+
+    def prepend(self, row: int) -> None:
+        # NOTE: a preempted request rejoins its client's queue without a lift: the client was not idle.
+        self._queues[int(self._client[row])].appendleft(row)
+        self._size += 1
+
+    def _next_client(self) -> int:
+        best, best_key = -1, None
+        for c, q in enumerate(self._queues):
+            if q:
+                key = (self._counters[c], q[0])
+                if best_key is None or key < best_key:
+                    best, best_key = c, key
+        return best
+
+    def peek(self) -> int:
+        return self._queues[self._next_client()][0]
+
+    def pop(self) -> int:
+        self._size -= 1
+        return self._queues[self._next_client()].popleft()
+
+    def remove(self, row: int) -> None:
+        self._queues[int(self._client[row])].remove(row)
+        self._size -= 1
+
+    def order(self) -> list[int]:
+        """Clients by current counter, each client's requests in arrival order (counters move as tokens flow)."""
+        clients = sorted((c for c, q in enumerate(self._queues) if q), key=lambda c: (self._counters[c], c))
+        return [row for c in clients for row in self._queues[c]]
+
+    def client_backlog(self) -> list[int]:
+        return [len(q) for q in self._queues]
+
+
+def predicted_lengths(table: RequestTable, sigma: float, seed: int) -> np.ndarray:
+    """[rows] int64: each answer's true length times a lognormal error (median 1), at least 1 token."""
+    rng = np.random.default_rng(seed)
+    error = rng.lognormal(mean=0.0, sigma=sigma, size=len(table)) if sigma > 0 else np.ones(len(table))
+    return np.maximum(np.rint(table.target_len * error), 1).astype(np.int64)
+
+
+def make_queue(config: EngineConfig, table: RequestTable, counters: np.ndarray) -> RequestQueue:
+    """The waiting queue for ``config.policy``."""
+    t = table
+    guard = {
+        "wait_start_step": t.wait_start_step,
+        "starvation_threshold_steps": config.starvation_threshold_steps,
+        "priority_quantum_steps": config.priority_quantum_steps,
+    }
+    if config.policy is Policy.FCFS:
+        return RequestQueue()
+    if config.policy is Policy.PRIORITY:
+        return KeyedQueue(lambda r: (int(t.priority[r]), int(t.arrival_step[r])), len(t))
+    if config.policy is Policy.SJF:
+        return KeyedQueue(
+            lambda r: (int(t.target_len[r] - t.num_output_tokens[r]), int(t.arrival_step[r])), len(t), **guard
+        )
+    if config.policy is Policy.SJF_PREDICTED:
+        predicted = predicted_lengths(t, config.prediction_error_sigma, config.seed)
+        t.predicted_len[:] = predicted
+        return KeyedQueue(
+            lambda r: (max(int(predicted[r] - t.num_output_tokens[r]), 0), int(t.arrival_step[r])), len(t), **guard
+        )
+    if config.policy in (Policy.VTC, Policy.LCF):
+        return VTCQueue(t, counters, lift=config.policy is Policy.VTC)
+    raise ValueError(f"policy: {config.policy!r} has no queue")  # unreachable: Policy is validated

@@ -1,0 +1,208 @@
+"""Scenario files: load, validate and dump the JSON format of DESIGN.md section 4.
+
+A scenario is ``{"name", "description", "config": {...}, "requests": [...]}``, or ``"workload": {...}`` (a seeded
+generator, see ``workload.py``) instead of ``"requests"``. Every problem raises ``ScenarioError`` with one line that
+names the field and says what is allowed; the CLI turns it into exit code 2.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .config import MODELS, CostModel, EngineConfig, ModelSpec
+from .engine import rejection_message
+from .request import RequestSpec
+from .workload import WorkloadSpec, generate, workload_from_dict, workload_to_dict
+
+
+class ScenarioError(ValueError):
+    """An invalid scenario: the message names the field and what is allowed."""
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    config: EngineConfig
+    requests: tuple[RequestSpec, ...]
+    description: str = ""
+    workload: WorkloadSpec | None = None  # set when ``requests`` were generated from it
+
+    def with_config(self, **changes: Any) -> Scenario:
+        return dataclasses.replace(self, config=self.config.replace(**changes))
+
+
+_TOP_KEYS = {"name", "description", "config", "requests", "workload"}
+_REQUEST_KEYS = {
+    "id": "request_id", "arrival_step": "arrival_step", "prompt_len": "prompt_len", "output_len": "output_len",
+    "client": "client_id", "priority": "priority", "abort_step": "abort_step", "prefix_group": "prefix_group",
+    "prefix_len": "prefix_len", "max_tokens": "max_tokens", "stop": "stop_type",
+}
+_REQUIRED_REQUEST_KEYS = ("id", "arrival_step", "prompt_len", "output_len")
+_CONFIG_FIELDS = {f.name for f in dataclasses.fields(EngineConfig)}
+
+
+def _unknown(keys: Any, allowed: Any, where: str) -> None:
+    extra = sorted(set(keys) - set(allowed))
+    if extra:
+        raise ScenarioError(f"{where}: unknown key {extra[0]!r}; allowed keys: {', '.join(sorted(allowed))}")
+
+
+def _object(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ScenarioError(f"{where}: must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def config_from_dict(data: Any) -> EngineConfig:
+    data = dict(_object(data, "config"))
+    _unknown(data, _CONFIG_FIELDS, "config")
+    if "num_blocks" not in data:
+        raise ScenarioError("config.num_blocks: required (usable GPU KV blocks)")
+    model = data.pop("model", None)
+    if isinstance(model, str):
+        if model not in MODELS:
+            raise ScenarioError(f"config.model: {model!r} is not one of: {', '.join(MODELS)}")
+        data["model"] = MODELS[model]
+    elif model is not None:
+        data["model"] = _dataclass_from("config.model", ModelSpec, model)
+    if "cost" in data:
+        data["cost"] = _dataclass_from("config.cost", CostModel, data["cost"])
+    try:
+        return EngineConfig(**data)
+    except (ValueError, TypeError) as e:
+        raise ScenarioError(f"config.{e}") from None
+
+
+def _dataclass_from(where: str, cls: type, value: Any) -> Any:
+    value = _object(value, where)
+    _unknown(value, {f.name for f in dataclasses.fields(cls)}, where)
+    try:
+        return cls(**value)
+    except (ValueError, TypeError) as e:
+        raise ScenarioError(f"config.{e}") from None  # the dataclass names the field as model.x or cost.x
+
+
+def request_from_dict(data: Any, index: int) -> RequestSpec:
+    where = f"requests[{index}]"
+    data = _object(data, where)
+    _unknown(data, _REQUEST_KEYS, where)
+    for key in _REQUIRED_REQUEST_KEYS:
+        if key not in data:
+            raise ScenarioError(f"{where}.{key}: required")
+    try:
+        return RequestSpec(**{_REQUEST_KEYS[k]: v for k, v in data.items()})
+    except (ValueError, TypeError) as e:
+        raise ScenarioError(f"{where}: {e}") from None
+
+
+def request_to_dict(r: RequestSpec) -> dict[str, Any]:
+    out: dict[str, Any] = {"id": r.request_id, "arrival_step": r.arrival_step, "prompt_len": r.prompt_len,
+                           "output_len": r.output_len}
+    if r.client_id != "default":
+        out["client"] = r.client_id
+    optional = {
+        "priority": (r.priority, 0), "abort_step": (r.abort_step, None), "prefix_group": (r.prefix_group, None),
+        "prefix_len": (r.prefix_len, 0), "max_tokens": (r.max_tokens, None), "stop": (r.stop_type.value, "token"),
+    }
+    out.update({k: v for k, (v, default) in optional.items() if v != default})
+    return out
+
+
+def config_to_dict(c: EngineConfig) -> dict[str, Any]:
+    """Non-default fields, plus the ones every scenario states (DESIGN.md section 4)."""
+    default = EngineConfig()
+    always = ("num_blocks", "block_size", "max_num_seqs", "max_num_batched_tokens", "policy")
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(EngineConfig):
+        value = getattr(c, f.name)
+        if f.name not in always and value == getattr(default, f.name):
+            continue
+        if f.name == "model":
+            name = next((k for k, m in MODELS.items() if m == value), None)
+            out["model"] = name if name else dataclasses.asdict(value)
+        elif f.name == "cost":
+            out["cost"] = dataclasses.asdict(value)
+        elif f.name == "client_weights":
+            out["client_weights"] = dict(value)
+        else:
+            out[f.name] = value.value if hasattr(value, "value") else value
+    return out
+
+
+def scenario_from_dict(data: Any) -> Scenario:
+    data = _object(data, "scenario")
+    _unknown(data, _TOP_KEYS, "scenario")
+    name = data.get("name", "Untitled scenario")
+    description = data.get("description", "")
+    if not isinstance(name, str) or not isinstance(description, str):
+        raise ScenarioError("name, description: must be strings")
+    if "config" not in data:
+        raise ScenarioError("config: required (at least num_blocks)")
+    config = config_from_dict(data["config"])
+    has_requests, has_workload = "requests" in data, "workload" in data
+    if has_requests == has_workload:
+        raise ScenarioError("requests, workload: give exactly one of them")
+    workload = None
+    if has_workload:
+        try:
+            workload = workload_from_dict(data["workload"])
+            requests = generate(workload)
+        except ValueError as e:
+            raise ScenarioError(f"workload.{e}" if not str(e).startswith("workload") else str(e)) from None
+    else:
+        items = data["requests"]
+        if not isinstance(items, list) or not items:
+            raise ScenarioError("requests: must be a non-empty list of request objects")
+        requests = [request_from_dict(r, i) for i, r in enumerate(items)]
+    check_requests(requests, config)
+    return Scenario(name=name, config=config, requests=tuple(requests), description=description, workload=workload)
+
+
+def check_requests(requests: list[RequestSpec] | tuple[RequestSpec, ...], config: EngineConfig) -> None:
+    """Duplicate ids and requests that can never run on this engine are errors in a scenario file."""
+    seen: set[str] = set()
+    for i, r in enumerate(requests):
+        if r.request_id in seen:
+            raise ScenarioError(f"requests[{i}].id: duplicate request id {r.request_id!r}; ids must be unique")
+        seen.add(r.request_id)
+        why = rejection_message(r, config)
+        if why:
+            raise ScenarioError(f"requests[{i}] (id {r.request_id!r}): {why}")
+
+
+def scenario_to_dict(s: Scenario) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": s.name}
+    if s.description:
+        out["description"] = s.description
+    out["config"] = config_to_dict(s.config)
+    if s.workload is not None:
+        out["workload"] = workload_to_dict(s.workload)
+    else:
+        out["requests"] = [request_to_dict(r) for r in s.requests]
+    return out
+
+
+def loads(text: str) -> Scenario:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ScenarioError(f"not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+    return scenario_from_dict(data)
+
+
+def load(path: str | Path) -> Scenario:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise ScenarioError(f"cannot read {path}: {e.strerror}") from None
+    except UnicodeDecodeError:
+        raise ScenarioError(f"{path}: not a UTF-8 text file") from None
+    return loads(text)
+
+
+def dumps(s: Scenario) -> str:
+    return json.dumps(scenario_to_dict(s), indent=1)

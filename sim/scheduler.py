@@ -1,0 +1,364 @@
+"""``schedule()``: who runs this step and with how many tokens (vLLM V1's algorithm, DESIGN.md section 2).
+
+Phases, in order:
+1. running requests, in running-list order, within the token budget; when the pool has too few free blocks,
+   preempt victims (``fcfs``: the tail of the running list; ``priority``: the largest ``(priority, arrival)``)
+   until the request fits or has preempted itself;
+2. swapped requests (swap mode), oldest first, once their blocks fit;
+3. waiting requests in queue order, stopping at the first that cannot be admitted. Nothing is admitted in a step
+   that preempted, nor while swapped requests wait to come back.
+
+The scheduler changes request and block state but never sees the trace: it reports what it did in a
+``SchedulerOutput`` and the engine records it.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .config import EngineConfig, Policy, PreemptionMode
+from .kv_cache_manager import KVCacheManager
+from .request import NO_STEP, RequestStatus, RequestTable
+from .request_queue import make_queue
+
+Event = tuple[str, int, str]  # (kind, row, why)
+_NO_BLOCKS = np.empty(0, dtype=np.int32)
+_NO_ROWS = np.empty(0, dtype=np.int64)
+_sum = np.add.reduce  # the ufunc methods skip numpy's Python wrappers: this loop runs thousands of times a second
+_cumsum = np.add.accumulate
+
+
+@dataclass
+class SchedulerOutput:
+    rows: np.ndarray  # [k] int64 scheduled rows: running-list order, then swapped-in, then admitted
+    num_tokens: np.ndarray  # [k] int64 tokens scheduled for each row
+    num_computed_before: np.ndarray  # [k] int64 each row's num_computed_tokens before this step
+    seq_len_before: np.ndarray  # [k] int64 each row's num_tokens (prompt + output) before this step
+    num_preempted: int = 0
+    num_admitted: int = 0
+    num_swap_blocks: int = 0  # blocks copied between GPU and CPU this step (both directions)
+    events: list[Event] = field(default_factory=list)
+
+
+class Scheduler:
+    def __init__(self, config: EngineConfig, table: RequestTable, kv: KVCacheManager, num_clients: int):
+        self.config = config
+        self.table = table
+        self.kv = kv
+        self.counters = np.zeros(num_clients, dtype=np.float64)  # [clients] virtual token counters (with lifts)
+        self.service = np.zeros(num_clients, dtype=np.float64)  # [clients] weighted tokens served (no lifts)
+        weights = [config.client_weight(c) for c in table.client_ids]
+        self.client_weight = np.array(weights, dtype=np.float64)  # [clients]
+        self.waiting = make_queue(config, table, self.counters)
+        self.running = np.empty(0, dtype=np.int64)  # [num_running] rows in running-list order
+        self.swapped: deque[int] = deque()
+        self.swapped_blocks = np.zeros(len(table), dtype=np.int64)  # [rows] blocks parked in CPU memory
+        self.num_cpu_blocks_used = 0
+        self._is_leaving = np.zeros(len(table), dtype=bool)  # [rows] scratch mask for remove_finished
+        self.use_fast_path = True  # tests turn this off to check the vectorised path against the plain loop
+        self._step = 0
+
+    # ---- the step --------------------------------------------------------------------------------------------
+    def schedule(self, step: int) -> SchedulerOutput:
+        self._step = step
+        out = SchedulerOutput(_NO_ROWS, _NO_ROWS, _NO_ROWS, _NO_ROWS)
+        budget = self.config.max_num_batched_tokens
+        parts: list[tuple[np.ndarray, ...]] = []  # (rows, num_tokens, num_computed_before, seq_len_before)
+        budget = self._schedule_running(budget, out, parts)
+        if out.num_preempted:
+            if len(self.waiting) or self.swapped:
+                self._blocked(out, "a preemption happened this step, so nothing is admitted")
+        else:
+            budget = self._schedule_swapped(budget, out, parts)
+            if self.swapped and len(self.waiting):
+                self._blocked(out, "swapped requests resume before any waiting request")
+            elif not self.swapped:
+                self._schedule_waiting(budget, out, parts)
+        if len(parts) == 1:
+            out.rows, out.num_tokens, out.num_computed_before, out.seq_len_before = parts[0]
+        elif parts:
+            out.rows, out.num_tokens, out.num_computed_before, out.seq_len_before = (
+                np.concatenate(cols) for cols in zip(*parts, strict=True))
+        return out
+
+    def _blocked(self, out: SchedulerOutput, why: str) -> None:
+        head = self.swapped[0] if self.swapped else self.waiting.peek()
+        out.events.append(("blocked", head, why))
+
+    # ---- phase 1: running ------------------------------------------------------------------------------------
+    def _schedule_running(self, budget: int, out: SchedulerOutput, parts: list) -> int:
+        if not len(self.running):
+            return budget
+        if not self.use_fast_path:
+            return self._schedule_running_loop(budget, out, parts)
+        t, kv, bs = self.table, self.kv, self.kv.block_size
+        run = self.running
+        seq_len = t.num_tokens[run]
+        computed = t.num_computed_tokens[run]
+        need = seq_len - computed  # >= 1 for every running request
+        k = len(run)
+        if _sum(need) <= budget:  # the common case: everybody gets all it needs
+            sched, after = need, seq_len
+        else:  # the budget runs out part-way down the running list
+            cum = _cumsum(need)
+            sched = np.minimum(need, np.maximum(budget - (cum - need), 0))
+            k = int(np.count_nonzero(sched))
+            sched, computed, seq_len = sched[:k], computed[:k], seq_len[:k]
+            after = computed + sched
+        held = kv.num_blocks_held[run[:k]]
+        new_blocks = (after + (bs - 1)) // bs - held
+        if _sum(new_blocks) > kv.num_free_blocks:
+            if self.config.policy is Policy.PRIORITY:  # victims may come from anywhere in the list
+                return self._schedule_running_loop(budget, out, parts)
+            k = self._preempt_from_tail(_cumsum(new_blocks), k, out)
+            sched, computed, seq_len, after, new_blocks, held = (
+                a[:k] for a in (sched, computed, seq_len, after, new_blocks, held))
+        rows = self.running[:k]
+        kv.grow_many(rows, new_blocks, held, np.minimum(after, seq_len) if kv.enable_caching else None)
+        parts.append((rows, sched, computed, seq_len))
+        return budget - _sum(sched)
+
+    def _preempt_from_tail(self, cum_blocks: np.ndarray, k: int, out: SchedulerOutput) -> int:
+        """vLLM's loop, vectorised: find the first running request whose blocks do not fit, preempt the tail of
+        the running list, and repeat; returns how many leading requests get scheduled."""
+        run = self.running
+        n, start = len(run), 0
+        while True:
+            lim = min(k, n)
+            i = start + int(np.searchsorted(cum_blocks[start:lim], self.kv.num_free_blocks, side="right"))
+            if i >= lim:
+                break
+            n -= 1
+            self._preempt(int(run[n]), out, needed_by=int(run[i]))
+            if n == i:  # the request preempted itself: nothing after it runs this step
+                k = i
+                break
+            start = i
+        self.running = run[:n]
+        return min(k, n)
+
+    def _schedule_running_loop(self, budget: int, out: SchedulerOutput, parts: list) -> int:
+        """The plain per-request loop of vLLM's scheduler (used for ``priority`` victims and as a reference)."""
+        t, kv = self.table, self.kv
+        running = self.running.tolist()
+        scheduled: dict[int, int] = {}
+        i = 0
+        while i < len(running) and budget > 0:
+            row = running[i]
+            computed = int(t.num_computed_tokens[row])
+            num_new = min(int(t.num_tokens[row]) - computed, budget)
+            fits = True
+            while -(-(computed + num_new) // kv.block_size) - kv.num_blocks_held[row] > kv.num_free_blocks:
+                victim = self._victim(running)
+                if victim in scheduled:  # undo its scheduling this step: its budget comes back
+                    budget += scheduled.pop(victim)
+                    i -= 1
+                running.remove(victim)
+                self._preempt(victim, out, needed_by=row)
+                if victim == row:
+                    fits = False
+                    break
+            if not fits:
+                break
+            kv.grow(row, computed + num_new, min(computed + num_new, int(t.num_tokens[row])))
+            scheduled[row] = num_new
+            budget -= num_new
+            i += 1
+        self.running = np.array(running, dtype=np.int64)
+        rows = np.array(list(scheduled), dtype=np.int64)
+        computed = t.num_computed_tokens[rows]
+        parts.append((rows, np.array(list(scheduled.values()), dtype=np.int64), computed, t.num_tokens[rows]))
+        return budget
+
+    def _victim(self, running: list[int]) -> int:
+        if self.config.policy is Policy.PRIORITY:
+            t = self.table
+            return max(running, key=lambda r: (t.priority[r], t.arrival_step[r], r))
+        return running[-1]
+
+    # ---- preemption -----------------------------------------------------------------------------------------
+    def _preempt(self, row: int, out: SchedulerOutput, needed_by: int) -> None:
+        t, cfg = self.table, self.config
+        held = int(self.kv.num_blocks_held[row])
+        who = "itself" if needed_by == row else t.ids[needed_by]
+        why = (
+            f"KV pool full: {who} needed a new block and none was free; "
+            + ("victim = lowest priority (largest priority, arrival)" if cfg.policy is Policy.PRIORITY
+               else "victim = last request in the running list")
+        )
+        self.kv.free(row)
+        out.num_preempted += 1
+        t.num_preemptions[row] += 1
+        t.preempted_at_steps[row].append(self._step)
+        swap_room = cfg.num_cpu_blocks - self.num_cpu_blocks_used
+        if cfg.preemption_mode is PreemptionMode.SWAP and held <= swap_room:
+            t.status[row] = RequestStatus.SWAPPED
+            t.swapped_out_at_steps[row].append(self._step)
+            self.swapped_blocks[row] = held
+            self.num_cpu_blocks_used += held
+            out.num_swap_blocks += held
+            self.swapped.append(row)
+            out.events.append(("swap_out", row, f"{why}; {held} blocks copied to CPU memory"))
+            return
+        if cfg.preemption_mode is PreemptionMode.SWAP:
+            why += f"; CPU swap space full ({swap_room} of {held} blocks free), fell back to recompute"
+        t.status[row] = RequestStatus.PREEMPTED
+        t.computed_at_preemption[row] = t.num_computed_tokens[row]
+        t.num_computed_tokens[row] = 0
+        t.wait_start_step[row] = self._step
+        self.waiting.prepend(row)
+        out.events.append(("preempt", row, f"{why}; {held} blocks freed, KV will be recomputed"))
+
+    # ---- phase 2: swapped -----------------------------------------------------------------------------------
+    def _schedule_swapped(self, budget: int, out: SchedulerOutput, parts: list) -> int:
+        t, kv = self.table, self.kv
+        rows: list[int] = []
+        toks: list[int] = []
+        while self.swapped and budget > 0:
+            row = self.swapped[0]
+            computed, seq_len = int(t.num_computed_tokens[row]), int(t.num_tokens[row])
+            num_new = min(seq_len - computed, budget)
+            need = -(-(computed + num_new) // kv.block_size)
+            why = self._no_slot() or self._no_room(need)
+            if why:
+                out.events.append(("blocked", row, why))
+                break
+            self.swapped.popleft()
+            kv.admit(row, _NO_BLOCKS, computed + num_new, min(computed + num_new, seq_len))
+            blocks = int(self.swapped_blocks[row])
+            self.swapped_blocks[row] = 0
+            self.num_cpu_blocks_used -= blocks
+            out.num_swap_blocks += blocks
+            t.status[row] = RequestStatus.RUNNING
+            t.resumed_at_steps[row].append(self._step)
+            t.swapped_in_at_steps[row].append(self._step)
+            self.running = np.append(self.running, row)
+            rows.append(row)
+            toks.append(num_new)
+            budget -= num_new
+            out.events.append(("swap_in", row, f"{blocks} blocks copied back from CPU memory"))
+        if rows:
+            r = np.array(rows, np.int64)
+            parts.append((r, np.array(toks, np.int64), t.num_computed_tokens[r], t.num_tokens[r]))
+        return budget
+
+    def _no_slot(self, num_running: int | None = None) -> str:
+        if (len(self.running) if num_running is None else num_running) >= self.config.max_num_seqs:
+            return f"all {self.config.max_num_seqs} batch slots (max_num_seqs) are taken"
+        return ""
+
+    def _no_room(self, blocks_needed: int, num_running: int | None = None) -> str:
+        """Why a request needing ``blocks_needed`` free blocks cannot start now ('' if it can)."""
+        cfg, free = self.config, self.kv.num_free_blocks
+        if blocks_needed > free:
+            return f"needs {blocks_needed} KV blocks for its whole sequence, only {free} free"
+        num_running = len(self.running) if num_running is None else num_running
+        if cfg.watermark_blocks and num_running and free - blocks_needed < cfg.watermark_blocks:
+            return f"would leave {free - blocks_needed} free blocks, below the watermark of {cfg.watermark_blocks}"
+        return ""
+
+    # ---- phase 3: waiting -----------------------------------------------------------------------------------
+    def _schedule_waiting(self, budget: int, out: SchedulerOutput, parts: list) -> None:
+        t, kv, cfg, queue = self.table, self.kv, self.config, self.waiting
+        queue.on_step(self._step)
+        rows: list[int] = []
+        toks: list[int] = []
+        hit_tokens: list[int] = []
+        seq_lens: list[int] = []
+        num_running = len(self.running)
+        while len(queue):
+            row = queue.peek()
+            why = self._no_slot(num_running) if budget > 0 else "the step's token budget is used up"
+            if why:
+                out.events.append(("blocked", row, why))
+                break
+            num_tokens = int(t.num_tokens[row])
+            hits = kv.find_cached_blocks(row, num_tokens) if kv.enable_caching else _NO_BLOCKS
+            num_hit_tokens = len(hits) * kv.block_size
+            num_new = num_tokens - num_hit_tokens
+            # NOTE: without chunked prefill vLLM requires max_num_batched_tokens >= max_model_len; we only reject
+            # prompts over the budget, so a resumed request longer than a whole budget is re-prefilled in chunks.
+            if not cfg.chunked_prefill and budget < num_new <= cfg.max_num_batched_tokens:
+                why = f"its {num_new}-token prefill exceeds the {budget} tokens left (chunked prefill is off)"
+                out.events.append(("blocked", row, why))
+                break
+            chunk = min(num_new, budget)
+            # Cached blocks nobody holds sit in the free queue: taking them uses up free blocks too.
+            num_evictable_hits = int(np.count_nonzero(kv.pool.ref_cnt[hits] == 0)) if len(hits) else 0
+            need = -(-num_tokens // kv.block_size) - len(hits) + num_evictable_hits
+            why = self._no_room(need, num_running)
+            if why:
+                out.events.append(("blocked", row, why))
+                break
+            queue.pop()
+            kv.admit(row, hits, num_hit_tokens + chunk, min(num_hit_tokens + chunk, num_tokens))
+            self._start_running(row, num_hit_tokens, chunk, out)
+            num_running += 1
+            rows.append(row)
+            toks.append(chunk)
+            hit_tokens.append(num_hit_tokens)
+            seq_lens.append(num_tokens)
+            budget -= chunk
+        if rows:
+            r = np.array(rows, np.int64)
+            self.running = np.concatenate([self.running, r])
+            parts.append((r, np.array(toks, np.int64), np.array(hit_tokens, np.int64), np.array(seq_lens, np.int64)))
+
+    def _start_running(self, row: int, num_hit_tokens: int, chunk: int, out: SchedulerOutput) -> None:
+        t, cfg = self.table, self.config
+        is_resume = t.num_preemptions[row] > 0
+        t.num_computed_tokens[row] = num_hit_tokens
+        t.num_cached_tokens[row] += num_hit_tokens
+        t.status[row] = RequestStatus.RUNNING
+        out.num_admitted += 1
+        if t.first_scheduled_step[row] == NO_STEP:
+            t.first_scheduled_step[row] = self._step
+            c = t.client[row]
+            charge = cfg.input_weight * t.prompt_len[row] / self.client_weight[c]
+            self.counters[c] += charge
+            self.service[c] += charge
+        hit = f", {num_hit_tokens} tokens from the prefix cache" if num_hit_tokens else ""
+        if is_resume:
+            t.resumed_at_steps[row].append(self._step)
+            t.num_recomputed_tokens[row] += max(int(t.computed_at_preemption[row]) - num_hit_tokens, 0)
+            total = int(t.num_tokens[row])
+            out.events.append(("resume", row, f"re-prefill of {total} tokens{hit}; first chunk {chunk}"))
+        else:
+            out.events.append(("admit", row, f"admitted with a {chunk}-token first chunk{hit}"))
+
+    # ---- removal (finish, abort) ----------------------------------------------------------------------------
+    def remove(self, row: int) -> None:
+        """Take a request out of whichever queue holds it and free its blocks (finish or abort)."""
+        status = self.table.status[row]
+        if status == RequestStatus.RUNNING:
+            self.kv.free(row)
+            self.running = self.running[self.running != row]
+        elif status in (RequestStatus.WAITING, RequestStatus.PREEMPTED):
+            self.waiting.remove(row)
+        elif status == RequestStatus.SWAPPED:
+            self.swapped.remove(row)
+            self.num_cpu_blocks_used -= int(self.swapped_blocks[row])
+            self.swapped_blocks[row] = 0
+
+    def remove_finished(self, rows: np.ndarray) -> None:
+        """Free the blocks of requests that finished this step (vectorised removal from the running list)."""
+        for row in rows.tolist():
+            self.kv.free(row)
+        self._is_leaving[rows] = True
+        self.running = self.running[~self._is_leaving[self.running]]
+        self._is_leaving[rows] = False
+
+    def charge_output(self, rows: np.ndarray) -> None:
+        """VTC: ``output_weight`` per generated token (the first included), divided by the client's weight."""
+        if len(self.counters) == 1:
+            charge = len(rows) * self.config.output_weight / self.client_weight[0]
+            self.counters[0] += charge
+            self.service[0] += charge
+        elif len(rows):
+            per_client = np.bincount(self.table.client[rows], minlength=len(self.counters))
+            charge = per_client * (self.config.output_weight / self.client_weight)
+            self.counters += charge
+            self.service += charge

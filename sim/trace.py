@@ -1,0 +1,237 @@
+"""The trace of a run: per-step arrays, per-step-per-client arrays, per-request records and events.
+
+Steps are numbered from 0; ``time_ms[t]`` is the clock at the *end* of step ``t`` (so a request that arrived at
+step ``a`` and finished at step ``f`` took ``time_ms[f] - start_ms(a)``). The recorder collects plain tuples
+during the run; ``Trace`` is what metrics, the CLI and the charts read. pandas is imported only in ``to_frames()``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .config import EngineConfig
+from .request import NO_STEP, RequestStatus, RequestTable
+
+# Per-step columns: name -> dtype, in the order the engine records them. Values describe the step as it ran (after
+# scheduling, before finished requests free their blocks) unless the name says "after".
+STEP_COLUMNS: dict[str, Any] = {
+    "step_ms": np.float64,  # duration of the step (cost model), swap transfers included
+    "swap_ms": np.float64,  # part of step_ms spent copying blocks to or from CPU memory
+    "num_running": np.int32,  # requests in the running batch
+    "num_waiting": np.int32,  # requests in the waiting queue (after scheduling)
+    "num_swapped": np.int32,  # requests parked in CPU memory
+    "num_scheduled": np.int32,  # requests that computed tokens this step
+    "num_prefill_tokens": np.int32,  # prompt (or recomputed) tokens computed
+    "num_decode_reqs": np.int32,  # requests that decoded one token
+    "num_output_tokens": np.int32,  # tokens generated
+    "num_wasted_tokens": np.int32,  # tokens generated that nobody reads
+    "used_blocks": np.int32,  # blocks in use
+    "kv_tokens": np.int64,  # tokens whose KV is held in GPU memory
+    "orphan_blocks": np.int32,  # blocks held by requests whose client is gone
+    "orphan_kv_tokens": np.int64,  # KV tokens held by requests whose client is gone
+    "cpu_blocks_used": np.int32,  # swap space in use
+    "num_preempted": np.int32,
+    "num_admitted": np.int32,
+    "free_blocks_after": np.int32,  # free blocks at the end of the step
+    "num_finished": np.int32,  # requests that finished or were aborted this step
+    "cached_free_blocks": np.int32,  # free blocks still holding prefix-cache content (after the step)
+}
+# Per-step-per-client columns, each [num_steps, num_clients].
+CLIENT_COLUMNS = ("client_blocks", "client_running", "client_output_tokens", "client_prefill_tokens",
+                  "client_counters", "client_service")
+
+
+class TraceRecorder:
+    """Collects one tuple of STEP_COLUMNS values and one of CLIENT_COLUMNS values per step (appending to lists
+    is the cheapest thing a Python step loop can do); ``finish`` turns them into arrays."""
+
+    def __init__(self, num_clients: int):
+        self.num_clients = num_clients
+        self.num_steps = 0
+        self._rows: list[tuple] = []
+        self._client_rows: list[tuple] = []
+        self.events: list[tuple[int, str, int, str]] = []  # (step, kind, row, why)
+        self._sched_rows: list[np.ndarray] = []
+        self._sched_tokens: list[np.ndarray] = []
+        self.snapshots: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def append(self, values: tuple, client_values: tuple, sched_rows: np.ndarray, sched_tokens: np.ndarray) -> None:
+        self._rows.append(values)
+        self._client_rows.append(client_values)
+        self._sched_rows.append(sched_rows)
+        self._sched_tokens.append(sched_tokens)
+        self.num_steps += 1
+
+    def append_idle(self, num_steps: int, values: tuple, client_values: tuple) -> None:
+        """``num_steps`` steps in which nothing ran (the clock ticks one base step each)."""
+        self._rows.extend([values] * num_steps)
+        self._client_rows.extend([client_values] * num_steps)
+        empty = np.empty(0, np.int64)
+        self._sched_rows.extend([empty] * num_steps)
+        self._sched_tokens.extend([empty] * num_steps)
+        self.num_steps += num_steps
+
+    def finish(self, config: EngineConfig, table: RequestTable, scenario_name: str) -> Trace:
+        n = self.num_steps
+        table_ = np.array(self._rows, dtype=np.float64).reshape(n, len(STEP_COLUMNS))
+        steps = {name: table_[:, i].astype(dt) for i, (name, dt) in enumerate(STEP_COLUMNS.items())}
+        steps["time_ms"] = np.cumsum(steps["step_ms"])
+        clients = {}
+        for i, name in enumerate(CLIENT_COLUMNS):
+            col = np.array([r[i] for r in self._client_rows], dtype=np.float64).reshape(n, self.num_clients)
+            clients[name] = col if name in ("client_counters", "client_service") else col.astype(np.int64)
+        counts = np.fromiter((len(r) for r in self._sched_rows), dtype=np.int64, count=n)
+        offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        return Trace(
+            name=scenario_name,
+            config=config,
+            request_ids=list(table.ids),
+            client_ids=list(table.client_ids),
+            steps=steps,
+            clients=clients,
+            requests=_request_arrays(table),
+            preempted_at_steps=[list(x) for x in table.preempted_at_steps],
+            resumed_at_steps=[list(x) for x in table.resumed_at_steps],
+            swapped_out_at_steps=[list(x) for x in table.swapped_out_at_steps],
+            swapped_in_at_steps=[list(x) for x in table.swapped_in_at_steps],
+            finish_reason=list(table.finish_reason),
+            events=self.events,
+            sched_rows=np.concatenate(self._sched_rows) if n else np.empty(0, np.int64),
+            sched_tokens=np.concatenate(self._sched_tokens) if n else np.empty(0, np.int64),
+            sched_offsets=offsets,
+            snapshots=self.snapshots,
+        )
+
+
+def _request_arrays(t: RequestTable) -> dict[str, np.ndarray]:
+    names = ("arrival_step", "prompt_len", "useful_len", "target_len", "client", "priority", "status",
+             "num_computed_tokens", "num_output_tokens", "num_preemptions", "first_scheduled_step",
+             "first_token_step", "finish_step", "disconnect_step", "num_cached_tokens", "num_recomputed_tokens",
+             "num_wasted_tokens", "predicted_len", "prefix_len")
+    return {name: getattr(t, name).copy() for name in names}
+
+
+@dataclass
+class Trace:
+    name: str
+    config: EngineConfig
+    request_ids: list[str]
+    client_ids: list[str]
+    steps: dict[str, np.ndarray]  # STEP_COLUMNS and time_ms (clock at the end of each step), each [num_steps]
+    clients: dict[str, np.ndarray]  # CLIENT_COLUMNS, each [num_steps, num_clients]
+    requests: dict[str, np.ndarray]  # per-request arrays, each [num_requests]
+    preempted_at_steps: list[list[int]]
+    resumed_at_steps: list[list[int]]
+    swapped_out_at_steps: list[list[int]]
+    swapped_in_at_steps: list[list[int]]
+    finish_reason: list[str]
+    events: list[tuple[int, str, int, str]]  # (step, kind, row, why)
+    sched_rows: np.ndarray  # all steps' scheduled rows, concatenated (CSR with sched_offsets)
+    sched_tokens: np.ndarray
+    sched_offsets: np.ndarray  # [num_steps + 1]
+    snapshots: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)  # step -> (owner, cached)
+
+    @property
+    def num_steps(self) -> int:
+        return len(self.steps["time_ms"])
+
+    @property
+    def num_requests(self) -> int:
+        return len(self.request_ids)
+
+    def start_ms(self, step: np.ndarray | int) -> np.ndarray:
+        """Clock at the start of ``step`` (the end of the step before)."""
+        ends = np.concatenate([[0.0], self.steps["time_ms"]])
+        return ends[np.asarray(step)]
+
+    def end_ms(self, step: np.ndarray | int) -> np.ndarray:
+        return self.steps["time_ms"][np.asarray(step)]
+
+    def scheduled_at(self, step: int) -> list[tuple[str, int]]:
+        lo, hi = self.sched_offsets[step], self.sched_offsets[step + 1]
+        return [(self.request_ids[r], int(n)) for r, n in zip(self.sched_rows[lo:hi], self.sched_tokens[lo:hi],
+                                                              strict=True)]
+
+    def events_at(self, step: int) -> list[tuple[int, str, int, str]]:
+        return [e for e in self.events if e[0] == step]
+
+    def status_name(self, row: int) -> str:
+        return RequestStatus(int(self.requests["status"][row])).name
+
+    def request_records(self) -> list[dict[str, Any]]:
+        """One dict per request (the CLI's ``requests`` list)."""
+        r = self.requests
+        out = []
+        for i, rid in enumerate(self.request_ids):
+            out.append({
+                "id": rid,
+                "client": self.client_ids[int(r["client"][i])],
+                "arrival_step": int(r["arrival_step"][i]),
+                "first_scheduled_step": _opt(r["first_scheduled_step"][i]),
+                "first_token_step": _opt(r["first_token_step"][i]),
+                "finish_step": _opt(r["finish_step"][i]),
+                "num_output_tokens": int(r["num_output_tokens"][i]),
+                "num_preemptions": int(r["num_preemptions"][i]),
+                "preempted_at_steps": list(self.preempted_at_steps[i]),
+                "resumed_at_steps": list(self.resumed_at_steps[i]),
+                "final_status": self.status_name(i),
+                "finish_reason": self.finish_reason[i],
+                "wasted_tokens": int(r["num_wasted_tokens"][i]),
+                "prompt_len": int(r["prompt_len"][i]),
+                "priority": int(r["priority"][i]),
+                "cached_tokens": int(r["num_cached_tokens"][i]),
+                "recomputed_tokens": int(r["num_recomputed_tokens"][i]),
+                "swapped_out_at_steps": list(self.swapped_out_at_steps[i]),
+                "disconnect_step": _opt(r["disconnect_step"][i]),
+            })
+        return out
+
+    def step_records(self) -> list[dict[str, Any]]:
+        """One dict per step (the CLI's ``steps`` list)."""
+        s = self.steps
+        by_step: dict[int, dict[str, list[str]]] = {}
+        for step, kind, row, _ in self.events:
+            if kind in ("preempt", "swap_out", "finish", "abort"):
+                key = "preempted" if kind in ("preempt", "swap_out") else "finished"
+                by_step.setdefault(step, {}).setdefault(key, []).append(self.request_ids[row])
+        out = []
+        for t in range(self.num_steps):
+            ev = by_step.get(t, {})
+            out.append({
+                "step": t,
+                "time_ms": round(float(s["time_ms"][t]), 4),
+                "scheduled": [[rid, n] for rid, n in self.scheduled_at(t)],
+                "preempted": ev.get("preempted", []),
+                "finished": ev.get("finished", []),
+                "free_blocks": int(s["free_blocks_after"][t]),
+                "num_waiting": int(s["num_waiting"][t]),
+                "num_running": int(s["num_running"][t]),
+            })
+        return out
+
+    def to_frames(self) -> dict[str, Any]:
+        """Tidy pandas frames: ``steps`` (one row a step), ``clients`` (step x client), ``requests``, ``events``."""
+        import pandas as pd
+
+        steps = pd.DataFrame({"step": np.arange(self.num_steps), **self.steps})
+        nc = len(self.client_ids)
+        clients = pd.DataFrame({
+            "step": np.repeat(np.arange(self.num_steps), nc),
+            "client": np.tile(np.array(self.client_ids, dtype=object), self.num_steps),
+            **{k.removeprefix("client_"): v.reshape(-1) for k, v in self.clients.items()},
+        })
+        requests = pd.DataFrame(self.request_records())
+        events = pd.DataFrame(
+            [(s, k, self.request_ids[r], w) for s, k, r, w in self.events],
+            columns=["step", "kind", "request_id", "why"],
+        )
+        return {"steps": steps, "clients": clients, "requests": requests, "events": events}
+
+
+def _opt(v: Any) -> int | None:
+    v = int(v)
+    return None if v == NO_STEP else v

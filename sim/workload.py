@@ -1,0 +1,235 @@
+"""Seeded workload generators: Poisson arrivals, lognormal lengths, several clients, on/off patterns, abandonment.
+
+``generate(WorkloadSpec)`` returns request specs; the same spec and seed always give the same requests. All
+randomness flows from one ``np.random.default_rng(seed)``.
+
+Arrivals are a Poisson process of ``rate_per_step`` requests per engine step, split between clients by their
+``share`` (or a client's own ``rate_per_step``). A client sends only while it is on: from ``start_step`` to
+``stop_step``, and within that, ``on_steps`` on then ``off_steps`` off, repeating (0 = always on).
+Lengths are lognormal with the given median and sigma (sigma 0 = every request the median), clipped to the max.
+A fraction ``abandon_rate`` of users close the tab part-way: ``abort_step = arrival + f * output_len`` where the
+fraction ``f`` follows ``abandon_point`` (uniform over the answer, early, or late).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .config import check_float, check_int
+from .request import RequestSpec
+
+ABANDON_POINTS = ("uniform", "early", "late")
+
+
+@dataclass(frozen=True)
+class ClientSpec:
+    client_id: str = "default"
+    share: float = 1.0  # fraction of the total arrival rate (shares are normalised)
+    rate_per_step: float | None = None  # absolute arrival rate, overrides share
+    prompt_median: int | None = None  # overrides of the workload's lengths
+    output_median: int | None = None
+    priority: int = 0
+    start_step: int = 0
+    stop_step: int | None = None  # sends nothing from this step on
+    on_steps: int = 0  # on/off pattern (0 = always on)
+    off_steps: int = 0
+
+    def __post_init__(self) -> None:
+        where = f"clients[{self.client_id}]"
+        if not isinstance(self.client_id, str) or not self.client_id:
+            raise ValueError(f"clients: client_id must be a non-empty string, got {self.client_id!r}")
+        check_float(f"{where}.share", self.share, 0.0)
+        if self.rate_per_step is not None:
+            check_float(f"{where}.rate_per_step", self.rate_per_step, 0.0, 1000.0)
+        for name in ("prompt_median", "output_median"):
+            if getattr(self, name) is not None:
+                check_int(f"{where}.{name}", getattr(self, name), 1, 1_000_000)
+        check_int(f"{where}.priority", self.priority, -(10**9), 10**9)
+        check_int(f"{where}.start_step", self.start_step, 0)
+        if self.stop_step is not None:
+            check_int(f"{where}.stop_step", self.stop_step, self.start_step + 1)
+        check_int(f"{where}.on_steps", self.on_steps, 0)
+        check_int(f"{where}.off_steps", self.off_steps, 0)
+
+    def is_on(self, steps: np.ndarray) -> np.ndarray:
+        on = steps >= self.start_step
+        if self.stop_step is not None:
+            on &= steps < self.stop_step
+        if self.on_steps and self.off_steps:
+            on &= (steps - self.start_step) % (self.on_steps + self.off_steps) < self.on_steps
+        return on
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    generator: str = "poisson"
+    num_requests: int = 200
+    rate_per_step: float = 0.5  # total arrival rate, requests per engine step
+    prompt_median: int = 200
+    prompt_sigma: float = 0.8
+    prompt_max: int = 4096
+    output_median: int = 150
+    output_sigma: float = 0.8
+    output_max: int = 2048
+    clients: tuple[ClientSpec, ...] = field(default_factory=lambda: (ClientSpec(),))
+    abandon_rate: float = 0.0
+    abandon_point: str = "uniform"
+    prefix_len: int = 0  # shared system-prompt tokens, one prefix group per client
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.generator != "poisson":
+            raise ValueError(f"workload.generator: {self.generator!r} is not one of: poisson")
+        check_int("workload.num_requests", self.num_requests, 1, 200_000)
+        check_float("workload.rate_per_step", self.rate_per_step, 0.0, 1000.0, lo_open=True)
+        check_int("workload.prompt_median", self.prompt_median, 1, 1_000_000)
+        check_int("workload.output_median", self.output_median, 1, 1_000_000)
+        check_float("workload.prompt_sigma", self.prompt_sigma, 0.0, 5.0)
+        check_float("workload.output_sigma", self.output_sigma, 0.0, 5.0)
+        check_int("workload.prompt_max", self.prompt_max, 1, 10_000_000)
+        check_int("workload.output_max", self.output_max, 1, 10_000_000)
+        if not self.clients:
+            raise ValueError("workload.clients: needs at least one client")
+        ids = [c.client_id for c in self.clients]
+        if len(set(ids)) != len(ids):
+            raise ValueError("workload.clients: client ids must be unique")
+        if all(c.share == 0 and not c.rate_per_step for c in self.clients):
+            raise ValueError("workload.clients: at least one client needs a share or a rate above 0")
+        check_float("workload.abandon_rate", self.abandon_rate, 0.0, 1.0)
+        if self.abandon_point not in ABANDON_POINTS:
+            raise ValueError(f"workload.abandon_point: {self.abandon_point!r} is not one of: "
+                             f"{', '.join(ABANDON_POINTS)}")
+        check_int("workload.prefix_len", self.prefix_len, 0, 1_000_000)
+        check_int("workload.seed", self.seed, 0, 2**32 - 1)
+
+    def replace(self, **changes: Any) -> WorkloadSpec:
+        return dataclasses.replace(self, **changes)
+
+
+def client_rates(spec: WorkloadSpec) -> np.ndarray:
+    """[clients] arrival rate of each client while it is on, requests per step."""
+    total_share = sum(c.share for c in spec.clients if c.rate_per_step is None)
+    return np.array([
+        c.rate_per_step if c.rate_per_step is not None
+        else (spec.rate_per_step * c.share / total_share if total_share else 0.0)
+        for c in spec.clients
+    ])
+
+
+def _lognormal_lengths(rng: np.random.Generator, medians: np.ndarray, sigma: float, maximum: int) -> np.ndarray:
+    z = rng.standard_normal(len(medians))
+    return np.clip(np.rint(medians * np.exp(sigma * z)), 1, maximum).astype(np.int64)
+
+
+def _abandon_fractions(rng: np.random.Generator, point: str, n: int) -> np.ndarray:
+    if point == "early":
+        return rng.beta(1.0, 3.0, n)
+    if point == "late":
+        return rng.beta(3.0, 1.0, n)
+    return rng.uniform(0.0, 1.0, n)
+
+
+def _arrivals(spec: WorkloadSpec, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """(arrival steps, client index) of the first ``num_requests`` arrivals, by thinning one Poisson process."""
+    rates = client_rates(spec)
+    total = rates.sum()
+    steps: list[np.ndarray] = []
+    clients: list[np.ndarray] = []
+    count, clock = 0, 0.0
+    horizon = 50 * spec.num_requests / total + max(c.start_step for c in spec.clients) + 1000
+    while count < spec.num_requests:
+        batch = max(2 * (spec.num_requests - count), 64)
+        times = clock + np.cumsum(rng.exponential(1.0 / total, batch))
+        who = rng.choice(len(rates), size=batch, p=rates / total)
+        clock = float(times[-1])
+        step = np.floor(times).astype(np.int64)
+        keep = np.zeros(batch, dtype=bool)
+        for c, client in enumerate(spec.clients):
+            mine = who == c
+            keep[mine] = client.is_on(step[mine])
+        steps.append(step[keep])
+        clients.append(who[keep])
+        count += int(keep.sum())
+        if clock > horizon and count < spec.num_requests:
+            raise ValueError(f"workload.clients: the clients' on/off windows allow only {count} of "
+                             f"{spec.num_requests} requests; widen the windows or lower num_requests")
+    return np.concatenate(steps)[: spec.num_requests], np.concatenate(clients)[: spec.num_requests]
+
+
+def generate(spec: WorkloadSpec) -> list[RequestSpec]:
+    rng = np.random.default_rng(spec.seed)
+    arrival, client = _arrivals(spec, rng)
+    n = len(arrival)
+    prompt_medians = np.array([c.prompt_median or spec.prompt_median for c in spec.clients])[client]
+    output_medians = np.array([c.output_median or spec.output_median for c in spec.clients])[client]
+    prompt = _lognormal_lengths(rng, prompt_medians, spec.prompt_sigma, spec.prompt_max)
+    output = _lognormal_lengths(rng, output_medians, spec.output_sigma, spec.output_max)
+    abandons = rng.uniform(size=n) < spec.abandon_rate
+    fractions = _abandon_fractions(rng, spec.abandon_point, n)
+    requests = []
+    for i in range(n):
+        c = spec.clients[client[i]]
+        abort = int(arrival[i] + round(fractions[i] * output[i])) if abandons[i] else None
+        requests.append(RequestSpec(
+            request_id=f"{c.client_id}-{i}" if len(spec.clients) > 1 else f"r{i}",
+            arrival_step=int(arrival[i]),
+            prompt_len=int(prompt[i]) + spec.prefix_len,
+            output_len=int(output[i]),
+            client_id=c.client_id,
+            priority=c.priority,
+            abort_step=abort,
+            prefix_group=f"{c.client_id}-system" if spec.prefix_len else None,
+            prefix_len=spec.prefix_len,
+        ))
+    return requests
+
+
+_CLIENT_FIELDS = {f.name for f in dataclasses.fields(ClientSpec)}
+_WORKLOAD_FIELDS = {f.name for f in dataclasses.fields(WorkloadSpec)}
+
+
+def workload_from_dict(data: Any) -> WorkloadSpec:
+    if not isinstance(data, dict):
+        raise ValueError(f"workload: must be a JSON object, got {type(data).__name__}")
+    extra = sorted(set(data) - _WORKLOAD_FIELDS)
+    if extra:
+        raise ValueError(f"workload: unknown key {extra[0]!r}; allowed keys: {', '.join(sorted(_WORKLOAD_FIELDS))}")
+    data = dict(data)
+    if "clients" in data:
+        items = data["clients"]
+        if not isinstance(items, list) or not items:
+            raise ValueError("workload.clients: must be a non-empty list of client objects")
+        clients = []
+        for i, c in enumerate(items):
+            if not isinstance(c, dict):
+                raise ValueError(f"workload.clients[{i}]: must be a JSON object")
+            extra = sorted(set(c) - _CLIENT_FIELDS)
+            if extra:
+                raise ValueError(f"workload.clients[{i}]: unknown key {extra[0]!r}; allowed keys: "
+                                 f"{', '.join(sorted(_CLIENT_FIELDS))}")
+            clients.append(ClientSpec(**c))
+        data["clients"] = tuple(clients)
+    try:
+        return WorkloadSpec(**data)
+    except TypeError as e:
+        raise ValueError(f"workload: {e}") from None
+
+
+def workload_to_dict(spec: WorkloadSpec) -> dict[str, Any]:
+    default_client = ClientSpec()
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(WorkloadSpec):
+        value = getattr(spec, f.name)
+        if f.name == "clients":
+            out["clients"] = [
+                {k.name: getattr(c, k.name) for k in dataclasses.fields(ClientSpec)
+                 if k.name == "client_id" or getattr(c, k.name) != getattr(default_client, k.name)}
+                for c in value
+            ]
+        else:
+            out[f.name] = value
+    return out
