@@ -17,15 +17,17 @@ from .config import EngineConfig, StopCheck
 from .kv_cache_manager import KVCacheManager
 from .request import NO_STEP, RequestSpec, RequestStatus, RequestTable
 from .scheduler import Scheduler, SchedulerOutput
-from .trace import Trace, TraceRecorder
+from .trace import SCHED_WASTED, Trace, TraceRecorder
 
 _sum = np.add.reduce
+_NO_KIND = np.empty(0, dtype=np.int8)
 
 
 class _Executed(NamedTuple):
     emitted: np.ndarray  # rows that generated a token this step
     finished: np.ndarray  # rows that generated their last token
     decode: np.ndarray  # [len(out.rows)] bool: decoded one token (else prefill)
+    kind: np.ndarray  # [len(out.rows)] int8 SCHED_* per scheduled row
     num_wasted: int  # tokens generated that nobody reads
     kv_tokens_scheduled: int  # KV tokens held by the scheduled rows after the step
 
@@ -101,15 +103,20 @@ class Engine:
         self._disconnect_reason: dict[int, str] = {}
         self._rate_windows: list[deque[int]] = [deque() for _ in range(self.num_clients)]
         self.num_done = 0
+        self._next_step = 0
         # Tokens can be wasted only if some client leaves or some answer runs past what is read.
         self._may_waste = bool(self._disconnects) or bool((t.target_len > t.useful_len).any())
         self._any_disconnect = False
         self._prev_counters = np.zeros(self.num_clients)
+        # One client and no shared blocks: per-client step values are plain scalars (held == used). Busy and
+        # idle steps must record the same shapes, or the trace's per-client columns cannot be stacked.
+        self._scalar_client_values = self.num_clients == 1 and not config.enable_prefix_caching
 
     # ---- the loop -------------------------------------------------------------------------------------------
-    def run(self) -> Trace:
-        n, step = len(self.table), 0
-        while self.num_done < n:
+    def run(self, until_step: int | None = None) -> Trace:
+        """Run to the end (or through step ``until_step``, then stop and return the partial trace)."""
+        n, step = len(self.table), self._next_step
+        while self.num_done < n and (until_step is None or step <= until_step):
             if step >= self.config.max_steps:
                 raise SimulationError(
                     f"stopped after max_steps={self.config.max_steps} steps with {n - self.num_done} of {n} "
@@ -119,12 +126,19 @@ class Engine:
                 if next_step is None:
                     raise SimulationError(f"no request can make progress at step {step}")
                 if next_step > step:
-                    self._record_idle(step, next_step - 1)
-                    step = next_step
+                    last = next_step - 1 if until_step is None else min(next_step - 1, until_step)
+                    self._record_idle(step, last)
+                    step = self._next_step = last + 1
                     continue
             self.step(step)
-            step += 1
+            step = self._next_step = step + 1
         return self.recorder.finish(self.config, self.table, self.name)
+
+    def queue_view(self) -> dict[str, list[str]]:
+        """Request ids in the waiting queue (admission order), the running list and the swapped queue, now."""
+        ids, s = self.table.ids, self.scheduler
+        return {"waiting": [ids[r] for r in s.waiting.order()], "running": [ids[r] for r in s.running.tolist()],
+                "swapped": [ids[r] for r in s.swapped]}
 
     def step(self, step: int) -> None:
         self._arrive(step)
@@ -138,7 +152,7 @@ class Engine:
         self._finish(step, done.finished)
         cached_free = int(self._cached_free_mask().sum()) if self.config.enable_prefix_caching else 0
         values = (*values, self.kv.num_free_blocks, num_aborted + len(done.finished), cached_free)
-        self.recorder.append(values, client_values, out.rows, out.num_tokens)
+        self.recorder.append(values, client_values, out.rows, out.num_tokens, done.kind)
         if not len(out.rows) and self._is_stuck(step):
             why = next((e[3] for e in reversed(self.recorder.events) if e[0] == step and e[1] == "blocked"), "")
             raise SimulationError(f"no request can make progress at step {step}: {why}")
@@ -225,7 +239,7 @@ class Engine:
         """Advance every scheduled request; each that has computed all its tokens emits one new token."""
         t, rows, toks = self.table, out.rows, out.num_tokens
         if not len(rows):
-            return _Executed(rows, rows, np.zeros(0, dtype=bool), 0, 0)
+            return _Executed(rows, rows, np.zeros(0, dtype=bool), _NO_KIND, 0, 0)
         after = out.num_computed_before + toks
         t.num_computed_tokens[rows] = after
         is_emitting = after == out.seq_len_before
@@ -236,16 +250,18 @@ class Engine:
         t.num_tokens[emitted] += 1
         fresh = emitted[t.first_token_step[emitted] == NO_STEP]
         t.first_token_step[fresh] = step
+        kind = is_emitting.view(np.int8) + decode.view(np.int8)  # SCHED_PREFILL / _PREFILL_DONE / _DECODE
         num_wasted = 0
         if self._may_waste:
-            wasted = emitted[(t.disconnect_step[emitted] != NO_STEP)
-                             | (t.num_output_tokens[emitted] > t.useful_len[emitted])]
+            is_wasted = (t.disconnect_step[emitted] != NO_STEP) | (t.num_output_tokens[emitted] > t.useful_len[emitted])
+            wasted = emitted[is_wasted]
             t.num_wasted_tokens[wasted] += 1
             num_wasted = len(wasted)
+            kind[is_emitting.nonzero()[0][is_wasted]] = SCHED_WASTED
         self.scheduler.charge_output(emitted)
         self.scheduler.waiting.on_scheduled(rows)
         finished = emitted[t.num_output_tokens[emitted] >= t.target_len[emitted]]
-        return _Executed(emitted, finished, decode, num_wasted, int(_sum(after)))
+        return _Executed(emitted, finished, decode, kind, num_wasted, int(_sum(after)))
 
     def _finish(self, step: int, finished: np.ndarray) -> None:
         if not len(finished):
@@ -286,7 +302,7 @@ class Engine:
             orphan_blocks, orphan_kv_tokens, s.num_cpu_blocks_used, out.num_preempted, out.num_admitted,
         )
         counters, service = s.counters.copy(), s.service.copy()
-        if self.num_clients == 1 and not cfg.enable_prefix_caching:  # no shared blocks: held == used
+        if self._scalar_client_values:
             return values, (kv.pool.num_used, len(run), len(emitted), num_prefill, counters, service)
         nc, client_run, prefill = self.num_clients, t.client[run], ~decode
         return values, (
@@ -307,7 +323,7 @@ class Engine:
         cached_free = int(self._cached_free_mask().sum()) if cfg.enable_prefix_caching else 0
         values = (cfg.cost.step_base_ms, 0.0, 0, 0, len(s.swapped), 0, 0, 0, 0, 0, kv.pool.num_used, 0, 0, 0,
                   s.num_cpu_blocks_used, 0, 0, kv.num_free_blocks, 0, cached_free)
-        zeros = np.zeros(self.num_clients)
+        zeros = 0 if self._scalar_client_values else np.zeros(self.num_clients)
         self.recorder.append_idle(last - first + 1, values,
                                   (zeros, zeros, zeros, zeros, s.counters.copy(), s.service.copy()))
 
@@ -343,6 +359,13 @@ _REJECT_TEXT = {
     "exceeds_token_budget": "rejected: its prompt exceeds the step's token budget and chunked prefill is off",
     "rate_limited": "rejected: the client is over its rate limit",
 }
+
+
+def queues_after_step(config: EngineConfig, requests: Sequence[RequestSpec], step: int) -> dict[str, list[str]]:
+    """Re-run up to the end of ``step`` and return the queues then (for the step inspector)."""
+    engine = Engine(config, requests)
+    engine.run(until_step=step)
+    return engine.queue_view()
 
 
 def simulate(config: EngineConfig, requests: Sequence[RequestSpec], *, name: str = "",

@@ -39,6 +39,12 @@ STEP_COLUMNS: dict[str, Any] = {
     "num_finished": np.int32,  # requests that finished or were aborted this step
     "cached_free_blocks": np.int32,  # free blocks still holding prefix-cache content (after the step)
 }
+# What a scheduled request did in a step (Trace.sched_kind), for the Gantt chart.
+SCHED_PREFILL = 0  # computed a prefill chunk; no token yet
+SCHED_PREFILL_DONE = 1  # finished its prefill (or re-prefill) and generated a token
+SCHED_DECODE = 2  # decoded one token
+SCHED_WASTED = 3  # generated a token nobody reads (client gone, or past the answer's end)
+
 # Per-step-per-client columns, each [num_steps, num_clients].
 CLIENT_COLUMNS = ("client_blocks", "client_running", "client_output_tokens", "client_prefill_tokens",
                   "client_counters", "client_service")
@@ -56,13 +62,16 @@ class TraceRecorder:
         self.events: list[tuple[int, str, int, str]] = []  # (step, kind, row, why)
         self._sched_rows: list[np.ndarray] = []
         self._sched_tokens: list[np.ndarray] = []
+        self._sched_kind: list[np.ndarray] = []
         self.snapshots: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
-    def append(self, values: tuple, client_values: tuple, sched_rows: np.ndarray, sched_tokens: np.ndarray) -> None:
+    def append(self, values: tuple, client_values: tuple, sched_rows: np.ndarray, sched_tokens: np.ndarray,
+               sched_kind: np.ndarray) -> None:
         self._rows.append(values)
         self._client_rows.append(client_values)
         self._sched_rows.append(sched_rows)
         self._sched_tokens.append(sched_tokens)
+        self._sched_kind.append(sched_kind)
         self.num_steps += 1
 
     def append_idle(self, num_steps: int, values: tuple, client_values: tuple) -> None:
@@ -72,6 +81,7 @@ class TraceRecorder:
         empty = np.empty(0, np.int64)
         self._sched_rows.extend([empty] * num_steps)
         self._sched_tokens.extend([empty] * num_steps)
+        self._sched_kind.extend([empty.astype(np.int8)] * num_steps)
         self.num_steps += num_steps
 
     def finish(self, config: EngineConfig, table: RequestTable, scenario_name: str) -> Trace:
@@ -102,6 +112,7 @@ class TraceRecorder:
             events=self.events,
             sched_rows=np.concatenate(self._sched_rows) if n else np.empty(0, np.int64),
             sched_tokens=np.concatenate(self._sched_tokens) if n else np.empty(0, np.int64),
+            sched_kind=np.concatenate(self._sched_kind) if n else np.empty(0, np.int8),
             sched_offsets=offsets,
             snapshots=self.snapshots,
         )
@@ -132,6 +143,7 @@ class Trace:
     events: list[tuple[int, str, int, str]]  # (step, kind, row, why)
     sched_rows: np.ndarray  # all steps' scheduled rows, concatenated (CSR with sched_offsets)
     sched_tokens: np.ndarray
+    sched_kind: np.ndarray  # SCHED_* per entry
     sched_offsets: np.ndarray  # [num_steps + 1]
     snapshots: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)  # step -> (owner, cached)
 
@@ -155,6 +167,11 @@ class Trace:
         lo, hi = self.sched_offsets[step], self.sched_offsets[step + 1]
         return [(self.request_ids[r], int(n)) for r, n in zip(self.sched_rows[lo:hi], self.sched_tokens[lo:hi],
                                                               strict=True)]
+
+    def schedule_entries(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Every (step, row, num_tokens, kind) a request was scheduled, as flat arrays in step order."""
+        steps = np.repeat(np.arange(self.num_steps), np.diff(self.sched_offsets))
+        return steps, self.sched_rows, self.sched_tokens, self.sched_kind
 
     def events_at(self, step: int) -> list[tuple[int, str, int, str]]:
         return [e for e in self.events if e[0] == step]

@@ -1,0 +1,103 @@
+"""One palette and one set of sizes for every page and chart.
+
+Colours are the Okabe-Ito colour-blind-safe palette. States that must stay apart in grayscale print also differ
+in lightness or carry a bar pattern (see STATE_PATTERNS). A status, a client or a policy has the same colour on
+every page. Presentation mode (for projectors) scales fonts and lines up.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Okabe-Ito.
+BLACK = "#000000"
+ORANGE = "#E69F00"
+SKY_BLUE = "#56B4E9"
+GREEN = "#009E73"
+YELLOW = "#F0E442"
+BLUE = "#0072B2"
+VERMILLION = "#D55E00"
+PURPLE = "#CC79A7"
+GREY = "#999999"
+LIGHT_GREY = "#D9D9D9"
+
+# Gantt segment states (request lifecycle). Lightness: waiting lightest, decode darkest.
+STATE_COLORS: dict[str, str] = {
+    "waiting": LIGHT_GREY,  # in the queue, not yet admitted
+    "prefill": ORANGE,  # computing its prompt (or re-computing after a preemption)
+    "decode": BLUE,  # generating tokens somebody reads
+    "preempted": VERMILLION,  # evicted, waiting to be recomputed
+    "swapped": PURPLE,  # evicted, KV parked in CPU memory
+    "stalled": SKY_BLUE,  # running but given no tokens this step (budget used up)
+    "wasted": BLACK,  # generating tokens nobody reads
+}
+STATE_PATTERNS: dict[str, str] = {"preempted": "/", "swapped": "x", "wasted": "."}
+STATE_LABELS: dict[str, str] = {
+    "waiting": "waiting in queue",
+    "prefill": "prefill",
+    "decode": "decode",
+    "preempted": "preempted (will recompute)",
+    "swapped": "swapped to CPU",
+    "stalled": "running, no tokens this step",
+    "wasted": "generating for nobody",
+}
+
+# Clients, in order of first appearance in a workload.
+CLIENT_COLORS = (BLUE, ORANGE, GREEN, VERMILLION, PURPLE, SKY_BLUE, YELLOW, GREY)
+
+# Policies and mechanisms, so a comparison keeps its colours across pages.
+POLICY_COLORS: dict[str, str] = {
+    "fcfs": GREY,
+    "priority": PURPLE,
+    "sjf": BLUE,
+    "sjf_predicted": SKY_BLUE,
+    "vtc": GREEN,
+    "lcf": ORANGE,
+    "rate_limit": VERMILLION,
+}
+SERIES_COLORS = (BLUE, ORANGE, GREEN, VERMILLION, PURPLE, SKY_BLUE, GREY, YELLOW)  # for anything else, in order
+
+
+def client_color(index: int) -> str:
+    return CLIENT_COLORS[index % len(CLIENT_COLORS)]
+
+
+def series_color(index: int) -> str:
+    return SERIES_COLORS[index % len(SERIES_COLORS)]
+
+
+@dataclass(frozen=True)
+class ChartStyle:
+    """Sizes for one rendering target. ``presentation`` is for projectors: bigger text, thicker lines."""
+
+    presentation: bool = False
+    export_format: str = "png"  # what the camera button downloads: png (3x scale) or svg
+
+    @property
+    def font_size(self) -> int:
+        return 20 if self.presentation else 14
+
+    @property
+    def title_size(self) -> int:
+        return 24 if self.presentation else 17
+
+    @property
+    def line_width(self) -> float:
+        return 4.0 if self.presentation else 2.2
+
+    @property
+    def marker_size(self) -> int:
+        return 12 if self.presentation else 8
+
+    def height(self, base: int) -> int:
+        return int(base * 1.25) if self.presentation else base
+
+
+def plotly_config(filename: str, style: ChartStyle) -> dict:
+    """st.plotly_chart config: the camera button exports at print resolution with a sensible file name."""
+    fmt = style.export_format if style.export_format in ("png", "svg") else "png"
+    return {
+        "displaylogo": False,
+        "toImageButtonOptions": {"format": fmt, "filename": filename, "scale": 3 if fmt == "png" else 1},
+        "modeBarButtonsToRemove": ["lasso2d", "select2d"],
+    }
