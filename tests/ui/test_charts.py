@@ -1,0 +1,576 @@
+"""The figure builders in ui.charts, without Streamlit: segment derivation checked by hand on the article's
+examples, then every builder's traces, axis titles (with units), colours (theme only, as strings), purity and
+payload size."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import pytest
+
+from sim import metrics, presets
+from sim.config import EngineConfig
+from sim.engine import simulate
+from sim.request import RequestStatus
+from sim.scenario import load
+from sim.trace import SCHED_DECODE, SCHED_PREFILL_DONE, Trace
+from tests.conftest import SHARED_DIR
+from ui import charts, theme
+from ui.charts.gantt import MAX_HEIGHT
+from ui.charts.layout import NO_FILL, downsample, label_colors, style_figure
+from ui.charts.segments import SEGMENT_COLUMNS, life_spans, request_segments
+from ui.theme import ChartStyle
+
+STYLE = ChartStyle()
+THEME_COLORS = {v for k, v in vars(theme).items() if k.isupper() and isinstance(v, str) and v.startswith("#")}
+
+
+def run(key: str, **overrides) -> Trace:
+    p = presets.get(key)
+    return simulate(p.scenario.config.replace(**overrides), p.scenario.requests)
+
+
+def variants(key: str) -> dict[str, Trace]:
+    p = presets.get(key)
+    return {label: simulate(p.scenario.config.replace(**ov), p.scenario.requests) for label, ov in p.variants}
+
+
+@pytest.fixture(scope="module")
+def hol() -> dict[str, Trace]:
+    return variants("article_hol")  # FCFS, SJF
+
+
+@pytest.fixture(scope="module")
+def toy() -> Trace:
+    return run("toy_pool")
+
+
+@pytest.fixture(scope="module")
+def toy_swap() -> Trace:
+    # recompute_vs_swap's own workload never fills its pool, so swap the toy pool's victims instead.
+    return run("toy_pool", preemption_mode="swap", num_cpu_blocks=64)
+
+
+@pytest.fixture(scope="module")
+def abandoned() -> Trace:
+    return run("article_abandon", abort_on_disconnect=False)
+
+
+@pytest.fixture(scope="module")
+def fairness() -> dict[str, Trace]:
+    return variants("article_fairness")  # FCFS, Rate limit (357 rejected), VTC; two clients
+
+
+@pytest.fixture(scope="module")
+def busy() -> dict[str, Trace]:
+    return variants("busy_server")  # 300 requests
+
+
+@pytest.fixture(scope="module")
+def bench() -> Trace:
+    """20,000 requests over ~13,000 steps (~2 s to simulate): the long-trace payload checks."""
+    scenario = load(SHARED_DIR / "scenarios" / "bench" / "load_20k_tight.json")
+    return simulate(scenario.config, scenario.requests)
+
+
+def segments_of(trace: Trace, request_id: str) -> list[tuple[str, int, int]]:
+    seg = request_segments(trace)
+    mine = seg[seg["request_id"] == request_id]
+    return list(zip(mine["state"], mine["start_step"], mine["end_step"], strict=True))
+
+
+# ---- segments -----------------------------------------------------------------------------------------------------
+def test_hol_segments_by_hand(hol):
+    # One slot: long runs steps 0-999 (prefill+first token at 0), short1 waits until 1000 and decodes 100 tokens
+    # (the first with its 4-token prompt at step 1000), short2 waits until 1100.
+    fcfs = hol["FCFS"]
+    assert segments_of(fcfs, "long") == [("prefill", 0, 1), ("decode", 1, 1000)]
+    assert segments_of(fcfs, "short1") == [("waiting", 0, 1000), ("prefill", 1000, 1001), ("decode", 1001, 1100)]
+    assert segments_of(fcfs, "short2") == [("waiting", 0, 1100), ("prefill", 1100, 1101), ("decode", 1101, 1200)]
+
+
+def test_segment_times_in_ms_follow_the_clock(hol):
+    fcfs = hol["FCFS"]
+    seg = request_segments(fcfs)
+    row = seg[(seg["request_id"] == "short1") & (seg["state"] == "waiting")].iloc[0]
+    assert row["start_ms"] == 0.0
+    assert row["end_ms"] == pytest.approx(fcfs.steps["time_ms"][999])  # end of long's last step
+
+
+def test_recompute_preemption_segment(toy):
+    # 32 blocks: C is preempted at step 145 and re-admitted (re-prefill) at 200; D at 113; E waits from 5 to 200.
+    c = segments_of(toy, "C")
+    assert ("preempted", 145, 200) in c
+    assert c[c.index(("preempted", 145, 200)) + 1] == ("prefill", 200, 201)
+    assert ("preempted", 113, 200) in segments_of(toy, "D")
+    assert segments_of(toy, "E")[0] == ("waiting", 5, 200)
+
+
+def test_swap_segments(toy_swap):
+    # Swapped out at 113 and 161, back in at 146 and 200; a swapped-in request decodes at once, no re-prefill.
+    d = segments_of(toy_swap, "D")
+    assert ("swapped", 113, 146) in d and ("swapped", 161, 200) in d
+    assert d[d.index(("swapped", 113, 146)) + 1] == ("decode", 146, 161)
+    assert ("swapped", 145, 200) in segments_of(toy_swap, "C")
+    assert "preempted" not in set(request_segments(toy_swap)["state"])
+
+
+def test_wasted_segments_without_abort(abandoned):
+    # The user leaves at token 300 of 1,000: without an abort, steps 300-999 generate for nobody.
+    assert segments_of(abandoned, "long") == [("decode", 0, 300), ("wasted", 300, 1000)]
+    assert segments_of(abandoned, "waiting") == [("waiting", 1, 1000), ("decode", 1000, 1100)]
+
+
+def test_aborted_request_ends_at_the_abort_step():
+    trace = run("article_abandon")  # abort on disconnect: dropped at the start of step 300
+    assert segments_of(trace, "long") == [("decode", 0, 300)]
+    assert segments_of(trace, "waiting")[0] == ("waiting", 1, 300)
+
+
+def tiny_trace(num_steps: int, reqs: list[dict], entries: list[tuple[int, int, int]]) -> Trace:
+    """A hand-made trace: ``reqs`` give arrival/first/finish/status, ``entries`` (step, row, kind); 10 ms steps."""
+    n = len(reqs)
+    by_step = [[(r, k) for s, r, k in entries if s == t] for t in range(num_steps)]
+    counts = np.array([len(x) for x in by_step])
+    col = {name: np.array([r[name] for r in reqs], dtype=np.int64)
+           for name in ("arrival_step", "first_scheduled_step", "finish_step", "status")}
+    step_ms = np.full(num_steps, 10.0)
+    return Trace(
+        name="tiny", config=EngineConfig(), request_ids=[f"r{i}" for i in range(n)], client_ids=["default"],
+        steps={"step_ms": step_ms, "time_ms": np.cumsum(step_ms)}, clients={},
+        requests={**col, "client": np.zeros(n, np.int32), "prompt_len": np.ones(n, np.int64),
+                  "num_output_tokens": np.ones(n, np.int64), "num_preemptions": np.zeros(n, np.int32)},
+        preempted_at_steps=[[] for _ in reqs], resumed_at_steps=[[] for _ in reqs],
+        swapped_out_at_steps=[[] for _ in reqs], swapped_in_at_steps=[[] for _ in reqs],
+        finish_reason=["" for _ in reqs], events=[],
+        sched_rows=np.array([r for x in by_step for r, _ in x], np.int64),
+        sched_tokens=np.ones(len(entries), np.int64),
+        sched_kind=np.array([k for x in by_step for _, k in x], np.int8),
+        sched_offsets=np.concatenate([[0], np.cumsum(counts)]),
+    )
+
+
+def test_stalled_segments_on_a_hand_made_trace():
+    # r0 runs at steps 0,1 and 4,5 (finishes at 5): steps 2-3 it held its slot with no tokens -> stalled [2, 4).
+    # r1 runs at 1,2 and is aborted at the start of step 5: stalled [3, 5) at the end of its life.
+    d, p = SCHED_DECODE, SCHED_PREFILL_DONE
+    trace = tiny_trace(6, [
+        {"arrival_step": 0, "first_scheduled_step": 0, "finish_step": 5, "status": RequestStatus.FINISHED_STOPPED},
+        {"arrival_step": 0, "first_scheduled_step": 1, "finish_step": 5, "status": RequestStatus.FINISHED_ABORTED},
+    ], [(0, 0, p), (1, 0, d), (4, 0, d), (5, 0, d), (1, 1, p), (2, 1, d)])
+    assert segments_of(trace, "r0") == [("prefill", 0, 1), ("decode", 1, 2), ("stalled", 2, 4), ("decode", 4, 6)]
+    assert segments_of(trace, "r1") == [("waiting", 0, 1), ("prefill", 1, 2), ("decode", 2, 3), ("stalled", 3, 5)]
+
+
+def test_a_run_where_nothing_ran_has_no_segments():
+    trace = tiny_trace(1, [{"arrival_step": 0, "first_scheduled_step": -1, "finish_step": 0,
+                            "status": RequestStatus.REJECTED}], [])
+    seg = request_segments(trace)
+    assert len(seg) == 0 and tuple(seg.columns) == SEGMENT_COLUMNS
+    fig = charts.gantt(trace, STYLE)
+    assert [t.name for t in fig.data] == ["rejected on arrival"]
+
+
+COVERAGE_RUNS = (
+    ("toy_pool", {}), ("toy_pool", {"preemption_mode": "swap", "num_cpu_blocks": 64}), ("sizing", {}),
+    ("article_abandon", {"abort_on_disconnect": False}), ("impatient_users", {}),
+    ("impatient_users", {"abort_on_disconnect": True, "disconnect_detect_delay_steps": 50}),
+    ("article_fairness", {"policy": "fcfs"}), ("stops", {"stop_check": "at_max_tokens"}), ("prefix_cache", {}),
+)
+
+
+@pytest.mark.parametrize(("key", "overrides"), COVERAGE_RUNS)
+def test_segments_tile_each_life_exactly(key, overrides):
+    """Each request's segments cover [arrival, end of life) with no gap and no overlap, and the scheduled states
+    (prefill, decode, wasted) cover exactly the steps the schedule lists for it."""
+    trace = run(key, **overrides)
+    seg = request_segments(trace)
+    start, end = life_spans(trace)
+    assert set(seg["state"]) <= set(theme.STATE_COLORS)
+    assert (seg["end_step"] > seg["start_step"]).all()
+    for row, mine in seg.groupby("row"):
+        s, e = mine["start_step"].to_numpy(), mine["end_step"].to_numpy()
+        assert s[0] == start[row] and e[-1] == end[row], trace.request_ids[row]
+        assert (s[1:] == e[:-1]).all(), trace.request_ids[row]
+    steps, rows, _, _ = trace.schedule_entries()
+    ran = seg[seg["state"].isin(["prefill", "decode", "wasted"])]
+    assert (ran["end_step"] - ran["start_step"]).sum() == len(steps)
+    rejected = np.flatnonzero(trace.requests["status"] == RequestStatus.REJECTED)
+    assert not seg["row"].isin(rejected).any()
+
+
+def test_segments_for_500_requests_are_fast():
+    trace = run("returning_idle")  # 500 requests, ~4,300 steps, ~66,000 schedule entries
+    assert trace.num_requests == 500
+    best = min(_timed(request_segments, trace) for _ in range(3))
+    assert best < 0.1, f"request_segments took {best * 1000:.0f} ms"
+
+
+def _timed(fn, *args, **kwargs) -> float:
+    t = time.perf_counter()
+    fn(*args, **kwargs)
+    return time.perf_counter() - t
+
+
+# ---- gantt --------------------------------------------------------------------------------------------------------
+def bars(fig: go.Figure) -> list[go.Bar]:
+    return [t for t in fig.data if t.type == "bar"]
+
+
+def test_gantt_one_bar_trace_per_state(toy):
+    fig = charts.gantt(toy, STYLE)
+    names = [t.name for t in bars(fig)]
+    assert names == [theme.STATE_LABELS[s] for s in ("waiting", "prefill", "decode", "preempted")]
+    preempted = bars(fig)[-1]
+    assert preempted.marker.color == theme.STATE_COLORS["preempted"]
+    assert preempted.marker.pattern.shape == theme.STATE_PATTERNS["preempted"]
+    assert all(t.orientation == "h" for t in bars(fig))
+    assert fig.layout.barmode == "overlay"  # states of one row must not be pushed side by side
+
+
+def test_gantt_rows_in_arrival_order_first_at_top(toy):
+    fig = charts.gantt(toy, STYLE)
+    y = fig.layout.yaxis
+    assert list(y.ticktext) == ["A", "B", "C", "D", "E"]
+    assert y.range[0] > y.range[1]  # reversed: position 0 (first arrival) at the top
+
+
+def test_gantt_bars_use_base_and_length(hol):
+    fig = charts.gantt(hol["FCFS"], STYLE)
+    waiting = bars(fig)[0]
+    assert sorted(zip(waiting.base, waiting.x, strict=True)) == [(0, 1000), (0, 1100)]
+    fig_ms = charts.gantt(hol["FCFS"], STYLE, x_unit="ms")
+    waiting_ms = bars(fig_ms)[0]
+    assert max(waiting_ms.x) == pytest.approx(hol["FCFS"].steps["time_ms"][1099])
+    assert fig_ms.layout.xaxis.title.text == "time (ms)"
+
+
+def test_gantt_preemption_markers(toy):
+    fig = charts.gantt(toy, STYLE)
+    (marker,) = [t for t in fig.data if t.name == "preempted here"]
+    assert sorted(marker.x) == [113, 145]
+    assert marker.marker.color == theme.VERMILLION
+
+
+def test_gantt_rejected_markers_and_client_colours(fairness):
+    trace = fairness["Rate limit"]
+    fig = charts.gantt(trace, STYLE, color_by="client")
+    (rejected,) = [t for t in fig.data if t.name == "rejected on arrival"]
+    assert len(rejected.x) == int((trace.requests["status"] == RequestStatus.REJECTED).sum())
+    by_name = {t.name: t for t in bars(fig)}
+    assert by_name["client A (running)"].marker.color == theme.client_color(0)
+    assert by_name["client B (running)"].marker.color == theme.client_color(1)
+    fcfs = charts.gantt(fairness["FCFS"], STYLE, color_by="client")
+    assert {t.name: t.marker.color for t in bars(fcfs)}[theme.STATE_LABELS["waiting"]] == theme.LIGHT_GREY
+
+
+def test_gantt_highlight_outline_and_note(hol):
+    fig = charts.gantt(hol["FCFS"], STYLE, highlight_ids={"long": "head-of-line blocker"})
+    (box,) = [s for s in fig.layout.shapes if s.type == "rect"]
+    assert (box.x0, box.x1, box.y0, box.y1) == (0, 1000, -0.5, 0.5)
+    assert any("head-of-line blocker" in a.text for a in fig.layout.annotations)
+    assert fig.layout.yaxis.ticktext[0] == "<b>long</b>"
+
+
+def test_gantt_hover_shows_the_numbers(hol):
+    fig = charts.gantt(hol["FCFS"], STYLE)
+    decode = bars(fig)[2]
+    texts = [" ".join(map(str, row)) for row in decode.customdata]
+    short1 = next(t for t in texts if t.startswith("short1"))
+    assert "steps 1,001 to 1,099" in short1 and "prompt 4 tokens, output 100 tokens" in short1
+    assert "finished at step 1,099: 1,100 steps" in short1 and "preemptions: 0" in short1
+
+
+def test_gantt_many_rows_hide_ids_and_cap_height(busy):
+    fig = charts.gantt(busy["FCFS"], STYLE)
+    assert fig.layout.yaxis.showticklabels is False
+    assert fig.layout.height <= MAX_HEIGHT
+    small = charts.gantt(busy["FCFS"], STYLE, max_requests=10)
+    assert len(small.layout.yaxis.ticktext) == 10
+    assert "first 10 of 300" in small.layout.title.text
+    assert set(np.concatenate([t.y for t in bars(small)])) == set(range(10))
+
+
+def test_gantt_for_500_requests_builds_quickly():
+    trace = run("returning_idle")
+    charts.gantt(trace, STYLE)  # warm plotly's validators
+    best = min(_timed(charts.gantt, trace, STYLE) for _ in range(3))
+    assert best < 1.0, f"gantt of 500 requests took {best * 1000:.0f} ms"
+    assert len(charts.gantt(trace, STYLE).to_json()) < 1_000_000
+
+
+def test_gantt_rejects_bad_arguments(toy):
+    with pytest.raises(ValueError, match="x_unit"):
+        charts.gantt(toy, STYLE, x_unit="s")
+    with pytest.raises(ValueError, match="color_by"):
+        charts.gantt(toy, STYLE, color_by="policy")
+
+
+# ---- every builder: units, colours, purity ------------------------------------------------------------------------
+def all_figures(hol, toy, fairness, busy) -> dict[str, go.Figure]:
+    vtc = fairness["VTC"]
+    return {
+        "gantt": charts.gantt(toy, STYLE),
+        "gantt_client": charts.gantt(fairness["Rate limit"], STYLE, color_by="client", x_unit="ms"),
+        "queue_and_batch": charts.queue_and_batch(busy, STYLE),
+        "kv_state": charts.kv_occupancy(run("impatient_users", abort_on_disconnect=False), STYLE, unit="GiB"),
+        "kv_client": charts.kv_occupancy(vtc, STYLE, by="client", unit="%"),
+        "kv_cached": charts.kv_occupancy(run("prefix_cache", enable_prefix_caching=True), STYLE, unit="MB"),
+        "counters": charts.client_counters(vtc, STYLE),
+        "throughput": charts.client_throughput(vtc, STYLE, window_steps=100, x_unit="ms"),
+        "ecdf": charts.finish_time_ecdf(hol, STYLE),
+        "ecdf_arrays": charts.finish_time_ecdf({"a": np.array([1.0, 2.0, np.nan]), "b": np.array([3.0])}, STYLE),
+        "latency_by_client": charts.latency_by_client(fairness, STYLE),
+    }
+
+
+@pytest.fixture(scope="module")
+def figures(hol, toy, fairness, busy) -> dict[str, go.Figure]:
+    return all_figures(hol, toy, fairness, busy)
+
+
+UNITS = ("(engine steps)", "(ms)", "(steps)", "(requests)", "(blocks)", "(GiB)", "(MB)", "(% of pool)", "(tokens/s",
+         "(weighted tokens)", "(%)", "(in arrival order)")
+
+
+def test_every_numeric_axis_title_has_a_unit(figures):
+    for name, fig in figures.items():
+        layout = fig.layout.to_plotly_json()
+        titled = 0
+        for key, axis in layout.items():
+            if not key.startswith(("xaxis", "yaxis")) or axis.get("type") == "category":
+                continue
+            text = axis.get("title", {}).get("text")
+            if text is None:
+                assert "matches" in axis or axis.get("showticklabels") is not False, (name, key)
+                continue
+            titled += 1
+            is_category = name == "latency_by_client" and key == "xaxis"
+            assert is_category or any(unit in text for unit in UNITS), (name, key, text)
+        assert titled >= 2, name
+        assert fig.layout.title.text, name
+
+
+def test_axis_units_are_the_expected_ones(figures):
+    assert figures["kv_state"].layout.yaxis.title.text == "KV cache (GiB)"
+    assert figures["kv_client"].layout.yaxis.title.text == "KV cache (% of pool)"
+    assert figures["queue_and_batch"].layout.yaxis.title.text == "waiting queue (requests)"
+    assert figures["queue_and_batch"].layout.yaxis2.title.text == "running batch (requests)"
+    assert figures["queue_and_batch"].layout.xaxis2.title.text == "time (engine steps)"
+    assert figures["throughput"].layout.yaxis.title.text == "output (tokens/s, last 100 steps)"
+    assert figures["ecdf"].layout.xaxis.title.text == "finish time (steps)"
+
+
+def _colors(node, path=""):
+    """Every (path, value) whose key names a colour, outside the template."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "template":
+                continue
+            if "color" in key.lower() and not isinstance(value, dict):
+                yield f"{path}.{key}", value
+            else:
+                yield from _colors(value, f"{path}.{key}")
+    elif isinstance(node, list | tuple):
+        for i, value in enumerate(node):
+            yield from _colors(value, f"{path}[{i}]")
+
+
+def test_colours_come_from_the_theme_as_strings(figures):
+    for name, fig in figures.items():
+        found = list(_colors(fig.to_plotly_json()))
+        assert found, name
+        for path, value in found:
+            assert isinstance(value, str), (name, path, value)  # never numeric colour arrays
+            assert value in THEME_COLORS or value == NO_FILL, (name, path, value)
+
+
+def test_legends_are_horizontal_and_readable(figures):
+    for name, fig in figures.items():
+        legend = fig.layout.legend
+        assert legend.orientation == "h", name
+        assert legend.font.size == STYLE.font_size, name
+        names = [t.name for t in fig.data if t.showlegend is not False]
+        assert len(names) == len(set(names)), (name, names)  # one entry per state/label/client
+
+
+def test_queue_and_batch_one_colour_and_entry_per_label(busy):
+    fig = charts.queue_and_batch(busy, STYLE)
+    assert [t.name for t in fig.data if t.showlegend] == list(busy)
+    colors = label_colors(busy)
+    for t in fig.data:
+        assert t.line.color == colors[t.name]
+    assert colors["FCFS"] == theme.POLICY_COLORS["fcfs"]  # distinct policies keep their page-wide colour
+
+
+def test_label_colours_fall_back_to_series_order_when_policies_repeat():
+    p = presets.get("article_abandon")  # both variants run fcfs
+    traces = {label: simulate(p.scenario.config.replace(**ov), p.scenario.requests) for label, ov in p.variants}
+    assert list(label_colors(traces).values()) == [theme.series_color(0), theme.series_color(1)]
+
+
+def test_fairness_labels_get_mechanism_colours(fairness):
+    assert label_colors(fairness) == {"FCFS": theme.POLICY_COLORS["fcfs"],
+                                      "Rate limit": theme.POLICY_COLORS["rate_limit"],
+                                      "VTC": theme.POLICY_COLORS["vtc"]}
+
+
+def test_kv_occupancy_stacks_and_pool_line(abandoned):
+    fig = charts.kv_occupancy(abandoned, STYLE)
+    names = [t.name for t in fig.data]
+    assert names == ["held by live requests", "held for clients that are gone"]
+    assert all(t.stackgroup == "kv" for t in fig.data)
+    live, orphan = (np.asarray(t.y) for t in fig.data)
+    used = abandoned.steps["used_blocks"]
+    np.testing.assert_allclose(live + orphan, used)  # 1,100 steps: not downsampled
+    assert orphan[299] == 0 and orphan[300] > 0  # the client left at step 300
+    (pool,) = fig.layout.shapes
+    assert pool.y0 == pool.y1 == abandoned.config.num_blocks
+
+
+def test_kv_by_client_never_exceeds_blocks_in_use():
+    trace = run("prefix_cache", enable_prefix_caching=True)  # shared prefix blocks have several holders
+    fig = charts.kv_occupancy(trace, STYLE, by="client")
+    held = np.asarray(fig.data[0].y)
+    assert held.max() <= trace.config.num_blocks
+
+
+def test_throughput_matches_a_hand_computed_window(fairness):
+    trace = fairness["VTC"]
+    fig = charts.client_throughput(trace, STYLE, window_steps=50, show_total=False)
+    tokens, ms = trace.clients["client_output_tokens"][:, 0], trace.steps["step_ms"]
+    t = 1000  # x is downsampled with the mean; at 4,859 steps the buckets hold 4 steps, check at a bucket edge
+    x = np.asarray(fig.data[0].x)
+    i = int(np.flatnonzero(x == x[x <= t].max())[0])
+    bucket = [tokens[s - 49 : s + 1].sum() / ms[s - 49 : s + 1].sum() * 1000 for s in range(x[i], x[i + 1])]
+    assert fig.data[0].y[i] == pytest.approx(np.mean(bucket))
+
+
+def test_ecdf_marks_the_mean(hol):
+    fig = charts.finish_time_ecdf(hol, STYLE)
+    names = [t.name for t in fig.data if t.showlegend is not False]
+    assert names == ["FCFS (mean 1,100 steps)", "SJF (true lengths) (mean 500 steps)"]  # the article's numbers
+    mean_line = fig.data[1]
+    assert list(mean_line.x) == [1100.0, 1100.0]
+    assert fig.data[0].y[-1] == pytest.approx(100.0)
+
+
+def test_latency_by_client_one_box_per_label(fairness):
+    fig = charts.latency_by_client(fairness, STYLE)
+    assert [t.name for t in fig.data] == list(fairness)
+    assert set(fig.data[0].x) == {"client A", "client B"}
+    assert fig.layout.boxmode == "group"
+
+
+def test_builders_do_not_mutate_their_inputs(hol, toy, fairness, busy):
+    inputs = (hol, toy, fairness, busy)
+    before = copy.deepcopy(inputs)
+    all_figures(hol, toy, fairness, busy)
+    for a, b in zip(inputs, before, strict=True):
+        for old, new in zip(_flat_traces(b), _flat_traces(a), strict=True):
+            _assert_trace_equal(old, new)
+    values = {"x": np.array([3.0, 1.0, np.nan])}
+    charts.finish_time_ecdf(values, STYLE)
+    np.testing.assert_array_equal(values["x"], [3.0, 1.0, np.nan])
+
+
+def _flat_traces(x) -> list[Trace]:
+    return list(x.values()) if isinstance(x, dict) else [x]
+
+
+def _assert_trace_equal(old: Trace, new: Trace) -> None:
+    for group in ("steps", "clients", "requests"):
+        for key, value in getattr(old, group).items():
+            np.testing.assert_array_equal(getattr(new, group)[key], value, err_msg=f"{group}.{key}")
+    for name in ("preempted_at_steps", "resumed_at_steps", "swapped_out_at_steps", "request_ids", "events"):
+        assert getattr(new, name) == getattr(old, name), name
+    np.testing.assert_array_equal(new.sched_rows, old.sched_rows)
+
+
+# ---- downsample and long traces ------------------------------------------------------------------------------------
+def test_downsample_bounds_points_and_keeps_peaks():
+    x = np.arange(20_000)
+    y = np.zeros(20_000)
+    y[12_345] = 7  # a one-step spike
+    xs, ys = downsample(x, y, max_points=1500)
+    assert len(xs) == len(ys) <= 1500
+    assert ys.max() == 7
+    assert xs[0] == 0 and (np.diff(xs) > 0).all()
+    assert y[12_345] == 7 and len(y) == 20_000  # input untouched
+
+
+def test_downsample_mean_keeps_stacks_adding_up():
+    rng = np.random.default_rng(0)
+    a, b = rng.integers(0, 10, 5000), rng.integers(0, 10, 5000)
+    _, ma, mb, mt = downsample(np.arange(5000), a, b, a + b, max_points=1000, how="mean")
+    np.testing.assert_allclose(ma + mb, mt)
+    assert ma.mean() == pytest.approx(a.mean())  # 5 steps a bucket, all buckets full
+
+
+def test_downsample_leaves_short_series_and_handles_columns():
+    x, y = np.arange(10), np.arange(10) * 2
+    xs, ys = downsample(x, y)
+    np.testing.assert_array_equal(ys, y)
+    assert ys is not y
+    _, cols = downsample(np.arange(4000), np.ones((4000, 3)), max_points=100)
+    assert cols.shape == (100, 3)
+
+
+def test_long_trace_payload_is_bounded(bench):
+    assert bench.num_steps > 10_000
+    figs = {
+        "queue_and_batch": charts.queue_and_batch({"bench": bench}, STYLE, x_unit="ms"),
+        "kv": charts.kv_occupancy(bench, STYLE),
+        "throughput": charts.client_throughput(bench, STYLE),
+        "counters": charts.client_counters(bench, STYLE),
+        "gantt": charts.gantt(bench, STYLE, max_requests=300),
+    }
+    for name, fig in figs.items():
+        for t in fig.data:
+            assert t.x is None or len(t.x) <= 1500 or t.type == "bar", (name, t.name)
+        assert len(fig.to_json()) < 400_000, name
+
+
+# ---- layout and tables ----------------------------------------------------------------------------------------------
+def test_style_figure_sets_fonts_margins_and_presentation_size():
+    fig = style_figure(go.Figure(go.Scatter(x=[0, 1], y=[0, 1])), ChartStyle(presentation=True), title="t",
+                       x_title="time (ms)", y_title="requests (requests)", height=400)
+    assert fig.layout.font.size == 20 and fig.layout.title.font.size == 24
+    assert fig.layout.height == 500
+    assert fig.layout.title.automargin and fig.layout.xaxis.automargin and fig.layout.yaxis.automargin
+    assert fig.layout.template.layout.paper_bgcolor in ("white", "#FFFFFF", "#ffffff")
+    assert fig.layout.hoverlabel.font.size == 20
+
+
+def test_metrics_table_units_and_article_numbers(hol):
+    table = charts.metrics_table({label: metrics.summary(t) for label, t in hol.items()})
+    assert list(table["policy"]) == ["FCFS", "SJF (true lengths)"]
+    assert list(table["mean finish time (steps)"]) == [1100.0, 500.0]
+    for column in table.columns[1:]:
+        assert column.endswith(")"), column
+    assert str(table["preemptions (count)"].dtype) == "Int64"
+    ms = charts.metrics_table({label: metrics.summary(t) for label, t in hol.items()}, unit="ms",
+                              columns=["finish_mean", "throughput"])
+    assert list(ms.columns) == ["policy", "mean finish time (ms)", "throughput (tokens/s)"]
+    assert (ms["mean finish time (ms)"] == ms["mean finish time (ms)"].round(1)).all()
+    with pytest.raises(ValueError, match="columns"):
+        charts.metrics_table({}, columns=["nope"])
+
+
+def test_metrics_table_is_a_plain_frame_of_numbers(fairness):
+    table = charts.metrics_table({label: metrics.summary(t) for label, t in fairness.items()}, unit="ms")
+    assert isinstance(table, pd.DataFrame) and len(table) == 3
+    assert table.loc[table["policy"] == "Rate limit", "rejected (requests)"].item() == 357
+
+
+def test_charts_never_import_streamlit(repo_root):
+    code = "import sys, ui.charts; assert 'streamlit' not in sys.modules, 'streamlit imported'"
+    subprocess.run([sys.executable, "-c", code], cwd=repo_root, check=True)
+    for path in (repo_root / "ui" / "charts").glob("*.py"):
+        assert "import streamlit" not in path.read_text(), path

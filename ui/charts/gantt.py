@@ -1,0 +1,230 @@
+"""The request Gantt chart: one row per request (arrival order, first at the top), one bar per lifecycle segment.
+
+Bars are ``go.Bar(orientation="h", base=start)`` with one trace per state (or per client), so the legend lists
+states by their STATE_LABELS and a click on a legend entry hides that state. Event markers sit on top: a red
+triangle where a request was preempted, a cross where one was rejected or aborted. Highlighted requests (e.g. the
+head-of-line blocker) get a black outline and a bold tick label or a note at the end of their row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from sim.request import NO_STEP, RequestStatus
+from sim.trace import Trace
+from ui import theme
+from ui.charts.layout import NO_FILL, fmt_num, style_figure, time_title
+from ui.charts.segments import life_spans, request_segments
+from ui.theme import ChartStyle
+
+__all__ = ["gantt", "request_segments"]
+
+MAX_TICK_LABELS = 40  # above this many rows, per-row request ids would overlap: hide them
+ROW_PX, MIN_HEIGHT, MAX_HEIGHT = 34, 300, 800  # plot height grows with the rows up to a cap (px, base style)
+MIN_PLOT_PX = 500  # the narrowest plot area expected (a half-width column); notes must fit beside the bars
+RUNNING_STATES = ("prefill", "decode", "stalled")  # coloured by client when color_by="client"
+_HOVER = ("<b>%{customdata[0]}</b> (client %{customdata[1]})<br>%{customdata[2]}: %{customdata[3]}<br>"
+          "%{customdata[4]}<extra></extra>")
+
+
+def gantt(
+    trace: Trace,
+    style: ChartStyle,
+    *,
+    x_unit: str = "steps",
+    title: str = "Each request over time",
+    highlight_ids: Sequence[str] | Mapping[str, str] = (),
+    color_by: str = "state",
+    max_requests: int | None = None,
+    segments: pd.DataFrame | None = None,
+) -> go.Figure:
+    """Gantt chart of ``trace``. ``highlight_ids`` may map an id to a note ("head-of-line blocker");
+    ``max_requests`` keeps the first N requests by arrival; ``segments`` reuses a cached request_segments()."""
+    if color_by not in ("state", "client"):
+        raise ValueError(f"color_by: must be 'state' or 'client', got {color_by!r}")
+    x_title = time_title(x_unit)
+    rows = arrival_order(trace)[:max_requests]
+    pos = np.full(trace.num_requests, -1)  # [requests] row position from the top, -1 = not shown
+    pos[rows] = np.arange(len(rows))
+    many = len(rows) > MAX_TICK_LABELS
+    highlights = _highlights(highlight_ids)
+    seg = request_segments(trace) if segments is None else segments
+    seg = seg[pos[seg["row"].to_numpy()] >= 0]
+    info = _request_info(trace, rows)
+    fig = go.Figure()
+    for name, color, pattern, part in _bar_groups(seg, color_by, trace):
+        fig.add_trace(_bars(part, pos, info, x_unit, name, color, pattern, many_rows=many))
+    fig.add_traces(_event_markers(trace, pos, x_unit, style, many_rows=many))
+    shown = f" (first {len(rows)} of {trace.num_requests})" if len(rows) < trace.num_requests else ""
+    style_figure(fig, style, title=title + shown, x_title=x_title, y_title="requests (in arrival order)",
+                 height=_height(len(rows)))
+    fig.update_layout(barmode="overlay")  # a row's states must not be pushed side by side
+    _row_axis(fig, trace, rows, highlights)
+    _outline_highlights(fig, trace, pos, x_unit, highlights, style, many)
+    fig.update_xaxes(range=[0, _x_max(trace, x_unit)])
+    fig.update_yaxes(showgrid=False)
+    return fig
+
+
+def arrival_order(trace: Trace) -> np.ndarray:
+    """Request rows sorted by arrival step, ties in scenario order."""
+    return np.argsort(trace.requests["arrival_step"], kind="stable")
+
+
+def _bar_groups(seg: pd.DataFrame, color_by: str, trace: Trace):
+    """(legend name, colour, pattern shape, segments) per bar trace, in legend order."""
+    states = seg["state"].to_numpy()
+    for state, color in theme.STATE_COLORS.items():
+        if color_by == "client" and state in RUNNING_STATES:
+            if state == RUNNING_STATES[0]:
+                yield from _client_groups(seg[np.isin(states, RUNNING_STATES)], trace)
+            continue
+        part = seg[states == state]
+        if len(part):
+            yield theme.STATE_LABELS[state], color, theme.STATE_PATTERNS.get(state, ""), part
+
+
+def _client_groups(seg: pd.DataFrame, trace: Trace):
+    clients = seg["client"].to_numpy()
+    for c, client_id in enumerate(trace.client_ids):
+        part = seg[clients == client_id]
+        if len(part):
+            yield f"client {client_id} (running)", theme.client_color(c), "", part
+
+
+def _bars(seg: pd.DataFrame, pos: np.ndarray, info: np.ndarray, x_unit: str, name: str, color: str,
+          pattern: str, *, many_rows: bool) -> go.Bar:
+    """One legend entry of bars; with many rows they touch (no gap), so a thin row still shows its colour."""
+    col = "step" if x_unit == "steps" else "ms"
+    start, end = seg[f"start_{col}"].to_numpy(), seg[f"end_{col}"].to_numpy()
+    rows = seg["row"].to_numpy()
+    return go.Bar(
+        orientation="h", y=pos[rows], x=end - start, base=start, width=1.0 if many_rows else 0.8, name=name,
+        marker={"color": color, "line": {"width": 0},
+                "pattern": {"shape": pattern, "fillmode": "overlay", "size": 7, "solidity": 0.35,
+                            "fgcolor": theme.LIGHT_GREY if color == theme.BLACK else theme.BLACK}},
+        customdata=_segment_hover(seg, info), hovertemplate=_HOVER,
+    )
+
+
+def _segment_hover(seg: pd.DataFrame, info: np.ndarray) -> np.ndarray:
+    """[segments, 5] str: id, client, state label, "steps a to b (n steps, x to y ms)", request summary."""
+    labels = seg["state"].map(theme.STATE_LABELS).to_numpy()
+    spans = [
+        f"steps {a:,} to {b - 1:,} ({b - a:,} steps, {fmt_num(x, 1)} to {fmt_num(y, 1)} ms)"
+        for a, b, x, y in zip(seg["start_step"], seg["end_step"], seg["start_ms"], seg["end_ms"], strict=True)
+    ]
+    request_info = info[seg["row"].to_numpy()]
+    return np.column_stack([seg["request_id"].to_numpy(), seg["client"].to_numpy(), labels,
+                            np.asarray(spans, dtype=object), request_info])
+
+
+def _request_info(trace: Trace, rows: np.ndarray) -> np.ndarray:
+    """[requests] str, filled for ``rows``: prompt, output, finish time, preemptions, one hover line each."""
+    r = trace.requests
+    out = np.full(trace.num_requests, "", dtype=object)
+    for i in rows:
+        finish, arrival = int(r["finish_step"][i]), int(r["arrival_step"][i])
+        status = RequestStatus(int(r["status"][i]))
+        if finish == NO_STEP:
+            done = "not finished when the run ended"
+        elif status in (RequestStatus.FINISHED_ABORTED, RequestStatus.REJECTED):
+            done = f"{status.name.lower().replace('finished_', '')} at step {finish:,} ({trace.finish_reason[i]})"
+        else:
+            ms = float(trace.end_ms(finish) - trace.start_ms(arrival))
+            done = f"finished at step {finish:,}: {finish - arrival + 1:,} steps, {fmt_num(ms, 1)} ms after arrival"
+        out[i] = (f"prompt {int(r['prompt_len'][i]):,} tokens, output {int(r['num_output_tokens'][i]):,} tokens"
+                  f"<br>{done}<br>preemptions: {int(r['num_preemptions'][i])}")
+    return out
+
+
+def _event_markers(trace: Trace, pos: np.ndarray, x_unit: str, style: ChartStyle, *,
+                   many_rows: bool) -> list[go.Scatter]:
+    """Preemptions (a red triangle pointing down onto the row), rejections and aborts (a black cross); smaller
+    when rows are thin, so hundreds of them do not merge into one black band."""
+    size = style.marker_size if many_rows else style.marker_size + 4
+    pre_rows = [i for i, steps in enumerate(trace.preempted_at_steps) for _ in steps]
+    pre_steps = [s for steps in trace.preempted_at_steps for s in steps]
+    status = trace.requests["status"]
+    rejected = np.flatnonzero(status == RequestStatus.REJECTED)
+    aborted = np.flatnonzero(status == RequestStatus.FINISHED_ABORTED)
+    groups = (
+        ("preempted here", pre_rows, pre_steps, "triangle-down", theme.VERMILLION, -0.45),
+        ("rejected on arrival", rejected, trace.requests["arrival_step"][rejected], "x", theme.BLACK, 0.0),
+        ("aborted (client gone)", aborted, trace.requests["finish_step"][aborted], "x-thin", theme.BLACK, 0.0),
+    )
+    out = []
+    for name, rows, steps, symbol, color, dy in groups:
+        rows, steps = np.asarray(rows, dtype=np.int64), np.asarray(steps, dtype=np.int64)
+        keep = pos[rows] >= 0 if len(rows) else np.zeros(0, dtype=bool)
+        if not keep.any():
+            continue
+        rows, steps = rows[keep], steps[keep]
+        x = steps if x_unit == "steps" else trace.start_ms(steps)
+        ids = np.asarray(trace.request_ids, dtype=object)[rows]
+        out.append(go.Scatter(
+            x=x, y=pos[rows] + dy, mode="markers", name=name, cliponaxis=False,
+            marker={"symbol": symbol, "color": color, "size": size,
+                    "line": {"color": theme.BLACK, "width": 1.5 if symbol != "x-thin" else 3}},
+            customdata=np.column_stack([ids, steps]),
+            hovertemplate=f"<b>%{{customdata[0]}}</b>: {name} at step %{{customdata[1]:,}}<extra></extra>",
+        ))
+    return out
+
+
+def _highlights(highlight_ids: Sequence[str] | Mapping[str, str]) -> dict[str, str]:
+    if isinstance(highlight_ids, Mapping):
+        return dict(highlight_ids)
+    return {rid: "" for rid in highlight_ids}
+
+
+def _row_axis(fig: go.Figure, trace: Trace, rows: np.ndarray, highlights: dict[str, str]) -> None:
+    """Reversed numeric y axis (first arrival at the top); request ids as tick labels when they fit."""
+    n = len(rows)
+    axis = {"range": [n - 0.5, -0.5], "zeroline": False, "ticks": ""}
+    if n <= MAX_TICK_LABELS:
+        ids = [trace.request_ids[r] for r in rows]
+        text = [f"<b>{rid}</b>" if rid in highlights else rid for rid in ids]
+        axis.update(tickmode="array", tickvals=list(range(n)), ticktext=text)
+    else:
+        axis.update(showticklabels=False)
+    fig.update_yaxes(**axis)
+
+
+def _outline_highlights(fig: go.Figure, trace: Trace, pos: np.ndarray, x_unit: str, highlights: dict[str, str],
+                        style: ChartStyle, many_rows: bool) -> None:
+    """A black box around each highlighted request's whole life, and its note (or id, when ticks are hidden)
+    to the right of it; the right margin grows when a note would run off the figure."""
+    index = {rid: i for i, rid in enumerate(trace.request_ids)}
+    start, end = life_spans(trace)
+    x_max, margin = _x_max(trace, x_unit), fig.layout.margin.r
+    for rid, note in highlights.items():
+        row = index.get(rid)
+        if row is None or pos[row] < 0:
+            continue
+        x0, x1 = (start[row], end[row]) if x_unit == "steps" else trace.start_ms(np.array([start[row], end[row]]))
+        y = int(pos[row])
+        fig.add_shape(type="rect", x0=x0, x1=x1, y0=y - 0.5, y1=y + 0.5, layer="above",
+                      fillcolor=NO_FILL, opacity=1, line={"color": theme.BLACK, "width": 2.5})
+        text = note or (rid if many_rows else "")
+        if text:
+            fig.add_annotation(x=x1, y=y, text=f"\u2190 {text}", showarrow=False, xanchor="left",
+                               font={"color": theme.BLACK})
+            text_px = (len(text) + 3) * style.font_size * 0.6  # a rough width of sans-serif text
+            room_px = (1 - float(x1) / x_max) * MIN_PLOT_PX
+            margin = max(margin, int(text_px - room_px) + 12)
+    fig.update_layout(margin_r=margin)
+
+
+def _x_max(trace: Trace, x_unit: str) -> float:
+    if not trace.num_steps:
+        return 1.0
+    return trace.num_steps if x_unit == "steps" else float(trace.steps["time_ms"][-1])
+
+
+def _height(num_rows: int) -> int:
+    return int(np.clip(150 + ROW_PX * num_rows, MIN_HEIGHT, MAX_HEIGHT))

@@ -1,0 +1,160 @@
+"""The one layout every chart shares, plus the helpers every builder needs (downsampling, label colours).
+
+``style_figure`` owns fonts, margins, the print-friendly white template, the legend and the hover label, so a chart
+builder only adds traces and names its axes (with units). Margins are pushed by plotly's auto-margin (title, legend
+and tick labels), so nothing is cut off whatever the labels. ``downsample`` keeps a long step series to a bounded
+number of points, so a 20,000-step trace sends a few kB instead of a few MB to the browser.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Literal
+
+import numpy as np
+import plotly.graph_objects as go
+
+from sim.trace import Trace
+from ui import theme
+from ui.theme import ChartStyle
+
+FONT_FAMILY = "Arial, Helvetica, 'DejaVu Sans', sans-serif"
+NO_FILL = "rgba(0,0,0,0)"  # not a colour: "draw no fill" (templates give shapes a grey fill by default)
+MAX_POINTS = 1500  # per series; a 1,000-px-wide chart cannot show more anyway
+
+
+def style_figure(
+    fig: go.Figure,
+    style: ChartStyle,
+    *,
+    title: str,
+    x_title: str | None,
+    y_title: str | Sequence[str] | None,
+    height: int = 420,
+    legend: bool = True,
+    legend_title: str | None = None,
+    hovermode: str | bool = "closest",
+) -> go.Figure:
+    """Apply the shared look to a figure a builder just made, and return it.
+
+    ``y_title`` may be one title per subplot row (top first); ``x_title`` goes on the bottom x axis. ``height`` is
+    the base height in px (presentation mode scales it). The title sits top-left, the legend in one or more
+    horizontal rows between the title and the plot, so it never covers data and reads left to right.
+    """
+    fig.update_layout(
+        template="simple_white",
+        height=style.height(height),
+        font={"family": FONT_FAMILY, "size": style.font_size, "color": theme.BLACK},
+        title={"text": title, "font": {"size": style.title_size}, "x": 0, "xref": "container", "xanchor": "left",
+               "y": 1, "yref": "container", "yanchor": "top", "pad": {"t": 10, "l": 12, "b": 6}, "automargin": True},
+        margin={"l": 12, "r": 24, "t": 12, "b": 12},
+        showlegend=legend,
+        legend={"orientation": "h", "x": 0, "xanchor": "left", "y": 1.0, "yanchor": "bottom",
+                "title": {"text": legend_title or "", "side": "left"}, "font": {"size": style.font_size},
+                "itemsizing": "constant", "traceorder": "normal"},
+        hovermode=hovermode,
+        hoverlabel={"font": {"family": FONT_FAMILY, "size": style.font_size}, "align": "left"},
+    )
+    axis = {"automargin": True, "showgrid": True, "gridcolor": theme.LIGHT_GREY, "gridwidth": 1,
+            "ticks": "outside", "linecolor": theme.BLACK, "title": {"font": {"size": style.font_size}},
+            "separatethousands": True, "exponentformat": "none"}  # 25,000 ms, not 25k
+    fig.update_xaxes(**axis)
+    fig.update_yaxes(**axis)
+    _axis_titles(fig, x_title, y_title)
+    return fig
+
+
+def _axis_titles(fig: go.Figure, x_title: str | None, y_title: str | Sequence[str] | None) -> None:
+    names = fig.layout.to_plotly_json().keys()
+    x_axes = sorted((k for k in names if k.startswith("xaxis")), key=_axis_number)
+    y_axes = sorted((k for k in names if k.startswith("yaxis")), key=_axis_number)
+    if x_title is not None and x_axes:
+        fig.layout[x_axes[-1]].title.text = x_title  # subplots share x: name it once, at the bottom
+    if y_title is None:
+        return
+    titles = [y_title] if isinstance(y_title, str) else list(y_title)
+    for name, text in zip(y_axes, titles, strict=False):
+        fig.layout[name].title.text = text
+
+
+def _axis_number(name: str) -> int:
+    digits = name[len("xaxis"):]  # "xaxis" -> 1, "yaxis3" -> 3
+    return int(digits) if digits else 1
+
+
+def downsample(
+    x: np.ndarray, *ys: np.ndarray, max_points: int = MAX_POINTS, how: Literal["max", "mean"] = "max"
+) -> tuple[np.ndarray, ...]:
+    """Bucket a long series to at most ``max_points`` points: ``(x, *ys)`` with x the first x of each bucket.
+
+    ``how="max"`` (the default, for counts such as queue length) keeps each bucket's peak, so a short spike still
+    shows; ``how="mean"`` keeps averages, so series stacked on each other still add up to the mean total. Series
+    shorter than ``max_points`` come back as copies, untouched. Inputs are never modified.
+    """
+    x = np.asarray(x)
+    n = len(x)
+    if n <= max_points:
+        return (x.copy(), *(np.asarray(y).copy() for y in ys))
+    size = -(-n // max_points)  # bucket length, steps
+    starts = np.arange(0, n, size)
+    reduce = np.maximum.reduceat if how == "max" else np.add.reduceat
+    counts = np.diff(np.append(starts, n))
+    out = [x[starts]]
+    for y in ys:
+        y = np.asarray(y, dtype=np.float64)
+        r = reduce(y, starts, axis=0)
+        out.append(r if how == "max" else r / (counts if y.ndim == 1 else counts[:, None]))
+    return tuple(out)
+
+
+TIME_TITLES = {"steps": "time (engine steps)", "ms": "time (ms)"}
+
+
+def time_title(x_unit: str) -> str:
+    """The time axis title for ``x_unit`` ("steps" or "ms"); any other unit is a ValueError."""
+    if x_unit not in TIME_TITLES:
+        raise ValueError(f"x_unit: must be 'steps' or 'ms', got {x_unit!r}")
+    return TIME_TITLES[x_unit]
+
+
+def step_axis(trace: Trace, x_unit: str) -> tuple[np.ndarray, str]:
+    """The x values of a per-step series and the axis title: step index, or the clock at the end of each step."""
+    title = time_title(x_unit)
+    return (np.arange(trace.num_steps) if x_unit == "steps" else trace.steps["time_ms"]), title
+
+
+def label_colors(traces: Mapping[str, Trace]) -> dict[str, str]:
+    """One colour per comparison label: the policy's own colour when every label runs a different policy (so FCFS
+    is grey on every page), otherwise the series colours in order (e.g. recompute vs swap, both FCFS)."""
+    policies = [_policy_key(t) for t in traces.values()]
+    if len(set(policies)) == len(policies) and all(p in theme.POLICY_COLORS for p in policies):
+        return {label: theme.POLICY_COLORS[p] for label, p in zip(traces, policies, strict=True)}
+    return {label: theme.series_color(i) for i, label in enumerate(traces)}
+
+
+def _policy_key(trace: Trace) -> str:
+    """The POLICY_COLORS key of a run: its queue policy, or "rate_limit" when a rate limit is on."""
+    return "rate_limit" if trace.config.rate_limit_max_requests else str(trace.config.policy)
+
+
+def fmt_num(value: float, decimals: int | None = None) -> str:
+    """A number for legends and hover text: thousands separators, NaN as an em dash. Without ``decimals``, as
+    many as a reader needs: none from 100 up, one from 10, two below (9,498 ms; 23.5 ms; 5.75 ms)."""
+    if value is None or not np.isfinite(value):
+        return "\u2014"
+    if decimals is None:
+        decimals = 0 if abs(value) >= 100 else 1 if abs(value) >= 10 else 2
+    return f"{value:,.{decimals}f}"
+
+
+DASHES = ("solid", "dash", "dot", "dashdot", "longdash")  # per comparison label: apart in grayscale and when equal
+
+
+def label_dash(index: int) -> str:
+    return DASHES[index % len(DASHES)]
+
+
+def integer_ticks(fig: go.Figure, max_value: float, **selector) -> None:
+    """Whole-number ticks on a count axis: with a small maximum, plotly would otherwise tick 0.5 requests."""
+    if max_value <= 8:
+        fig.update_yaxes(dtick=1, tick0=0, **selector)

@@ -1,0 +1,68 @@
+"""The metrics table: ``sim.metrics.summary`` dicts (one per policy label) as one tidy frame, units in headers.
+
+One row per policy label, one column per metric. Latencies are over served requests (see sim.metrics). Numbers
+are rounded for reading: latencies to 0.1 (steps or ms), rates to whole tokens/s, counts are integers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+# key -> (header, path into the summary ("{u}" = steps or ms), decimals; None = integer count)
+METRIC_COLUMNS: dict[str, tuple[str, str, int | None]] = {
+    "served": ("served (requests)", "num_served", None),
+    "finish_mean": ("mean finish time ({u})", "finish_{u}.mean", 1),
+    "finish_p50": ("p50 finish time ({u})", "finish_{u}.p50", 1),
+    "finish_p99": ("p99 finish time ({u})", "finish_{u}.p99", 1),
+    "finish_max": ("max finish time ({u})", "finish_{u}.max", 1),
+    "queue_mean": ("mean queueing delay ({u})", "queue_{u}.mean", 1),
+    "queue_p99": ("p99 queueing delay ({u})", "queue_{u}.p99", 1),
+    "ttft_mean": ("mean TTFT ({u})", "ttft_{u}.mean", 1),
+    "ttft_p99": ("p99 TTFT ({u})", "ttft_{u}.p99", 1),
+    "throughput": ("throughput (tokens/s)", "throughput_tok_s", 0),
+    "goodput": ("goodput (tokens/s)", "goodput_tok_s", 0),
+    "preemptions": ("preemptions (count)", "num_preemptions", None),
+    "swaps": ("swaps (count)", "num_swaps", None),
+    "recomputed": ("recomputed (tokens)", "recomputed_tokens", None),
+    "wasted": ("wasted (tokens)", "wasted_tokens", None),
+    "wasted_gpu": ("wasted GPU time (ms)", "wasted_gpu_ms", 1),
+    "aborted": ("aborted (requests)", "num_aborted", None),
+    "rejected": ("rejected (requests)", "num_rejected", None),
+    "peak_kv": ("peak KV (blocks)", "peak_used_blocks", None),
+}
+
+
+def metrics_table(
+    summaries: Mapping[str, Mapping[str, Any]], unit: str = "steps", columns: Sequence[str] | None = None
+) -> pd.DataFrame:
+    """A frame with a ``policy`` column and the chosen METRIC_COLUMNS (all by default), one row per label."""
+    if unit not in ("steps", "ms"):
+        raise ValueError(f"unit: must be 'steps' or 'ms', got {unit!r}")
+    keys = list(METRIC_COLUMNS) if columns is None else list(columns)
+    unknown = [k for k in keys if k not in METRIC_COLUMNS]
+    if unknown:
+        raise ValueError(f"columns: unknown {unknown}; choose from {', '.join(METRIC_COLUMNS)}")
+    data: dict[str, list[Any]] = {"policy": list(summaries)}
+    for key in keys:
+        header, path, decimals = METRIC_COLUMNS[key]
+        values = [_lookup(s, path.format(u=unit)) for s in summaries.values()]
+        data[header.format(u=unit)] = _rounded(values, decimals)
+    return pd.DataFrame(data)
+
+
+def _lookup(summary: Mapping[str, Any], path: str) -> float:
+    value: Any = summary
+    for part in path.split("."):
+        value = value[part]
+    return float(value)
+
+
+def _rounded(values: list[float], decimals: int | None) -> pd.Series:
+    v = np.asarray(values, dtype=np.float64)
+    if not decimals:  # counts and whole rates: integers, a missing value shown as <NA> rather than a float
+        return pd.Series(np.round(v)).astype("Int64")
+    return pd.Series(np.round(v, decimals))

@@ -1,0 +1,198 @@
+"""Per-step time series: queue and batch per policy, KV occupancy, per-client counters and throughput.
+
+Every series goes through ``downsample`` (counts keep each bucket's peak; stacked areas and rates keep the mean,
+so stacks still add up), so a long trace sends at most ~1,500 points per line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from sim.trace import Trace
+from ui import theme
+from ui.charts.layout import (
+    downsample,
+    fmt_num,
+    integer_ticks,
+    label_colors,
+    label_dash,
+    step_axis,
+    style_figure,
+    time_title,
+)
+from ui.theme import ChartStyle
+
+KV_UNITS = {  # unit -> (axis title, converter from blocks given the trace)
+    "blocks": ("KV cache (blocks)", lambda tr: 1.0),
+    "GiB": ("KV cache (GiB)", lambda tr: tr.config.block_bytes / 2**30),
+    "MB": ("KV cache (MB)", lambda tr: tr.config.block_bytes / 1e6),
+    "%": ("KV cache (% of pool)", lambda tr: 100.0 / tr.config.num_blocks),
+}
+
+
+def queue_and_batch(
+    traces: Mapping[str, Trace],
+    style: ChartStyle,
+    *,
+    x_unit: str = "steps",
+    colors: Mapping[str, str] | None = None,
+    title: str = "Waiting queue and running batch",
+) -> go.Figure:
+    """Two stacked panels sharing x: requests waiting (top) and running (bottom), one colour per policy label."""
+    colors = dict(colors or label_colors(traces))
+    x_title = time_title(x_unit)
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08)
+    peaks = [0.0, 0.0]
+    for i, (label, trace) in enumerate(traces.items()):
+        x, _ = step_axis(trace, x_unit)
+        x, waiting, running = downsample(x, trace.steps["num_waiting"], trace.steps["num_running"], how="max")
+        for row, (y, what) in enumerate(((waiting, "waiting"), (running, "running")), start=1):
+            peaks[row - 1] = max(peaks[row - 1], float(y.max(initial=0)))
+            fig.add_trace(go.Scatter(
+                x=x, y=y, mode="lines", name=label, legendgroup=label, showlegend=row == 1,
+                line={"color": colors[label], "width": style.line_width, "shape": "hv", "dash": label_dash(i)},
+                hovertemplate=f"{label}: %{{y:,.0f}} requests {what}<extra></extra>",
+            ), row=row, col=1)
+    style_figure(fig, style, title=title, x_title=x_title,
+                 y_title=("waiting queue (requests)", "running batch (requests)"), height=520,
+                 hovermode="x unified")
+    fig.update_yaxes(rangemode="tozero")
+    for row, peak in enumerate(peaks, start=1):
+        integer_ticks(fig, peak, row=row, col=1)
+    fig.update_xaxes(rangemode="tozero")
+    return fig
+
+
+def kv_occupancy(
+    trace: Trace,
+    style: ChartStyle,
+    *,
+    by: str = "state",
+    x_unit: str = "steps",
+    unit: str = "blocks",
+    title: str = "KV cache occupancy",
+) -> go.Figure:
+    """Stacked area of the KV pool in use, by client or split into live vs orphaned (client gone), with the
+    free blocks still holding cached prefixes on top and a dashed line at the pool size."""
+    if unit not in KV_UNITS:
+        raise ValueError(f"unit: must be one of {', '.join(KV_UNITS)}, got {unit!r}")
+    parts = _kv_by_client(trace) if by == "client" else _kv_by_state(trace) if by == "state" else None
+    if parts is None:
+        raise ValueError(f"by: must be 'state' or 'client', got {by!r}")
+    y_title, per_block = KV_UNITS[unit]
+    scale = per_block(trace)
+    x, x_title = step_axis(trace, x_unit)
+    x, *ys = downsample(x, *(values for _, values, _, _ in parts), how="mean")
+    fig = go.Figure()
+    for (name, _, color, pattern), y in zip(parts, ys, strict=True):
+        fig.add_trace(go.Scatter(
+            x=x, y=y * scale, name=name, mode="lines", stackgroup="kv",
+            line={"color": color, "width": 0.5, "shape": "hv"},
+            fillcolor=color, fillpattern={"shape": pattern, "fgcolor": theme.LIGHT_GREY, "solidity": 0.3},
+            hovertemplate=f"{name}: %{{y:,.{0 if unit == 'blocks' else 2}f}} {unit}<extra></extra>",
+        ))
+    pool = trace.config.num_blocks * scale
+    fig.add_hline(y=pool, opacity=1, line={"color": theme.BLACK, "dash": "dash", "width": style.line_width * 0.8},
+                  annotation={"text": f"pool: {fmt_num(pool, 0 if unit in ('blocks', '%') else 2)} {unit}",
+                              "xanchor": "left", "yanchor": "bottom"}, annotation_position="top left")
+    style_figure(fig, style, title=title, x_title=x_title, y_title=y_title, height=420, hovermode="x unified")
+    fig.update_yaxes(range=[0, pool * 1.12])
+    fig.update_xaxes(rangemode="tozero")
+    return fig
+
+
+def _kv_by_state(trace: Trace) -> list[tuple[str, np.ndarray, str, str]]:
+    """(name, blocks per step, colour, pattern): live, orphaned, cached-free (clipped so the stack fits the pool:
+    used blocks are measured during the step, cached-free ones after it)."""
+    s = trace.steps
+    orphan = s["orphan_blocks"].astype(np.float64)
+    used = s["used_blocks"].astype(np.float64)
+    cached = np.minimum(s["cached_free_blocks"], trace.config.num_blocks - used)
+    parts = [("held by live requests", used - orphan, theme.STATE_COLORS["decode"], "")]
+    if orphan.any():
+        parts.append(("held for clients that are gone", orphan, theme.STATE_COLORS["wasted"],
+                      theme.STATE_PATTERNS.get("wasted", "")))
+    if cached.any():
+        parts.append(("free, still caching prefixes", cached, theme.LIGHT_GREY, ""))
+    return parts
+
+
+def _kv_by_client(trace: Trace) -> list[tuple[str, np.ndarray, str, str]]:
+    """Per-client blocks. A shared prefix block counts once per holder in the trace; when that makes the sum
+    exceed the blocks in use, each step's shares are scaled down so the stack equals the blocks in use."""
+    held = trace.clients["client_blocks"].astype(np.float64)
+    used = trace.steps["used_blocks"].astype(np.float64)
+    total = held.sum(axis=1)
+    factor = np.divide(used, total, out=np.ones_like(used), where=total > used)
+    held = held * factor[:, None]
+    parts = [(f"client {c}", held[:, i], theme.client_color(i), "") for i, c in enumerate(trace.client_ids)]
+    cached = np.minimum(trace.steps["cached_free_blocks"], trace.config.num_blocks - used)
+    if cached.any():
+        parts.append(("free, still caching prefixes", cached, theme.LIGHT_GREY, ""))
+    return parts
+
+
+def client_counters(
+    trace: Trace, style: ChartStyle, *, x_unit: str = "steps", title: str = "Virtual token counter per client"
+) -> go.Figure:
+    """Each client's virtual counter (VTC: weighted tokens served, plus any lift) over time."""
+    x, x_title = step_axis(trace, x_unit)
+    x, counters = downsample(x, trace.clients["client_counters"], how="max")
+    fig = go.Figure()
+    for i, client_id in enumerate(trace.client_ids):
+        fig.add_trace(go.Scatter(
+            x=x, y=counters[:, i], mode="lines", name=f"client {client_id}",
+            line={"color": theme.client_color(i), "width": style.line_width},
+            hovertemplate=f"client {client_id}: %{{y:,.0f}} weighted tokens<extra></extra>",
+        ))
+    style_figure(fig, style, title=title, x_title=x_title, y_title="virtual counter (weighted tokens)",
+                 hovermode="x unified")
+    fig.update_xaxes(rangemode="tozero")
+    return fig
+
+
+def client_throughput(
+    trace: Trace,
+    style: ChartStyle,
+    *,
+    window_steps: int = 200,
+    x_unit: str = "steps",
+    show_total: bool = True,
+    title: str = "Output tokens per second, per client",
+) -> go.Figure:
+    """Per-client output tokens/s over a sliding window of ``window_steps`` steps (tokens / the window's ms)."""
+    if window_steps < 1:
+        raise ValueError(f"window_steps: must be >= 1, got {window_steps}")
+    tokens = trace.clients["client_output_tokens"].astype(np.float64)
+    rates = _window_rate(np.column_stack([tokens, tokens.sum(axis=1)]), trace.steps["step_ms"], window_steps)
+    x, x_title = step_axis(trace, x_unit)
+    x, rates = downsample(x, rates, how="mean")
+    lines = [(f"client {c}", theme.client_color(i), "solid") for i, c in enumerate(trace.client_ids)]
+    if show_total:
+        lines.append(("all clients", theme.BLACK, "dot"))
+    fig = go.Figure()
+    for i, (name, color, dash) in enumerate(lines):
+        fig.add_trace(go.Scatter(
+            x=x, y=rates[:, i], mode="lines", name=name,
+            line={"color": color, "width": style.line_width, "dash": dash},
+            hovertemplate=f"{name}: %{{y:,.0f}} tokens/s<extra></extra>",
+        ))
+    style_figure(fig, style, title=title, x_title=x_title,
+                 y_title=f"output (tokens/s, last {window_steps:,} steps)", hovermode="x unified")
+    fig.update_yaxes(rangemode="tozero")
+    fig.update_xaxes(rangemode="tozero")
+    return fig
+
+
+def _window_rate(tokens: np.ndarray, step_ms: np.ndarray, window: int) -> np.ndarray:
+    """[steps, k] tokens/s over the last ``window`` steps (fewer at the start), from cumulative sums."""
+    cum_tokens = np.vstack([np.zeros((1, tokens.shape[1])), np.cumsum(tokens, axis=0)])
+    cum_ms = np.concatenate([[0.0], np.cumsum(step_ms)])
+    hi = np.arange(1, len(step_ms) + 1)
+    lo = np.maximum(hi - window, 0)
+    ms = cum_ms[hi] - cum_ms[lo]
+    return (cum_tokens[hi] - cum_tokens[lo]) / np.where(ms > 0, ms, np.nan)[:, None] * 1000.0
