@@ -1,0 +1,75 @@
+"""Scheduler Lab home page: the four questions, one engine step in a picture, links to the lessons."""
+
+import streamlit as st
+
+from sim import presets
+from ui import charts, page, runner
+
+style = page.setup("Home", ":material/home:")
+
+st.title("Scheduler Lab")
+st.markdown(
+    "An LLM inference server runs one **engine step** after another: each step, the scheduler picks which "
+    "requests run and how many tokens each computes, and every running request keeps its attention state "
+    "(the **KV cache**) in fixed-size GPU memory blocks. When there is not room for everyone, somebody waits, "
+    "gets evicted, or is served at somebody else's expense. This lab lets you watch those decisions, made the "
+    "way vLLM's scheduler makes them, and change the knobs yourself."
+)
+
+LESSONS = (
+    ("pages/1_Queueing.py", ":material/hourglass_top:", "Queueing", "Who waits, and in what order?",
+     "One long answer at the head of the line makes everyone behind it wait: shortest-job-first cuts the "
+     "average from 1,100 to 500 steps in the article's example, at the long request's expense."),
+    ("pages/2_Fairness.py", ":material/balance:", "Fairness", "Fair to whom: requests or customers?",
+     "FCFS is fair to requests, not to customers: a client sending 90% of the traffic crowds out a trickle. "
+     "The Virtual Token Counter serves the least-served customer first and keeps the GPU busy."),
+    ("pages/3_Cancellation.py", ":material/content_cut:", "Cancellation", "What happens when the user closes the tab?",
+     "Tokens nobody reads are pure waste: abort at once and the slot and KV are free on the next step; "
+     "stop at the stop token, not at max_tokens."),
+    ("pages/4_Preemption.py", ":material/autorenew:", "Preemption", "What if KV memory runs out mid-answer?",
+     "The scheduler evicts a running request and later recomputes (or swaps back) its KV. Constant "
+     "preemption is a sizing problem: a bigger pool or fewer slots stops it."),
+)
+
+cols = st.columns(4)
+for col, (path, icon, name, question, takeaway) in zip(cols, LESSONS, strict=True):
+    with col.container(border=True):
+        st.markdown(f"### {icon} {name}")
+        st.markdown(f"**{question}**")
+        st.markdown(takeaway)
+        if page.page_exists(path):
+            st.page_link(path, label=f"Open the {name} lesson", icon=":material/arrow_forward:")
+
+st.subheader("One engine step, up close")
+st.markdown(
+    "A toy engine with 32 KV blocks of 16 tokens and four batch slots serves five requests. Drag the slider: "
+    "each step the **running** requests compute one token each and grow into new blocks; the **waiting** "
+    "queue is admitted in order only when a slot and enough blocks are free; when the pool is full, the "
+    "scheduler **preempts** the request that arrived last and puts it back at the head of the queue."
+)
+toy = presets.get("toy_pool").scenario
+toy_trace = runner.run(toy, snapshot_every_steps=1)
+
+
+@st.fragment
+def engine_step() -> None:
+    step = st.slider("Engine step", 0, toy_trace.num_steps - 1, value=113, key="home.step",
+                     help="Step 113 is the first preemption; step 200 the re-admission.")
+    queues = runner.queues_at(toy, step)
+    page.show_chart(charts.engine_step(toy_trace, step, queues, style), "engine-step", style)
+
+
+engine_step()
+
+st.subheader("Using this in class")
+st.markdown(
+    "- **Presets** on each lesson reproduce the article's numbers first; the sliders start from the preset.\n"
+    "- **Links are shareable**: every setting lives in the page's URL, so copying the address bar reproduces "
+    "exactly what you see (an uploaded scenario file is the one thing a link cannot carry).\n"
+    "- **Figures for notes**: each chart's camera button saves a PNG at 3x resolution, or an SVG (choose under "
+    "*Display* in the sidebar, next to **presentation mode** for projectors).\n"
+    "- **Step inspector**: each lesson can walk through a schedule step by step, with the reason for every "
+    "admission, refusal and preemption.\n"
+    "- **Scenarios** download as JSON, can be edited and uploaded again, and run from the command line with "
+    "`python -m sim run scenario.json`."
+)

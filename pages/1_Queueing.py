@@ -1,0 +1,97 @@
+"""Queueing: who waits, and in what order. FCFS vs SJF vs predicted SJF vs priority on the same requests."""
+
+import streamlit as st
+
+from sim import presets
+from ui import charts, knobs, page, runner, sections
+from ui.controls import KnobPanel, preset_picker
+from ui.lessons import queueing as lesson
+
+style = page.setup("Queueing", ":material/hourglass_top:")
+st.title("Queueing: who waits, and in what order")
+st.markdown(lesson.QUESTION)
+
+preset = preset_picker(lesson.LESSON, presets.presets_for(lesson.LESSON))
+st.caption(preset.description)
+uploaded = sections.upload(lesson.LESSON)
+base = uploaded or preset.scenario
+scope = preset.key if uploaded is None else f"upload:{runner.scenario_key(uploaded)}"
+
+st.sidebar.subheader("Engine")
+engine = KnobPanel(f"{lesson.LESSON}.engine", knobs.engine_knobs(base.config), scope).render()
+workload = None
+if base.workload is not None:
+    st.sidebar.subheader("Workload")
+    workload = knobs.apply_workload(
+        base.workload, KnobPanel(f"{lesson.LESSON}.workload", knobs.workload_knobs(base.workload), scope).render())
+st.sidebar.subheader("Policies")
+own = KnobPanel(lesson.LESSON, lesson.knobs(preset), scope).render()
+config = lesson.apply(knobs.apply_engine(base.config, engine), own)
+st.sidebar.caption(knobs.pool_caption(config))
+unit = own["unit"]
+
+scenario = page.guarded(lambda: knobs.scenario_with(base, config, workload))
+runs = page.guarded(lambda: [
+    lesson.Run(label, sc, tr := runner.run(sc), runner.summary(sc, tr))
+    for label, sc in lesson.variants(preset, scenario, own["policies"])
+])
+if not runs:
+    st.warning("Pick at least one policy to compare in the sidebar.", icon=":material/warning:")
+    st.stop()
+
+# The numbers first: one column per policy.
+cols = st.columns(len(runs))
+for col, run in zip(cols, runs, strict=True):
+    s = run.summary
+    key = "finish_steps" if unit == "steps" else "finish_ms"
+    col.metric(f"{run.label}: average finish", f"{s[key]['mean']:,.0f} {unit}",
+               help="Arrival to the end of the last token, averaged over the requests that finished.")
+    col.caption(f"p99 {s[key]['p99']:,.0f} · max {s[key]['max']:,.0f} {unit} · "
+                f"{s['num_preemptions']} preemptions")
+
+page.notice(lesson.notices(runs))
+
+st.subheader("Who ran when")
+blocker = lesson.hol_blocker(runs[0].trace)
+x_max = max(float(run.trace.steps["time_ms"][-1]) if unit == "ms" else run.trace.num_steps for run in runs)
+
+
+def draw_gantt(label: str) -> None:
+    run = next(r for r in runs if r.label == label)
+    highlight = (blocker[0],) if blocker and run is runs[0] else ()
+    fig = charts.gantt(run.trace, style, x_unit=unit, title=f"{label}", highlight_ids=highlight)
+    fig.update_xaxes(range=[0, x_max])
+    page.show_chart(fig, f"gantt-{label}", style)
+
+
+page.grid([run.label for run in runs], draw_gantt, columns=2 if len(runs) <= 4 else 3)
+
+left, right = st.columns(2)
+with left:
+    page.show_chart(charts.finish_time_ecdf({run.label: run.trace for run in runs}, style, unit=unit),
+                    "finish-time-distribution", style)
+with right:
+    page.show_chart(charts.queue_and_batch({run.label: run.trace for run in runs}, style, x_unit=unit),
+                    "queue-and-batch", style)
+
+if "sigma_sweep" in preset.knobs and uploaded is None:
+    st.subheader("Prediction error: from SJF toward FCFS")
+    sweep = lesson.sigma_sweep(scenario, preset.knobs["sigma_sweep"], runner.run)
+    page.show_chart(charts.sweep_lines(
+        sweep["sigma"], {"SJF on predicted lengths": sweep["predicted"]}, style,
+        references={"SJF, true lengths": sweep["sjf"][0], "FCFS": sweep["fcfs"][0]},
+        title="Average finish time as predictions get worse",
+        x_title="prediction error (lognormal sigma)", y_title="average finish time (engine steps)"),
+        "prediction-error-sweep", style)
+
+st.subheader("Metrics")
+page.show_metrics({run.label: run.summary for run in runs}, ("served", "throughput", "preemptions"))
+
+with st.expander("Step inspector: walk through the schedule", expanded=False):
+    sections.step_inspector({run.label: (run.scenario, run.trace) for run in runs}, lesson.LESSON)
+
+st.subheader("Take it with you")
+for run in runs:
+    st.caption(run.label)
+    sections.downloads(run.scenario, run.trace, f"queueing-{preset.key}-{run.label}".replace(" ", "_"),
+                       key=f"{lesson.LESSON}.{run.label}")

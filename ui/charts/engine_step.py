@@ -1,0 +1,84 @@
+"""The home page's picture of one engine step: waiting queue -> running batch -> KV blocks, drawn from a real
+trace (block ownership snapshots and the queues after the step)."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from sim.trace import SCHED_DECODE, SCHED_PREFILL, SCHED_PREFILL_DONE, SCHED_WASTED, Trace
+
+from ..theme import LIGHT_GREY, ChartStyle, series_color
+from .layout import style_figure
+
+_DOING = {SCHED_PREFILL: "prefill chunk", SCHED_PREFILL_DONE: "prefill → token", SCHED_DECODE: "+1 token",
+          SCHED_WASTED: "+1 token (wasted)"}
+
+
+def engine_step(trace: Trace, step: int, queues: dict[str, list[str]], style: ChartStyle,
+                block_columns: int = 8) -> go.Figure:
+    """Three columns: the waiting queue after ``step`` (head at the top), the requests that ran in ``step`` with
+    what they computed, and the KV pool's blocks coloured by the request holding them (needs a trace recorded
+    with ``snapshot_every_steps=1``)."""
+    ids = trace.request_ids
+    color = {rid: series_color(i) for i, rid in enumerate(ids)}
+    fig = go.Figure()
+    size = 34 if style.presentation else 28
+    _column(fig, 0.0, queues["waiting"], [color[r] for r in queues["waiting"]],
+            [f"{r}" for r in queues["waiting"]], size, "waiting")
+    lo, hi = trace.sched_offsets[step], trace.sched_offsets[step + 1]
+    ran = [ids[r] for r in trace.sched_rows[lo:hi]]
+    doing = [f"{ids[r]}: {_DOING[int(k)]}" + (f" ({n} tok)" if int(k) in (SCHED_PREFILL, SCHED_PREFILL_DONE) else "")
+             for r, n, k in zip(trace.sched_rows[lo:hi], trace.sched_tokens[lo:hi], trace.sched_kind[lo:hi],
+                                strict=True)]
+    _column(fig, 2.0, ran, [color[r] for r in ran], doing, size, "running")
+    _blocks(fig, trace, step, color, block_columns, size)
+    rows = max(len(queues["waiting"]), len(ran), -(-trace.config.num_blocks // block_columns), 1)
+    top = 1.2
+    for x, text in ((0.0, "Waiting queue<br>(head first)"), (2.0, "Running batch<br>this step"),
+                    (3.5 + block_columns / 2, f"KV cache: {trace.config.num_blocks} blocks of "
+                                              f"{trace.config.block_size} tokens")):
+        fig.add_annotation(x=x, y=top, text=f"<b>{text}</b>", showarrow=False, yanchor="bottom",
+                           font={"size": style.font_size})
+    for x in (0.9, 2.9):
+        fig.add_annotation(x=x + 0.25, y=-rows / 2 + 0.5, ax=x - 0.25, ay=-rows / 2 + 0.5, xref="x", yref="y",
+                           axref="x", ayref="y", showarrow=True, arrowhead=3, arrowwidth=2, text="")
+    free = int(trace.steps["free_blocks_after"][step])
+    title = (f"Step {step}: {hi - lo} requests ran, {int(trace.steps['used_blocks'][step])} blocks in use, "
+             f"{free} free after the step")
+    style_figure(fig, style, title=title, x_title="", y_title="", height=120 + 46 * rows,
+                 legend=False)
+    fig.update_xaxes(visible=False, range=[-0.8, 4.2 + block_columns])
+    fig.update_yaxes(visible=False, range=[-rows - 0.2, top + 1.0])
+    return fig
+
+
+def _column(fig: go.Figure, x: float, names: list[str], colors: list[str], texts: list[str], size: int,
+            name: str) -> None:
+    if not names:
+        fig.add_annotation(x=x, y=0, text="(empty)", showarrow=False)
+        return
+    y = -np.arange(len(names), dtype=float)
+    fig.add_trace(go.Scatter(x=[x] * len(names), y=y, mode="markers+text", name=name,
+                             marker={"symbol": "square", "size": size, "color": colors,
+                                     "line": {"color": "#333333", "width": 1}},
+                             text=texts, textposition="middle right", hoverinfo="text", showlegend=False))
+
+
+def _blocks(fig: go.Figure, trace: Trace, step: int, color: dict[str, str], columns: int, size: int) -> None:
+    if step not in trace.snapshots:
+        fig.add_annotation(x=3.5 + columns / 2, y=0, text="(block map not recorded)", showarrow=False)
+        return
+    owner, cached = trace.snapshots[step]
+    n = len(owner)
+    idx = np.arange(n)
+    xs = 3.5 + idx % columns
+    ys = -(idx // columns).astype(float)
+    names = [trace.request_ids[o] if o >= 0 else ("cached" if cached[i] else "free") for i, o in enumerate(owner)]
+    fills = [color[nm] if o >= 0 else LIGHT_GREY if cached[i] else "#FFFFFF"
+             for i, (nm, o) in enumerate(zip(names, owner, strict=True))]
+    fig.add_trace(go.Scatter(
+        x=xs, y=ys, mode="markers+text", marker={"symbol": "square", "size": size, "color": fills,
+                                                  "line": {"color": "#555555", "width": 1}},
+        text=[nm if o >= 0 else "" for nm, o in zip(names, owner, strict=True)], textfont={"size": 10},
+        hovertext=[f"block {i}: {nm}" for i, nm in enumerate(names)], hoverinfo="text", showlegend=False))

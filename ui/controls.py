@@ -1,0 +1,184 @@
+"""Widgets whose values live in the URL, so a copied link reproduces the view.
+
+A page declares its knobs (``Knob``), then ``KnobPanel(page, knobs).render(container)`` returns their values.
+On the first run of a session the values come from the URL (``st.query_params``) when they are valid; an invalid
+or tampered value falls back to the default with a visible warning. After every run the URL holds exactly the
+values that differ from the defaults (the preset's), so links stay short.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import streamlit as st
+
+PRESET_PARAM = "preset"
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One setting: ``key`` is the URL parameter name; units go in the label."""
+
+    key: str
+    label: str
+    kind: str  # "int" | "float" | "bool" | "choice" | "multi"
+    default: Any
+    min: float | None = None
+    max: float | None = None
+    step: float | None = None
+    options: tuple[Any, ...] = ()
+    labels: dict[Any, str] = field(default_factory=dict)  # display names for options
+    help: str = ""
+    widget: str = "slider"  # slider | number | select | toggle | multiselect | segmented
+    fmt: str | None = None
+
+    def parse(self, raw: str | list[str]) -> Any:
+        """The value a URL parameter stands for; ValueError says what is allowed."""
+        text = raw if isinstance(raw, str) else (raw[-1] if raw else "")
+        if self.kind == "int":
+            try:
+                value = int(text)
+            except ValueError:
+                raise ValueError(f"must be a whole number {self._range()}") from None
+            return self._in_range(value)
+        if self.kind == "float":
+            try:
+                value = float(text)
+            except ValueError:
+                raise ValueError(f"must be a number {self._range()}") from None
+            if not math.isfinite(value):
+                raise ValueError(f"must be a finite number {self._range()}")
+            return self._in_range(value)
+        if self.kind == "bool":
+            if text.lower() in ("1", "true", "yes", "on"):
+                return True
+            if text.lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError("must be true or false")
+        if self.kind == "choice":
+            if text not in [str(o) for o in self.options]:
+                raise ValueError(f"must be one of: {', '.join(str(o) for o in self.options)}")
+            return next(o for o in self.options if str(o) == text)
+        if self.kind == "multi":
+            items = [t for t in text.split(",") if t]
+            bad = [t for t in items if t not in [str(o) for o in self.options]]
+            if bad or not items:
+                raise ValueError(f"must be a comma-separated list of: {', '.join(str(o) for o in self.options)}")
+            return [o for o in self.options if str(o) in items]
+        raise ValueError(f"unknown knob kind {self.kind!r}")
+
+    def _range(self) -> str:
+        return f"between {self.min:g} and {self.max:g}" if self.min is not None and self.max is not None else ""
+
+    def _in_range(self, value: float) -> float:
+        if (self.min is not None and value < self.min) or (self.max is not None and value > self.max):
+            raise ValueError(f"must be {self._range()}")
+        return value
+
+    def to_url(self, value: Any) -> str:
+        if self.kind == "multi":
+            return ",".join(str(v) for v in value)
+        if self.kind == "bool":
+            return "1" if value else "0"
+        return str(value)
+
+    def display(self, option: Any) -> str:
+        return self.labels.get(option, str(option))
+
+
+class KnobPanel:
+    """A page's knobs: state keys are namespaced by page (``page.key``) so pages never share widget state."""
+
+    def __init__(self, page: str, knobs: list[Knob], scope: str = ""):
+        self.page = page
+        self.knobs = knobs
+        self.scope = scope  # changes when the preset changes, so defaults reset
+
+    def state_key(self, knob: Knob) -> str:
+        return f"{self.page}.{knob.key}"
+
+    def _init_state(self) -> list[str]:
+        """Seed each widget's state from the URL (first run) or the default; return warnings for bad URL values."""
+        warnings = []
+        scope_key = f"{self.page}.__scope"
+        rescoped = st.session_state.get(scope_key) not in (None, self.scope)
+        for knob in self.knobs:
+            key = self.state_key(knob)
+            if rescoped:  # a new preset: its defaults replace whatever was set for the old one
+                st.session_state[key] = knob.default
+                continue
+            if key in st.session_state:
+                continue
+            value = knob.default
+            if knob.key in st.query_params:
+                raw = st.query_params.get_all(knob.key)
+                try:
+                    value = knob.parse(raw)
+                except ValueError as e:
+                    warnings.append(f"The link's setting **{knob.key}={raw[-1] if raw else ''}** was ignored: "
+                                    f"{knob.label} {e}. Using the default, {knob.display(knob.default)}.")
+            st.session_state[key] = value
+        st.session_state[scope_key] = self.scope
+        return warnings
+
+    def render(self, container: Any = None) -> dict[str, Any]:
+        """Draw the widgets (in ``container``, default the sidebar) and return {knob key: value}."""
+        warnings = self._init_state()
+        for w in warnings:
+            st.warning(w, icon=":material/warning:")
+        box = container if container is not None else st.sidebar
+        values = {knob.key: self._widget(box, knob) for knob in self.knobs}
+        self._sync_url(values)
+        return values
+
+    def _widget(self, box: Any, knob: Knob) -> Any:
+        key = self.state_key(knob)
+        common = {"key": key, "help": knob.help or None}
+        if knob.widget == "toggle":
+            return box.toggle(knob.label, **common)
+        if knob.widget == "select":
+            return box.selectbox(knob.label, knob.options, format_func=knob.display, **common)
+        if knob.widget == "segmented":
+            value = box.segmented_control(knob.label, knob.options, format_func=knob.display, **common)
+            return knob.default if value is None else value
+        if knob.widget == "multiselect":
+            return box.multiselect(knob.label, knob.options, format_func=knob.display, **common)
+        if knob.widget == "number":
+            return box.number_input(knob.label, min_value=knob.min, max_value=knob.max, step=knob.step,
+                                    format=knob.fmt, **common)
+        return box.slider(knob.label, min_value=knob.min, max_value=knob.max, step=knob.step, format=knob.fmt,
+                          **common)
+
+    def _sync_url(self, values: dict[str, Any]) -> None:
+        for knob in self.knobs:
+            value = values[knob.key]
+            if value == knob.default:
+                if knob.key in st.query_params:
+                    del st.query_params[knob.key]
+            elif st.query_params.get(knob.key) != knob.to_url(value):
+                st.query_params[knob.key] = knob.to_url(value)
+
+
+def preset_picker(page: str, presets: list[Any], container: Any = None) -> Any:
+    """A preset select box (the article's example first), synced with ``?preset=``. Returns the Preset."""
+    keys = [p.key for p in presets]
+    titles = {p.key: p.title for p in presets}
+    state_key = f"{page}.preset"
+    if state_key not in st.session_state:
+        wanted = st.query_params.get(PRESET_PARAM, keys[0])
+        if wanted not in keys:
+            st.warning(f"The link's preset **{wanted}** does not exist on this page; showing "
+                       f"**{titles[keys[0]]}** instead.", icon=":material/warning:")
+            wanted = keys[0]
+        st.session_state[state_key] = wanted
+    box = container if container is not None else st
+    key = box.selectbox("Preset", keys, format_func=titles.get, key=state_key,
+                        help="Scenarios that each make one point; the article's example comes first.")
+    if key == keys[0]:
+        if PRESET_PARAM in st.query_params:
+            del st.query_params[PRESET_PARAM]
+    elif st.query_params.get(PRESET_PARAM) != key:
+        st.query_params[PRESET_PARAM] = key
+    return presets[keys.index(key)]

@@ -1,0 +1,1 @@
+"""Per-lesson logic: knobs, variants and "what to notice" sentences (no Streamlit calls)."""

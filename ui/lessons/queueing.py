@@ -1,0 +1,170 @@
+"""The Queueing lesson's logic: its knobs, the policy variants it compares, and the "what to notice" sentences
+computed from the runs. No Streamlit calls here, so it is testable on its own."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from sim import metrics
+from sim.config import EngineConfig, field_help
+from sim.presets import Preset
+from sim.scenario import Scenario
+from sim.trace import Trace
+
+from ..controls import Knob
+
+LESSON = "queueing"
+QUESTION = (
+    "When more requests arrive than the batch has room for, some must wait, and the order they wait in decides "
+    "everyone's latency. Which order does a server use, and what does a long request at the head of the line "
+    "cost the short ones behind it?"
+)
+
+
+@dataclass
+class Run:
+    label: str
+    scenario: Scenario
+    trace: Trace
+    summary: dict[str, Any]
+
+
+def _policies(preset: Preset) -> set[str]:
+    base = preset.scenario.config.policy.value
+    return {str(overrides.get("policy", base)) for _, overrides in preset.variants}
+
+
+def knobs(preset: Preset) -> list[Knob]:
+    """The lesson's own knobs; the prediction and starvation knobs only where a variant uses them."""
+    c = preset.scenario.config
+    policies = _policies(preset)
+    chosen = [
+        Knob("policies", "Policies to compare", "multi", [label for label, _ in preset.variants],
+             options=tuple(label for label, _ in preset.variants), widget="multiselect",
+             help="Each runs on the same requests."),
+    ]
+    optional = [
+        Knob("sigma", "Length-prediction error (lognormal sigma)", "float", c.prediction_error_sigma, min=0.0,
+             max=2.5, step=0.05, help=field_help(EngineConfig, "prediction_error_sigma")
+             + "; predicted SJF only. 0 = perfect predictions."),
+        Knob("guard", "Starvation guard threshold (steps, 0 = off)", "int", c.starvation_threshold_steps, min=0,
+             max=2000, step=10, help=field_help(EngineConfig, "starvation_threshold_steps") + "; SJF orders only."),
+        Knob("quantum", "Promotion lasts (steps of running)", "int", c.priority_quantum_steps, min=1, max=2000,
+             step=10, help=field_help(EngineConfig, "priority_quantum_steps")),
+    ]
+    wanted = {"sigma": "sjf_predicted" in policies, "guard": bool(policies & {"sjf", "sjf_predicted"}),
+              "quantum": bool(policies & {"sjf", "sjf_predicted"})}
+    unit = Knob("unit", "Time axis", "choice", "steps", options=("steps", "ms"),
+                labels={"steps": "engine steps", "ms": "milliseconds"}, widget="segmented")
+    return chosen + [k for k in optional if wanted[k.key]] + [unit]
+
+
+def apply(config: EngineConfig, values: dict[str, Any]) -> EngineConfig:
+    changes = {"sigma": ("prediction_error_sigma", float), "guard": ("starvation_threshold_steps", int),
+               "quantum": ("priority_quantum_steps", int)}
+    return config.replace(**{field: cast(values[k]) for k, (field, cast) in changes.items() if k in values})
+
+
+def variants(preset: Preset, base: Scenario, chosen: list[str]) -> list[tuple[str, Scenario]]:
+    """The chosen policy variants of the preset, each the base scenario with its overrides."""
+    return [(label, base.with_config(**overrides)) for label, overrides in preset.variants if label in chosen]
+
+
+def hol_blocker(trace: Trace) -> tuple[str, str, int] | None:
+    """(blocker id, waiter id, wait in steps): the longest-waiting request and the running request that held a
+    slot for most of its wait - the head-of-line blocker. None when nobody waited."""
+    r = trace.requests
+    started = r["first_scheduled_step"] >= 0
+    wait = np.where(started, r["first_scheduled_step"] - r["arrival_step"], -1)
+    if not started.any() or wait.max() <= 0:
+        return None
+    w = int(np.argmax(wait))
+    a, b = int(r["arrival_step"][w]), int(r["first_scheduled_step"][w])
+    steps, rows, _, _ = trace.schedule_entries()
+    during = (steps >= a) & (steps < b)
+    if not during.any():
+        return None
+    counts = np.bincount(rows[during], minlength=trace.num_requests)
+    return trace.request_ids[int(np.argmax(counts))], trace.request_ids[w], b - a
+
+
+def notices(runs: list[Run]) -> list[str]:
+    """Sentences about these runs: the policies' mean finish times, who pays for a better average, HOL blocking."""
+    if not runs:
+        return []
+    out = []
+    means = {run.label: run.summary["finish_steps"]["mean"] for run in runs}
+    first = runs[0]
+    for run in runs[1:]:
+        a, b = means[first.label], means[run.label]
+        if np.isfinite(a) and np.isfinite(b) and a > 0:
+            change = "cut" if b < a else "raised"
+            out.append(f"{run.label} {change} the average finish time from {a:,.0f} to {b:,.0f} steps "
+                       f"({(b - a) / a:+.0%}) compared with {first.label}.")
+        worst_a, worst_b = first.summary["finish_steps"]["max"], run.summary["finish_steps"]["max"]
+        better = means[run.label] < means[first.label]
+        if np.isfinite(worst_a) and np.isfinite(worst_b) and worst_b > worst_a and better:
+            slowest = _slowest(run.trace)
+            out.append(f"The price of {run.label}'s better average: its slowest request ({slowest}) finishes after "
+                       f"{worst_b:,.0f} steps, against {worst_a:,.0f} under {first.label}.")
+    blocker = hol_blocker(first.trace)
+    if blocker:
+        who, waiter, wait = blocker
+        out.append(f"Head-of-line blocking under {first.label}: {waiter} waited {wait:,} steps in the queue, "
+                   f"mostly behind {who}.")
+    out.extend(_priority_notice(runs))
+    out.extend(_starvation_notice(runs))
+    return out
+
+
+def _starvation_notice(runs: list[Run]) -> list[str]:
+    """With and without the guard: the longest request's wait, and everyone's average."""
+    guarded = [r for r in runs if r.scenario.config.starvation_threshold_steps > 0
+               and r.scenario.config.policy.value in ("sjf", "sjf_predicted")]
+    plain = [r for r in runs if r.scenario.config.starvation_threshold_steps == 0
+             and r.scenario.config.policy.value in ("sjf", "sjf_predicted")]
+    if not guarded or not plain:
+        return []
+    g, p = guarded[0], plain[0]
+    r = p.trace.requests
+    longest = int(np.argmax(r["target_len"]))
+    wait = lambda run: int(run.trace.requests["first_scheduled_step"][longest] - r["arrival_step"][longest])  # noqa: E731
+    return [f"The longest request ({p.trace.request_ids[longest]}) waited {wait(p):,} steps under {p.label} and "
+            f"{wait(g):,} under {g.label} (promoted after {g.scenario.config.starvation_threshold_steps:,} steps); "
+            f"everyone's average finish went from {p.summary['finish_steps']['mean']:,.0f} to "
+            f"{g.summary['finish_steps']['mean']:,.0f} steps."]
+
+
+def _slowest(trace: Trace) -> str:
+    lat = metrics.request_latencies(trace)["finish_steps"]
+    return trace.request_ids[int(np.nanargmax(lat))] if np.isfinite(lat).any() else "?"
+
+
+def _priority_notice(runs: list[Run]) -> list[str]:
+    """For the priority policy: high-priority requests that still waited because every slot was busy."""
+    out = []
+    for run in runs:
+        if run.scenario.config.policy.value != "priority":
+            continue
+        r = run.trace.requests
+        top = r["priority"] == r["priority"].min()
+        waited = top & (r["first_scheduled_step"] > r["arrival_step"])
+        if waited.any() and len(np.unique(r["priority"])) > 1:
+            longest = int((r["first_scheduled_step"] - r["arrival_step"])[waited].max())
+            out.append(f"Under priority, {int(waited.sum())} of {int(top.sum())} top-priority requests still "
+                       f"waited (up to {longest:,} steps): a new arrival never displaces a running request; "
+                       f"it only goes to the head of the queue.")
+    return out
+
+
+def sigma_sweep(base: Scenario, sigmas: tuple[float, ...], run_fn: Any) -> dict[str, list[float]]:
+    """Mean finish time (steps) of predicted SJF at each prediction error, plus the SJF and FCFS references."""
+    sjf = run_fn(base.with_config(policy="sjf"))
+    fcfs = run_fn(base.with_config(policy="fcfs"))
+    predicted = [run_fn(base.with_config(policy="sjf_predicted", prediction_error_sigma=float(s))) for s in sigmas]
+    mean = lambda tr: metrics.summary(tr)["finish_steps"]["mean"]  # noqa: E731
+    return {"sigma": list(sigmas), "predicted": [mean(t) for t in predicted], "sjf": [mean(sjf)] * len(sigmas),
+            "fcfs": [mean(fcfs)] * len(sigmas)}

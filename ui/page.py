@@ -1,0 +1,114 @@
+"""What every page shares: setup (page config, presentation mode, figure export format), chart display, the
+"what to notice" box, the side-by-side comparison grid and error display.
+
+Every page (home included) calls ``setup`` itself, so a shared link to any page works on a fresh server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from sim import ScenarioError, SimulationError
+
+from .charts import metrics_table
+from .controls import Knob, KnobPanel
+from .theme import ChartStyle, plotly_config
+
+_DISPLAY_KNOBS = [
+    Knob("present", "Presentation mode (projector)", "bool", False, widget="toggle",
+         help="Bigger text and thicker lines for a projected classroom demo."),
+    Knob("export", "Figure download format", "choice", "png", options=("png", "svg"),
+         labels={"png": "PNG (3x, print resolution)", "svg": "SVG (vector)"}, widget="select",
+         help="What each chart's camera button saves."),
+]
+
+_PRESENTATION_CSS = """
+<style>
+html { font-size: 20px; }
+</style>
+"""
+
+
+_ROOT = Path(__file__).resolve().parent.parent
+PAGES = (
+    ("app.py", "Home", ":material/home:"),
+    ("pages/1_Queueing.py", "Queueing", ":material/hourglass_top:"),
+    ("pages/2_Fairness.py", "Fairness", ":material/balance:"),
+    ("pages/3_Cancellation.py", "Cancellation", ":material/content_cut:"),
+    ("pages/4_Preemption.py", "Preemption", ":material/autorenew:"),
+)
+
+
+def setup(title: str, icon: str) -> ChartStyle:
+    """Configure the page, draw the navigation and return the chart style chosen under Display."""
+    st.set_page_config(page_title=f"{title} · Scheduler Lab", page_icon=icon, layout="wide")
+    st.sidebar.markdown("### Scheduler Lab")
+    for path, label, page_icon in PAGES:
+        if page_exists(path):
+            st.sidebar.page_link(path, label=label, icon=page_icon)
+    with st.sidebar.expander("Display", expanded=False):
+        values = KnobPanel("display", _DISPLAY_KNOBS).render(st.container())
+    if values["present"]:
+        st.markdown(_PRESENTATION_CSS, unsafe_allow_html=True)
+    return ChartStyle(presentation=values["present"], export_format=values["export"])
+
+
+def page_exists(path: str) -> bool:
+    return (_ROOT / path).exists()
+
+
+def show_chart(fig: go.Figure, name: str, style: ChartStyle, key: str | None = None) -> None:
+    """Render a figure; its camera button downloads ``scheduler-lab-<name>.png`` (or .svg)."""
+    st.plotly_chart(fig, config=plotly_config(f"scheduler-lab-{name}", style), key=key or f"chart-{name}")
+
+
+def notice(sentences: Sequence[str]) -> None:
+    """The "what to notice" box: sentences computed from the run."""
+    if sentences:
+        st.info("**What to notice**\n\n" + "\n".join(f"- {s}" for s in sentences), icon=":material/lightbulb:")
+
+
+_LATENCY_COLUMNS = ("finish_mean", "finish_p50", "finish_p99", "finish_max", "queue_mean", "queue_p99", "ttft_mean",
+                    "ttft_p99")
+
+
+def show_metrics(summaries: dict[str, dict], other_columns: Sequence[str] = (), latency: bool = True) -> None:
+    """The metrics table, one column per policy, latencies in both steps and ms, then ``other_columns``."""
+    frames = []
+    if latency:
+        steps = metrics_table(summaries, unit="steps", columns=_LATENCY_COLUMNS).set_index("policy")
+        ms = metrics_table(summaries, unit="ms", columns=_LATENCY_COLUMNS).set_index("policy")
+        frames += [steps, ms]
+    if other_columns:
+        frames.append(metrics_table(summaries, columns=other_columns).set_index("policy"))
+    table = pd.concat(frames, axis=1).T
+    table.index.name = "metric"
+    st.dataframe(table, height=min(36 * (len(table) + 1) + 4, 800))
+
+
+def grid(labels: Sequence[str], draw: Callable[[str], None], columns: int = 2) -> None:
+    """Side-by-side comparison: one cell per label, ``columns`` per row, drawn by ``draw(label)``."""
+    for start in range(0, len(labels), columns):
+        cols = st.columns(columns)
+        for col, label in zip(cols, labels[start : start + columns], strict=False):
+            with col:
+                draw(label)
+
+
+def guarded(fn: Callable[[], Any]) -> Any:
+    """Run ``fn``; turn a bad scenario or a run that cannot finish into a clear message instead of a trace."""
+    try:
+        return fn()
+    except ScenarioError as e:
+        st.error(f"**This scenario is not valid:** {e}", icon=":material/block:")
+    except SimulationError as e:
+        st.error(f"**The simulation cannot finish:** {e}", icon=":material/block:")
+    except ValueError as e:
+        st.error(f"**Invalid setting:** {e}", icon=":material/block:")
+    st.stop()

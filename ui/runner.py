@@ -1,0 +1,52 @@
+"""The cached simulator: one ``st.cache_data`` wrapper so moving a slider back is instant and concurrent sessions
+share results without sharing mutable state (each caller gets its own copy of the trace).
+
+The cache key is a canonical string of the scenario (the full config repr plus the workload spec or the request
+list); the Scenario object itself is passed unhashed (leading underscore).
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import streamlit as st
+
+from sim import metrics
+from sim.engine import queues_after_step, simulate
+from sim.scenario import Scenario
+from sim.trace import Trace
+
+
+def scenario_key(scenario: Scenario) -> str:
+    body = repr(scenario.workload) if scenario.workload is not None else repr(scenario.requests)
+    return hashlib.sha256(f"{scenario.config!r}|{body}".encode()).hexdigest()
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def _run(key: str, _scenario: Scenario, snapshot_every_steps: int) -> Trace:
+    return simulate(_scenario.config, _scenario.requests, name=_scenario.name,
+                    snapshot_every_steps=snapshot_every_steps)
+
+
+def run(scenario: Scenario, snapshot_every_steps: int = 0) -> Trace:
+    """Simulate ``scenario`` (cached). Raises sim.SimulationError for a run that cannot finish."""
+    return _run(scenario_key(scenario), scenario, snapshot_every_steps)
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def _summary(key: str, _trace: Trace) -> dict:
+    return metrics.summary(_trace)
+
+
+def summary(scenario: Scenario, trace: Trace) -> dict:
+    return _summary(scenario_key(scenario), trace)
+
+
+@st.cache_data(max_entries=128, show_spinner=False)
+def _queues(key: str, _scenario: Scenario, step: int) -> dict[str, list[str]]:
+    return queues_after_step(_scenario.config, _scenario.requests, step)
+
+
+def queues_at(scenario: Scenario, step: int) -> dict[str, list[str]]:
+    """Waiting queue (admission order), running list and swapped queue at the end of ``step`` (cached)."""
+    return _queues(scenario_key(scenario), scenario, step)
