@@ -1,0 +1,33 @@
+"""AppTest helpers: run a page the way a browser reaches it (app.py is the entrypoint, then the page), so the
+sidebar's page links resolve exactly as on a live server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def open_page(page: str | None = None, query: dict[str, str] | None = None, timeout: float = 120) -> AppTest:
+    """Run ``page`` (e.g. "pages/1_Queueing.py"; None = the home page) with ``query`` as URL parameters."""
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=timeout)
+    if page:
+        at.switch_page(page)
+    for key, value in (query or {}).items():
+        at.query_params[key] = value
+    at.run()
+    return at
+
+
+def assert_clean(at: AppTest) -> None:
+    """No exception and no error box on the page."""
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+
+
+@pytest.fixture
+def page_runner():
+    return open_page

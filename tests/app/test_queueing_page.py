@@ -1,0 +1,64 @@
+"""The Queueing lesson driven through AppTest: every preset runs, knobs rerun by key, URL values apply."""
+
+import pytest
+
+from sim import presets
+from tests.app.conftest import assert_clean, open_page
+
+PAGE = "pages/1_Queueing.py"
+
+
+def metric_values(at) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def test_article_preset_shows_1100_and_500():
+    at = open_page(PAGE)
+    assert_clean(at)
+    values = metric_values(at)
+    assert values["FCFS: average finish"] == "1,100 steps"
+    assert values["SJF (true lengths): average finish"] == "500 steps"
+    notice = " ".join(i.value for i in at.info)
+    assert "from 1,100 to 500 steps" in notice
+    assert "Head-of-line blocking" in notice
+
+
+@pytest.mark.parametrize("preset", [p.key for p in presets.presets_for("queueing")])
+def test_every_preset_runs(preset):
+    at = open_page(PAGE, {"preset": preset})
+    assert_clean(at)
+    assert len(at.metric) == len(presets.get(preset).variants)
+
+
+def test_slider_change_reruns_with_new_numbers():
+    at = open_page(PAGE)
+    at.slider(key="queueing.engine.max_num_seqs").set_value(3).run()
+    assert_clean(at)
+    # Three slots: every request runs at once, so both orders finish at 1,000 / 100 / 100 -> mean 400.
+    values = metric_values(at)
+    assert values["FCFS: average finish"] == values["SJF (true lengths): average finish"] == "400 steps"
+    assert at.query_params["max_num_seqs"] in ("3", ["3"])
+
+
+def test_url_settings_apply_and_bad_values_warn():
+    at = open_page(PAGE, {"max_num_seqs": "3"})
+    assert_clean(at)
+    assert metric_values(at)["FCFS: average finish"] == "400 steps"
+    at = open_page(PAGE, {"max_num_seqs": "banana", "preset": "nope"})
+    assert_clean(at)
+    warnings = " ".join(w.value for w in at.warning)
+    assert "max_num_seqs=banana" in warnings and "nope" in warnings
+    assert metric_values(at)["FCFS: average finish"] == "1,100 steps"  # defaults
+
+
+def test_unit_toggle_shows_milliseconds():
+    at = open_page(PAGE, {"unit": "ms"})
+    assert_clean(at)
+    assert metric_values(at)["FCFS: average finish"].endswith(" ms")
+
+
+def test_no_policy_chosen_asks_for_one():
+    at = open_page(PAGE)
+    at.multiselect(key="queueing.policies").set_value([]).run()
+    assert_clean(at)
+    assert any("at least one policy" in w.value for w in at.warning)
