@@ -230,7 +230,9 @@ def make_queue(config: EngineConfig, table: RequestTable, counters: np.ndarray) 
     if config.policy is Policy.FCFS:
         return RequestQueue()
     if config.policy is Policy.PRIORITY:
-        return KeyedQueue(lambda r: (int(t.priority[r]), int(t.arrival_step[r])), len(t))
+        # The row breaks ties in arrival order (file order within a step), as vLLM's arrival_time does: a preempted
+        # request goes back ahead of a same-priority request that arrived after it, not behind it.
+        return KeyedQueue(lambda r: (int(t.priority[r]), int(t.arrival_step[r]), r), len(t))
     if config.policy is Policy.SJF:
         return KeyedQueue(
             lambda r: (int(t.target_len[r] - t.num_output_tokens[r]), int(t.arrival_step[r])), len(t), **guard
