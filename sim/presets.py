@@ -80,7 +80,8 @@ def _predicted_lengths() -> Preset:
 
 
 def _starvation() -> Preset:
-    requests = [RequestSpec("long", 0, 64, 600)]
+    # "long" arrives with the first short one: alone at step 0 it would take the free slot before any competition.
+    requests = [RequestSpec("long", 1, 64, 600)]
     requests += [RequestSpec(f"s{i}", 1 + 10 * i, 64, 40) for i in range(120)]
     config = EngineConfig(num_blocks=999, max_num_seqs=4, starvation_threshold_steps=200, priority_quantum_steps=600)
     return Preset(
@@ -258,7 +259,10 @@ def _recompute_vs_swap() -> Preset:
         RequestSpec("victim", 0, 1900, 400, priority=1),
         RequestSpec("grower", 0, 200, 1200, priority=0),
     )
-    config = EngineConfig(num_blocks=200, max_num_seqs=4, num_cpu_blocks=400, max_num_batched_tokens=2048)
+    # 144 blocks = 2,304 tokens: the pool runs out at step 102, when the victim holds 1,900 + 100 = 2,000 tokens
+    # (125 blocks) and the grower 301 (19); the priority policy picks the victim (priority 1) to preempt.
+    config = EngineConfig(num_blocks=144, max_num_seqs=4, num_cpu_blocks=400, max_num_batched_tokens=2048,
+                          policy="priority")
     return Preset(
         "recompute_vs_swap", "preemption", "Recompute vs swap for a 2,000-token victim",
         "A request holding about 2,000 tokens of KV is preempted. Recompute throws its KV away and prefills "
