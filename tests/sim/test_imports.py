@@ -1,0 +1,30 @@
+"""``import sim`` stays pure: no streamlit, plotly or pandas (DESIGN.md section 1). Checked in a fresh interpreter,
+since this test process may have imported them already."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from tests.sim.factories import REPO_ROOT
+
+CHECK = (
+    "import sys, sim, sim.__main__, sim.bench, sim.metrics, sim.presets, sim.scenario, sim.workload; "
+    "print(' '.join(m for m in ('streamlit', 'plotly', 'pandas') if m in sys.modules))"
+)
+
+
+def test_import_sim_pulls_in_no_ui_or_dataframe_library():
+    done = subprocess.run([sys.executable, "-c", CHECK], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == ""
+
+
+def test_the_check_would_see_an_import():
+    # Guard against a check that cannot fail: pandas imported by Trace.to_frames() shows up.
+    code = CHECK.replace("print(", "sim.presets.get('article_hol'); "
+                                   "sim.simulate(sim.EngineConfig(num_blocks=4), [sim.RequestSpec('a', 0, 1, 1)])"
+                                   ".to_frames(); print(")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "pandas"

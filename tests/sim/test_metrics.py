@@ -1,0 +1,120 @@
+"""Metrics conventions on hand examples: finish, queueing delay and TTFT in steps and ms; Jain's index; wasted GPU
+time; goodput. Step durations: 5.75 ms + 16 us x prefill tokens + 6 us x decoding requests."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from sim import metrics, presets
+from tests.sim.factories import config, req, run
+
+PREFILL_4 = 5.75 + 4 * 0.016  # a step computing a 4-token prompt: 5.814 ms
+DECODE_1 = 5.75 + 0.006  # a step decoding one request: 5.756 ms
+
+
+def _hand_run():
+    # One slot. X (prompt 4, 5 tokens) runs steps 0-4. A arrives at step 2 (prompt 4, 3 tokens): queued until the slot
+    # frees, first scheduled at step 5 (prefill + token 1), tokens 2, 3 at steps 6, 7.
+    return run(config(max_num_seqs=1), req("X", 0, 4, 5), req("A", 2, 4, 3))
+
+
+def test_step_durations_follow_the_cost_model():
+    t = _hand_run()
+    assert t.steps["step_ms"].tolist() == pytest.approx([PREFILL_4] + [DECODE_1] * 4 + [PREFILL_4] + [DECODE_1] * 2)
+    assert t.steps["time_ms"][-1] == pytest.approx(2 * PREFILL_4 + 6 * DECODE_1)
+
+
+def test_latency_conventions_in_steps():
+    lat = metrics.request_latencies(_hand_run())
+    # A: finish = from the start of its arrival step 2 to the end of step 7 = 6 steps; queue = 5 - 2 = 3 steps;
+    # TTFT = to the end of step 5 = 4 steps. X: 5 steps, no queueing, TTFT 1 step.
+    assert lat["finish_steps"].tolist() == [5, 6]
+    assert lat["queue_steps"].tolist() == [0, 3]
+    assert lat["ttft_steps"].tolist() == [1, 4]
+
+
+def test_latency_conventions_in_ms():
+    lat = metrics.request_latencies(_hand_run())
+    # A waits through steps 2, 3, 4 (decodes of X): 3 x 5.756 = 17.268 ms; its first token comes at the end of its
+    # prefill step: + 5.814 = 23.082 ms; it finishes after two more decode steps: + 2 x 5.756 = 34.594 ms.
+    assert lat["queue_ms"][1] == pytest.approx(3 * DECODE_1)
+    assert lat["ttft_ms"][1] == pytest.approx(3 * DECODE_1 + PREFILL_4)
+    assert lat["finish_ms"][1] == pytest.approx(5 * DECODE_1 + PREFILL_4)
+    assert lat["finish_ms"][0] == pytest.approx(PREFILL_4 + 4 * DECODE_1)
+
+
+def test_summary_statistics():
+    s = metrics.summary(_hand_run())
+    assert s["finish_steps"] == {"count": 2, "mean": 5.5, "p50": 5.5, "p99": pytest.approx(5.99), "max": 6.0}
+    assert s["queue_steps"]["mean"] == 1.5 and s["ttft_steps"]["mean"] == 2.5
+    assert (s["num_requests"], s["num_served"], s["num_steps"], s["output_tokens"]) == (2, 2, 8, 8)
+    makespan_s = (2 * PREFILL_4 + 6 * DECODE_1) / 1000
+    assert s["throughput_tok_s"] == pytest.approx(8 / makespan_s)
+    assert s["peak_used_blocks"] == 2  # X after step 4: 4 + 4 = 8 tokens = 2 blocks
+
+
+def test_aborted_and_rejected_requests_are_not_in_latency_statistics():
+    t = run(config(max_num_seqs=1), req("A", 0, 4, 3), req("B", 0, 4, 9, abort_step=5), req("C", 0, 99, 1))
+    s = metrics.summary(t)
+    assert (s["num_served"], s["num_aborted"], s["num_rejected"]) == (1, 1, 1)
+    assert s["finish_steps"]["count"] == 1 and s["finish_steps"]["mean"] == 3.0
+    assert math.isnan(metrics.request_latencies(t)["finish_steps"][1])
+    assert s["rejected_by_reason"] == {"exceeds_kv_pool": 1}
+
+
+def test_stats_of_nothing_are_nan():
+    s = metrics.stats(np.array([np.nan]))
+    assert s["count"] == 0 and math.isnan(s["mean"])
+
+
+@pytest.mark.parametrize(("values", "index"), [
+    ([1, 1, 1, 1], 1.0),  # all equal
+    ([1, 0, 0, 0], 0.25),  # one gets everything: 1 / n
+    ([1, 2, 3], 36 / 42),  # (1 + 2 + 3)^2 / (3 x (1 + 4 + 9))
+    ([5], 1.0),
+])
+def test_jain_index(values, index):
+    assert metrics.jain_index(np.array(values)) == pytest.approx(index)
+
+
+def test_jain_index_of_nothing_is_nan():
+    assert math.isnan(metrics.jain_index(np.array([])))
+    assert math.isnan(metrics.jain_index(np.array([0, 0])))
+
+
+def _abandon(label):
+    p = presets.get("article_abandon")
+    return run(p.scenario.config.replace(**dict(p.variants)[label]), *p.scenario.requests)
+
+
+def test_wasted_gpu_ms_and_goodput_without_abort():
+    t = _abandon("no abort")
+    # Steps 300..999 each decode only the orphaned request: 700 wasted steps of 5.756 ms.
+    assert metrics.wasted_gpu_ms(t) == pytest.approx(700 * DECODE_1)
+    s = metrics.summary(t)
+    # 1,000 + 100 tokens in 1,100 steps, 700 wasted: goodput is 400 of the 1,100 tokens per second of makespan.
+    assert (s["num_steps"], s["output_tokens"], s["wasted_tokens"], s["useful_tokens"]) == (1100, 1100, 700, 400)
+    assert s["goodput_tok_s"] == pytest.approx(400 / (s["makespan_ms"] / 1000))
+    assert s["goodput_tok_s"] / s["throughput_tok_s"] == pytest.approx(400 / 1100)
+    assert s["num_served"] == 1  # only "waiting": nobody read the long answer
+
+
+def test_wasted_gpu_ms_shares_a_step_between_its_tokens():
+    # Two requests decode together; one's client is gone but nobody aborts: half of each shared step is wasted.
+    # A (prompt 4, 4 tokens, gone at step 1) and B (prompt 4, 4 tokens): step 0 prefills 8 tokens (nothing wasted),
+    # steps 1..3 decode both (2 requests: 5.75 + 0.012 ms), A's tokens there are wasted: 3 x 5.762 / 2.
+    t = run(config(abort_on_disconnect=False), req("A", 0, 4, 4, abort_step=1), req("B", 0, 4, 4))
+    assert t.steps["num_wasted_tokens"].tolist() == [0, 1, 1, 1]
+    assert metrics.wasted_gpu_ms(t) == pytest.approx(3 * (5.75 + 0.012) / 2)
+    assert metrics.summary(t)["num_served"] == 1
+
+
+def test_per_client_rows():
+    t = run(config(max_num_seqs=1), req("A", 0, 4, 2, client_id="x"), req("B", 0, 4, 3, client_id="y"),
+            req("C", 0, 4, 2, client_id="x"))
+    rows = {r["client"]: r for r in metrics.per_client(t)}
+    assert (rows["x"]["num_requests"], rows["x"]["output_tokens"], rows["y"]["output_tokens"]) == (2, 4, 3)
+    assert rows["x"]["prompt_tokens_served"] == 8

@@ -1,0 +1,283 @@
+"""Scenario files (DESIGN.md section 4): validation with messages naming the field, dump/load round trips, and the
+command line ``python -m sim run FILE [--out RESULT] [--steps]`` (exit 0 ok, 2 invalid scenario, 3 cannot finish)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sim import ClientSpec, EngineConfig, ModelSpec, RequestSpec, Scenario, ScenarioError, WorkloadSpec, presets
+from sim.config import MODELS, CostModel
+from sim.scenario import dumps, load, loads, scenario_from_dict, scenario_to_dict
+from sim.workload import generate
+from tests.sim.factories import REPO_ROOT, VLLM_SCENARIOS_DIR, vllm_scenario_paths
+
+BASE: dict[str, Any] = {
+    "name": "tiny",
+    "config": {"num_blocks": 8, "block_size": 4},
+    "requests": [{"id": "a", "arrival_step": 0, "prompt_len": 4, "output_len": 2}],
+}
+
+
+def _without_requests(workload: Any):
+    def change(d):
+        del d["requests"]
+        d["workload"] = workload
+    return change
+
+
+# (case id, change to BASE, text the one-line message must contain)
+INVALID = [
+    ("unknown top-level key", lambda d: d.update(foo=1), "scenario: unknown key 'foo'"),
+    ("unknown config key", lambda d: d["config"].update(num_block=3), "config: unknown key 'num_block'"),
+    ("unknown request key", lambda d: d["requests"][0].update(prompt=3), "requests[0]: unknown key 'prompt'"),
+    ("config wrong type", lambda d: d["config"].update(num_blocks="8"), "config.num_blocks: must be an integer"),
+    ("config float for int", lambda d: d["config"].update(num_blocks=8.0), "config.num_blocks: must be an integer"),
+    ("config bool for int", lambda d: d["config"].update(num_blocks=True), "config.num_blocks: must be an integer"),
+    ("config bool wrong type", lambda d: d["config"].update(enable_prefix_caching="yes"),
+     "config.enable_prefix_caching: must be true or false"),
+    ("request wrong type", lambda d: d["requests"][0].update(prompt_len="4"), "prompt_len: must be an integer"),
+    ("zero num_blocks", lambda d: d["config"].update(num_blocks=0), "config.num_blocks: must be between 1 and"),
+    ("negative block_size", lambda d: d["config"].update(block_size=-1), "config.block_size: must be between 1"),
+    ("zero max_num_seqs", lambda d: d["config"].update(max_num_seqs=0), "config.max_num_seqs: must be between 1"),
+    ("zero token budget", lambda d: d["config"].update(max_num_batched_tokens=0),
+     "config.max_num_batched_tokens: must be between 1"),
+    ("zero prompt", lambda d: d["requests"][0].update(prompt_len=0), "prompt_len: must be between 1"),
+    ("negative output", lambda d: d["requests"][0].update(output_len=-1), "output_len: must be between 1"),
+    ("zero max_tokens", lambda d: d["requests"][0].update(max_tokens=0), "max_tokens: must be between 1"),
+    ("watermark out of range", lambda d: d["config"].update(watermark=0.9), "config.watermark: must be >= 0.0"),
+    ("zero client weight", lambda d: d["config"].update(client_weights={"a": 0}), "config.client_weights[a]"),
+    # prompt 100 + 2 out: ceil(101 / 4) = 26 blocks > 8.
+    ("never fits the pool", lambda d: d["requests"][0].update(prompt_len=100),
+     "requests[0] (id 'a'): needs 26 KV blocks at its longest (prompt 100 + 2 output tokens, block_size 4) but "
+     "num_blocks is 8"),
+    ("prompt over the budget without chunking", lambda d: (d["config"].update(chunked_prefill=False,
+                                                                               max_num_batched_tokens=3)),
+     "requests[0] (id 'a'): prompt_len 4 exceeds max_num_batched_tokens 3"),
+    ("duplicate ids", lambda d: d["requests"].append(dict(d["requests"][0])), "requests[1].id: duplicate request id"),
+    ("bad policy", lambda d: d["config"].update(policy="sjn"),
+     "config.policy: 'sjn' is not one of: fcfs, priority, sjf, sjf_predicted, vtc, lcf"),
+    ("bad preemption mode", lambda d: d["config"].update(preemption_mode="drop"), "config.preemption_mode"),
+    ("bad stop check", lambda d: d["config"].update(stop_check="never"), "config.stop_check"),
+    ("bad stop type", lambda d: d["requests"][0].update(stop="regex"), "stop_type must be 'token' or 'string'"),
+    ("abort before arrival", lambda d: d["requests"][0].update(arrival_step=3, abort_step=1),
+     "abort_step: must be >= 3"),
+    ("prefix_len without group", lambda d: d["requests"][0].update(prefix_len=2), "prefix_len needs a prefix_group"),
+    ("missing request field", lambda d: d["requests"][0].pop("output_len"), "requests[0].output_len: required"),
+    ("empty id", lambda d: d["requests"][0].update(id=""), "request id: must be a non-empty string"),
+    ("empty requests", lambda d: d.update(requests=[]), "requests: must be a non-empty list"),
+    ("request not an object", lambda d: d.update(requests=[3]), "requests[0]: must be a JSON object"),
+    ("missing config", lambda d: d.pop("config"), "config: required"),
+    ("config not an object", lambda d: d.update(config=[]), "config: must be a JSON object"),
+    ("missing num_blocks", lambda d: d["config"].pop("num_blocks"), "config.num_blocks: required"),
+    ("unknown model", lambda d: d["config"].update(model="gpt"), "config.model: 'gpt' is not one of"),
+    ("bad cost", lambda d: d["config"].update(cost={"step_base_ms": 0}), "config.cost.step_base_ms: must be > 0.0"),
+    ("unknown cost key", lambda d: d["config"].update(cost={"step_ms": 1}), "config.cost: unknown key 'step_ms'"),
+    ("name not a string", lambda d: d.update(name=3), "name, description: must be strings"),
+    ("both requests and workload", lambda d: d.update(workload={}), "requests, workload: give exactly one"),
+    ("workload value", _without_requests({"num_requests": 0}), "workload.num_requests: must be between 1"),
+    ("workload unknown key", _without_requests({"num_request": 5}), "workload: unknown key 'num_request'"),
+    ("workload not an object", _without_requests([]), "workload: must be a JSON object"),
+    ("workload generator", _without_requests({"generator": "x"}), "workload.generator: 'x' is not one of: poisson"),
+    ("workload client share", _without_requests({"clients": [{"client_id": "A", "share": -1}]}),
+     "workload.clients[A].share: must be >= 0.0"),
+    ("workload client unknown key", _without_requests({"clients": [{"id": "A"}]}),
+     "workload.clients[0]: unknown key 'id'"),
+    ("workload abandon point", _without_requests({"abandon_point": "middle"}), "workload.abandon_point"),
+    ("workload window too narrow", _without_requests({"num_requests": 50, "clients": [{"client_id": "A",
+                                                                                        "stop_step": 2}]}),
+     "workload.clients: the clients' on/off windows allow only"),
+    ("workload request never fits", _without_requests({"num_requests": 5, "prompt_median": 500}),
+     "requests[0] (id 'r0'): needs"),
+]
+
+
+@pytest.mark.parametrize(("change", "message"), [c[1:] for c in INVALID], ids=[c[0] for c in INVALID])
+def test_invalid_scenarios_name_the_field(change, message):
+    data = copy.deepcopy(BASE)
+    change(data)
+    with pytest.raises(ScenarioError) as err:
+        scenario_from_dict(data)
+    assert message in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_base_scenario_is_valid():
+    sc = scenario_from_dict(copy.deepcopy(BASE))
+    assert sc.config.num_blocks == 8 and sc.requests == (RequestSpec("a", 0, 4, 2),)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("{", "not valid JSON: Expecting property name enclosed in double quotes at line 1 column 2"),
+    ("", "not valid JSON: Expecting value at line 1 column 1"),
+    ("[]", "scenario: must be a JSON object, got list"),
+])
+def test_bad_json(text, message):
+    with pytest.raises(ScenarioError, match=message.replace("[", r"\[")):
+        loads(text)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(ScenarioError, match="cannot read .*missing.json: No such file or directory"):
+        load(tmp_path / "missing.json")
+
+
+def test_not_utf8(tmp_path):
+    path = tmp_path / "binary.json"
+    path.write_bytes(b"\xff\xfe\x00")
+    with pytest.raises(ScenarioError, match="not a UTF-8 text file"):
+        load(path)
+
+
+# ---- round trips ------------------------------------------------------------------------------------------------
+def test_round_trip_explicit_requests():
+    config = EngineConfig(
+        num_blocks=64, block_size=8, max_num_seqs=3, max_num_batched_tokens=100, policy="vtc",
+        enable_prefix_caching=True, chunked_prefill=False, watermark=0.1, preemption_mode="swap", num_cpu_blocks=9,
+        abort_on_disconnect=False, disconnect_detect_delay_steps=2, timeout_steps=50, stop_check="at_max_tokens",
+        prediction_error_sigma=1.5, starvation_threshold_steps=7, priority_quantum_steps=3, input_weight=0.5,
+        output_weight=4.0, client_weights={"x": 2.0}, rate_limit_max_requests=2, rate_limit_window_steps=30, seed=9,
+        model=ModelSpec("Tiny", 2, 2, 64, 1), cost=CostModel(step_base_ms=1.5), max_steps=1234)
+    requests = (
+        RequestSpec("a", 0, 10, 5),
+        RequestSpec("b", 3, 20, 7, client_id="x", priority=-2, abort_step=9, prefix_group="sys", prefix_len=8,
+                    max_tokens=12, stop_type="string"),
+    )
+    sc = Scenario("Everything", config, requests, description="all fields set")
+    assert scenario_from_dict(scenario_to_dict(sc)) == sc
+    assert loads(dumps(sc)) == sc
+
+
+def test_round_trip_named_model():
+    sc = Scenario("70B", EngineConfig(num_blocks=8, model=MODELS["llama-3.1-70b"]), (RequestSpec("a", 0, 4, 2),))
+    data = scenario_to_dict(sc)
+    assert data["config"]["model"] == "llama-3.1-70b"
+    assert loads(json.dumps(data)) == sc
+
+
+def test_round_trip_workload():
+    workload = WorkloadSpec(num_requests=30, rate_per_step=0.3, prompt_median=12, output_median=9, abandon_rate=0.2,
+                            abandon_point="late", prefix_len=8, seed=4,
+                            clients=(ClientSpec("A", share=0.7, on_steps=20, off_steps=10),
+                                     ClientSpec("B", share=0.3, start_step=5, priority=1, output_median=20)))
+    sc = Scenario("Generated", EngineConfig(num_blocks=200), tuple(generate(workload)), workload=workload)
+    data = scenario_to_dict(sc)
+    assert "requests" not in data and data["workload"]["seed"] == 4
+    back = loads(json.dumps(data))
+    assert back == sc
+    assert back.requests == sc.requests  # regenerated from the seed
+
+
+@pytest.mark.parametrize("key", list(presets.all_presets()))
+def test_round_trip_presets(key):
+    sc = presets.get(key).scenario
+    assert loads(dumps(sc)) == sc
+
+
+def test_vllm_scenario_files_round_trip():
+    for path in vllm_scenario_paths():
+        sc = load(path)
+        assert loads(dumps(sc)) == sc
+
+
+# ---- the command line -------------------------------------------------------------------------------------------
+REQUEST_FIELDS = {"id", "client", "arrival_step", "first_scheduled_step", "first_token_step", "finish_step",
+                  "num_output_tokens", "num_preemptions", "preempted_at_steps", "resumed_at_steps", "final_status",
+                  "finish_reason", "wasted_tokens"}
+STEP_FIELDS = {"step", "time_ms", "scheduled", "preempted", "finished", "free_blocks", "num_waiting", "num_running"}
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "sim", *args], cwd=REPO_ROOT, capture_output=True, text=True,
+                          timeout=60)
+
+
+def _write(tmp_path: Path, data: Any, name: str = "scenario.json") -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps(data) if not isinstance(data, str) else data)
+    return path
+
+
+def test_cli_run_writes_the_documented_result(tmp_path):
+    # Two requests, one slot: a (prompt 4, 2 tokens) runs steps 0-1, b (prompt 4, 3 tokens) steps 2-4.
+    data = copy.deepcopy(BASE)
+    data["config"]["max_num_seqs"] = 1
+    data["requests"].append({"id": "b", "arrival_step": 0, "prompt_len": 4, "output_len": 3, "client": "B"})
+    out = tmp_path / "result.json"
+    done = _cli("run", str(_write(tmp_path, data)), "--out", str(out), "--steps")
+    assert done.returncode == 0, done.stderr
+    assert "2 requests, 5 steps, 0 preemptions" in done.stdout
+    result = json.loads(out.read_text())
+    assert set(result) >= {"requests", "summary", "steps"}
+    assert all(set(r) >= REQUEST_FIELDS for r in result["requests"])
+    b = result["requests"][1]
+    assert (b["id"], b["client"], b["first_scheduled_step"], b["finish_step"], b["final_status"],
+            b["finish_reason"]) == ("b", "B", 2, 4, "FINISHED_LENGTH_CAPPED", "length")
+    assert len(result["steps"]) == 5 and all(set(s) >= STEP_FIELDS for s in result["steps"])
+    # Step 1: a decodes 1 token and finishes: its 2 blocks (4 + 1 = 5 tokens) free at the end: 8 free; b waits.
+    s1 = result["steps"][1]
+    assert (s1["scheduled"], s1["finished"], s1["free_blocks"], s1["num_waiting"], s1["num_running"]) == (
+        [["a", 1]], ["a"], 8, 1, 1)
+    assert result["steps"][2]["scheduled"] == [["b", 4]]
+    # Prefill steps cost 5.75 + 4 x 0.016 ms, decode steps 5.75 + 0.006 ms: end of step 1 = 5.814 + 5.756.
+    assert s1["time_ms"] == pytest.approx(11.57)
+    assert result["summary"]["finish_steps"]["mean"] == 3.5  # (2 + 5) / 2
+
+
+def test_cli_without_steps_prints_json_and_has_no_steps(tmp_path):
+    done = _cli("run", str(_write(tmp_path, BASE)))
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert "steps" not in result and result["requests"][0]["id"] == "a"
+
+
+def test_cli_runs_a_vllm_example(tmp_path):
+    out = tmp_path / "r.json"
+    done = _cli("run", str(VLLM_SCENARIOS_DIR / "a_hol_fcfs.json"), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert json.loads(out.read_text())["summary"]["finish_steps"]["mean"] == 1100.0
+
+
+@pytest.mark.parametrize(("content", "field"), [
+    ({**BASE, "config": {"num_blocks": 0}}, "config.num_blocks"),
+    ("{not json", "not valid JSON"),
+])
+def test_cli_invalid_scenario_exits_2_with_one_line(tmp_path, content, field):
+    path = _write(tmp_path, content)
+    done = _cli("run", str(path), "--out", str(tmp_path / "r.json"))
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {path}: ") and field in lines[0]
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_cli_missing_file_exits_2(tmp_path):
+    done = _cli("run", str(tmp_path / "nope.json"))
+    assert done.returncode == 2 and "No such file or directory" in done.stderr
+
+
+def test_cli_exits_3_when_max_steps_is_too_small(tmp_path):
+    # a needs 2 steps; max_steps 1 stops the run.
+    data = copy.deepcopy(BASE)
+    data["config"]["max_steps"] = 1
+    done = _cli("run", str(_write(tmp_path, data)))
+    assert done.returncode == 3
+    assert "max_steps=1" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_cli_writes_null_for_statistics_over_no_request(tmp_path):
+    # The only request's client leaves at its arrival step: aborted at step 0, nobody served -> no finish statistic.
+    data = copy.deepcopy(BASE)
+    data["requests"][0]["abort_step"] = 0
+    out = tmp_path / "r.json"
+    done = _cli("run", str(_write(tmp_path, data)), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    result = json.loads(out.read_text())
+    assert result["summary"]["finish_steps"] == {"count": 0, "mean": None, "p50": None, "p99": None, "max": None}
+    assert (result["requests"][0]["final_status"], result["requests"][0]["finish_step"]) == ("FINISHED_ABORTED", 0)
