@@ -6,12 +6,15 @@ and returns a ``Trace``. Stretches with nothing to do are recorded in bulk: the 
 
 from __future__ import annotations
 
+import bisect
+import heapq
 from collections import defaultdict, deque
 from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
 
+from . import fast_forward
 from .block_pool import NO_HASH
 from .config import EngineConfig, StopCheck
 from .kv_cache_manager import KVCacheManager
@@ -65,7 +68,7 @@ def rejection_message(spec: RequestSpec, config: EngineConfig) -> str:
 
 class Engine:
     def __init__(self, config: EngineConfig, requests: Sequence[RequestSpec], *, name: str = "",
-                 snapshot_every_steps: int = 0, check_invariants: bool = False):
+                 snapshot_every_steps: int = 0, check_invariants: bool = False, fast_forward: bool = True):
         if not requests:
             raise ValueError("requests: a scenario needs at least one request")
         ids = [r.request_id for r in requests]
@@ -88,6 +91,7 @@ class Engine:
         self.recorder = TraceRecorder(self.num_clients)
         self.snapshot_every_steps = snapshot_every_steps
         self.check_invariants = check_invariants
+        self.fast_forward = fast_forward  # skip through quiet stretches (same trace; tests compare both ways)
         # Arrivals in step order, file order within a step.
         self._arrival_order = np.argsort(t.arrival_step, kind="stable")
         self._next_arrival = 0
@@ -99,14 +103,16 @@ class Engine:
         if config.timeout_steps:
             for row, spec in enumerate(self.specs):
                 self._disconnects[spec.arrival_step + config.timeout_steps].append((row, "timeout"))
+        self._disconnect_steps = sorted(self._disconnects)  # every step some client leaves, ascending
         self._detections: dict[int, list[int]] = defaultdict(list)
+        self._detection_steps: list[int] = []  # heap of the keys of _detections
         self._disconnect_reason: dict[int, str] = {}
         self._rate_windows: list[deque[int]] = [deque() for _ in range(self.num_clients)]
         self.num_done = 0
         self._next_step = 0
         # Tokens can be wasted only if some client leaves or some answer runs past what is read.
-        self._may_waste = bool(self._disconnects) or bool((t.target_len > t.useful_len).any())
-        self._any_disconnect = False
+        self.may_waste = bool(self._disconnects) or bool((t.target_len > t.useful_len).any())
+        self.any_disconnect = False
         self._prev_counters = np.zeros(self.num_clients)
         # One client and no shared blocks: per-client step values are plain scalars (held == used). Busy and
         # idle steps must record the same shapes, or the trace's per-client columns cannot be stacked.
@@ -122,7 +128,7 @@ class Engine:
                     f"stopped after max_steps={self.config.max_steps} steps with {n - self.num_done} of {n} "
                     f"requests unfinished; raise max_steps or shorten the workload")
             if self._is_idle():
-                next_step = self._next_event_step()
+                next_step = self.next_event_step()
                 if next_step is None:
                     raise SimulationError(f"no request can make progress at step {step}")
                 if next_step > step:
@@ -130,6 +136,14 @@ class Engine:
                     self._record_idle(step, last)
                     step = self._next_step = last + 1
                     continue
+            self.arrive(step)  # arrivals come first in every step; the fast-forward decides after them
+            quiet = fast_forward.quiet_steps(self, step, until_step) if self.fast_forward else 0
+            done = fast_forward.advance(self, step, quiet) if quiet else 0
+            if done:
+                step = self._next_step = step + done
+                if self.check_invariants:
+                    self._check_invariants()
+                continue
             self.step(step)
             step = self._next_step = step + 1
         return self.recorder.finish(self.config, self.table, self.name)
@@ -141,7 +155,7 @@ class Engine:
                 "swapped": [ids[r] for r in s.swapped]}
 
     def step(self, step: int) -> None:
-        self._arrive(step)
+        self.arrive(step)  # a no-op if the run loop already admitted this step's arrivals to the queue
         num_aborted = self._disconnect(step)
         out = self.scheduler.schedule(step)
         self.recorder.events.extend([(step, kind, row, why) for kind, row, why in out.events])
@@ -166,16 +180,34 @@ class Engine:
     def _is_stuck(self, step: int) -> bool:
         s = self.scheduler
         return (not len(s.running) and not s.swapped and len(s.waiting) > 0
-                and self._next_event_step(after=step) is None)
+                and self.next_event_step(after=step) is None)
 
-    def _next_event_step(self, after: int = -1) -> int | None:
-        candidates = [s for s in list(self._disconnects) + list(self._detections) if s > after]
+    def next_arrival_step(self) -> int | None:
+        """The step of the next arrival not yet in the waiting queue."""
         if self._next_arrival < len(self._arrival_order):
-            candidates.append(int(self.table.arrival_step[self._arrival_order[self._next_arrival]]))
+            return int(self.table.arrival_step[self._arrival_order[self._next_arrival]])
+        return None
+
+    def next_disconnect_step(self, after: int) -> int | None:
+        """The first step after ``after`` when a client leaves or the server notices one that left."""
+        candidates = []
+        i = bisect.bisect_right(self._disconnect_steps, after)
+        if i < len(self._disconnect_steps):
+            candidates.append(self._disconnect_steps[i])
+        while self._detection_steps and self._detection_steps[0] not in self._detections:
+            heapq.heappop(self._detection_steps)  # already handled
+        later = [d for d in self._detection_steps if d > after]
+        if later:
+            candidates.append(min(later))
+        return min(candidates) if candidates else None
+
+    def next_event_step(self, after: int = -1) -> int | None:
+        """The first step after ``after`` with an arrival, a client leaving or an abort being noticed."""
+        candidates = [s for s in (self.next_disconnect_step(after), self.next_arrival_step()) if s is not None]
         return min(candidates) if candidates else None
 
     # ---- arrivals and disconnects ---------------------------------------------------------------------------
-    def _arrive(self, step: int) -> None:
+    def arrive(self, step: int) -> None:
         t, order = self.table, self._arrival_order
         while self._next_arrival < len(order) and t.arrival_step[order[self._next_arrival]] == step:
             row = int(order[self._next_arrival])
@@ -210,11 +242,14 @@ class Engine:
             if RequestStatus(t.status[row]).is_finished or t.disconnect_step[row] != NO_STEP:
                 continue
             t.disconnect_step[row] = step
-            self._any_disconnect = True
+            self.any_disconnect = True
             self._disconnect_reason[row] = reason
             what = "client timed out" if reason == "timeout" else "client disconnected"
             if cfg.abort_on_disconnect:
-                self._detections[step + cfg.disconnect_detect_delay_steps].append(row)
+                notice = step + cfg.disconnect_detect_delay_steps
+                if notice not in self._detections:
+                    heapq.heappush(self._detection_steps, notice)
+                self._detections[notice].append(row)
                 delay = cfg.disconnect_detect_delay_steps
                 what += f"; the server notices in {delay} steps" if delay else ""
             else:
@@ -252,7 +287,7 @@ class Engine:
         t.first_token_step[fresh] = step
         kind = is_emitting.view(np.int8) + decode.view(np.int8)  # SCHED_PREFILL / _PREFILL_DONE / _DECODE
         num_wasted = 0
-        if self._may_waste:
+        if self.may_waste:
             is_wasted = (t.disconnect_step[emitted] != NO_STEP) | (t.num_output_tokens[emitted] > t.useful_len[emitted])
             wasted = emitted[is_wasted]
             t.num_wasted_tokens[wasted] += 1
@@ -292,7 +327,7 @@ class Engine:
         else:
             kv_tokens = int(_sum(t.num_computed_tokens[run]))
         orphan_blocks = orphan_kv_tokens = 0
-        if self._any_disconnect:
+        if self.any_disconnect:
             orphans = run[t.disconnect_step[run] != NO_STEP]
             orphan_blocks = int(_sum(kv.num_blocks_held[orphans]))
             orphan_kv_tokens = int(_sum(t.num_computed_tokens[orphans]))
@@ -369,8 +404,8 @@ def queues_after_step(config: EngineConfig, requests: Sequence[RequestSpec], ste
 
 
 def simulate(config: EngineConfig, requests: Sequence[RequestSpec], *, name: str = "",
-             snapshot_every_steps: int = 0, check_invariants: bool = False) -> Trace:
+             snapshot_every_steps: int = 0, check_invariants: bool = False, fast_forward: bool = True) -> Trace:
     """Run ``requests`` on an engine configured by ``config`` and return the trace."""
     engine = Engine(config, requests, name=name, snapshot_every_steps=snapshot_every_steps,
-                    check_invariants=check_invariants)
+                    check_invariants=check_invariants, fast_forward=fast_forward)
     return engine.run()

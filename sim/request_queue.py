@@ -61,6 +61,9 @@ class RequestQueue:
     def on_scheduled(self, rows: np.ndarray) -> None:
         """Called with the rows that ran this step."""
 
+    def on_scheduled_steps(self, rows: np.ndarray, num_steps: int) -> None:
+        """Called with the rows that ran in each of ``num_steps`` steps (a quiet stretch)."""
+
 
 class KeyedQueue(RequestQueue):
     """Smallest key first (a heap with lazy deletion), with an optional starvation guard for SJF orders."""
@@ -150,9 +153,12 @@ class KeyedQueue(RequestQueue):
                 self._promoted.append(row)
 
     def on_scheduled(self, rows: np.ndarray) -> None:
+        self.on_scheduled_steps(rows, 1)
+
+    def on_scheduled_steps(self, rows: np.ndarray, num_steps: int) -> None:
         if self.has_guard and len(rows):
             q = self.quantum_left[rows]
-            self.quantum_left[rows] = np.maximum(q - 1, 0)
+            self.quantum_left[rows] = np.maximum(q - num_steps, 0)
 
 
 class VTCQueue(RequestQueue):
@@ -210,6 +216,10 @@ class VTCQueue(RequestQueue):
 
     def client_backlog(self) -> list[int]:
         return [len(q) for q in self._queues]
+
+    def client_queues(self) -> list[deque[int]]:
+        """Each client's waiting requests in order (read-only view for the fast-forward)."""
+        return self._queues
 
 
 def predicted_lengths(table: RequestTable, sigma: float, seed: int) -> np.ndarray:

@@ -250,9 +250,10 @@ class Scheduler:
             return f"all {self.config.max_num_seqs} batch slots (max_num_seqs) are taken"
         return ""
 
-    def _no_room(self, blocks_needed: int, num_running: int | None = None) -> str:
+    def _no_room(self, blocks_needed: int, num_running: int | None = None, free: int | None = None) -> str:
         """Why a request needing ``blocks_needed`` free blocks cannot start now ('' if it can)."""
-        cfg, free = self.config, self.kv.num_free_blocks
+        cfg = self.config
+        free = self.kv.num_free_blocks if free is None else free
         if blocks_needed > free:
             return f"needs {blocks_needed} KV blocks for its whole sequence, only {free} free"
         num_running = len(self.running) if num_running is None else num_running
@@ -260,9 +261,28 @@ class Scheduler:
             return f"would leave {free - blocks_needed} free blocks, below the watermark of {cfg.watermark_blocks}"
         return ""
 
+    def admission_check(self, row: int, num_running: int, budget: int, free: int) -> tuple[str, np.ndarray, int]:
+        """Can waiting request ``row`` start now? Returns (why not, or ''; its prefix-cache hits; first chunk).
+        The rules of DESIGN.md section 2, step 5, with ``free`` free blocks and ``budget`` tokens left."""
+        t, kv, cfg = self.table, self.kv, self.config
+        why = self._no_slot(num_running) if budget > 0 else "the step's token budget is used up"
+        if why:
+            return why, _NO_BLOCKS, 0
+        num_tokens = int(t.num_tokens[row])
+        hits = kv.find_cached_blocks(row, num_tokens) if kv.enable_caching else _NO_BLOCKS
+        num_new = num_tokens - len(hits) * kv.block_size
+        # NOTE: without chunked prefill vLLM requires max_num_batched_tokens >= max_model_len; we only reject
+        # prompts over the budget, so a resumed request longer than a whole budget is re-prefilled in chunks.
+        if not cfg.chunked_prefill and budget < num_new <= cfg.max_num_batched_tokens:
+            return f"its {num_new}-token prefill exceeds the {budget} tokens left (chunked prefill is off)", hits, 0
+        # Cached blocks nobody holds sit in the free queue: taking them uses up free blocks too.
+        num_evictable_hits = int(np.count_nonzero(kv.pool.ref_cnt[hits] == 0)) if len(hits) else 0
+        need = -(-num_tokens // kv.block_size) - len(hits) + num_evictable_hits
+        return self._no_room(need, num_running, free), hits, min(num_new, budget)
+
     # ---- phase 3: waiting -----------------------------------------------------------------------------------
     def _schedule_waiting(self, budget: int, out: SchedulerOutput, parts: list) -> None:
-        t, kv, cfg, queue = self.table, self.kv, self.config, self.waiting
+        t, kv, queue = self.table, self.kv, self.waiting
         queue.on_step(self._step)
         rows: list[int] = []
         toks: list[int] = []
@@ -271,29 +291,12 @@ class Scheduler:
         num_running = len(self.running)
         while len(queue):
             row = queue.peek()
-            why = self._no_slot(num_running) if budget > 0 else "the step's token budget is used up"
-            if why:
-                out.events.append(("blocked", row, why))
-                break
-            num_tokens = int(t.num_tokens[row])
-            hits = kv.find_cached_blocks(row, num_tokens) if kv.enable_caching else _NO_BLOCKS
-            num_hit_tokens = len(hits) * kv.block_size
-            num_new = num_tokens - num_hit_tokens
-            # NOTE: without chunked prefill vLLM requires max_num_batched_tokens >= max_model_len; we only reject
-            # prompts over the budget, so a resumed request longer than a whole budget is re-prefilled in chunks.
-            if not cfg.chunked_prefill and budget < num_new <= cfg.max_num_batched_tokens:
-                why = f"its {num_new}-token prefill exceeds the {budget} tokens left (chunked prefill is off)"
-                out.events.append(("blocked", row, why))
-                break
-            chunk = min(num_new, budget)
-            # Cached blocks nobody holds sit in the free queue: taking them uses up free blocks too.
-            num_evictable_hits = int(np.count_nonzero(kv.pool.ref_cnt[hits] == 0)) if len(hits) else 0
-            need = -(-num_tokens // kv.block_size) - len(hits) + num_evictable_hits
-            why = self._no_room(need, num_running)
+            why, hits, chunk = self.admission_check(row, num_running, budget, kv.num_free_blocks)
             if why:
                 out.events.append(("blocked", row, why))
                 break
             queue.pop()
+            num_tokens, num_hit_tokens = int(t.num_tokens[row]), len(hits) * kv.block_size
             kv.admit(row, hits, num_hit_tokens + chunk, min(num_hit_tokens + chunk, num_tokens))
             self._start_running(row, num_hit_tokens, chunk, out)
             num_running += 1

@@ -51,18 +51,22 @@ CLIENT_COLUMNS = ("client_blocks", "client_running", "client_output_tokens", "cl
 
 
 class TraceRecorder:
-    """Collects one tuple of STEP_COLUMNS values and one of CLIENT_COLUMNS values per step (appending to lists
-    is the cheapest thing a Python step loop can do); ``finish`` turns them into arrays."""
+    """Collects the trace as the run goes. The step loop appends one tuple of STEP_COLUMNS values and one of
+    CLIENT_COLUMNS values per step (appending to a list is the cheapest thing a Python loop can do); a quiet
+    stretch appends whole arrays (``append_block``). ``finish`` joins everything into arrays."""
 
     def __init__(self, num_clients: int):
         self.num_clients = num_clients
         self.num_steps = 0
-        self._rows: list[tuple] = []
+        self._rows: list[tuple] = []  # pending per-step tuples, not yet in _chunks
         self._client_rows: list[tuple] = []
+        self._chunks: list[np.ndarray] = []  # [steps, len(STEP_COLUMNS)] float64 blocks, in step order
+        self._client_chunks: list[list[np.ndarray]] = []  # per block: one [steps, clients] array per column
         self.events: list[tuple[int, str, int, str]] = []  # (step, kind, row, why)
         self._sched_rows: list[np.ndarray] = []
         self._sched_tokens: list[np.ndarray] = []
         self._sched_kind: list[np.ndarray] = []
+        self._sched_counts: list[int] = []
         self.snapshots: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
     def append(self, values: tuple, client_values: tuple, sched_rows: np.ndarray, sched_tokens: np.ndarray,
@@ -72,30 +76,56 @@ class TraceRecorder:
         self._sched_rows.append(sched_rows)
         self._sched_tokens.append(sched_tokens)
         self._sched_kind.append(sched_kind)
+        self._sched_counts.append(len(sched_rows))
         self.num_steps += 1
 
     def append_idle(self, num_steps: int, values: tuple, client_values: tuple) -> None:
         """``num_steps`` steps in which nothing ran (the clock ticks one base step each)."""
         self._rows.extend([values] * num_steps)
         self._client_rows.extend([client_values] * num_steps)
-        empty = np.empty(0, np.int64)
-        self._sched_rows.extend([empty] * num_steps)
-        self._sched_tokens.extend([empty] * num_steps)
-        self._sched_kind.extend([empty.astype(np.int8)] * num_steps)
+        self._sched_counts.extend([0] * num_steps)
         self.num_steps += num_steps
 
+    def append_block(self, values: np.ndarray, client_values: list[np.ndarray], sched_rows: np.ndarray,
+                     sched_tokens: np.ndarray, sched_kind: np.ndarray, sched_counts: list[int]) -> None:
+        """Several steps at once: ``values`` [steps, len(STEP_COLUMNS)], one [steps, clients] array per client
+        column, and the steps' schedule entries concatenated with their per-step counts."""
+        self._flush()
+        self._chunks.append(values)
+        self._client_chunks.append(client_values)
+        self._sched_rows.append(sched_rows)
+        self._sched_tokens.append(sched_tokens)
+        self._sched_kind.append(sched_kind)
+        self._sched_counts.extend(sched_counts)
+        self.num_steps += len(values)
+
+    def _flush(self) -> None:
+        """Turn the pending per-step tuples into one block."""
+        if not self._rows:
+            return
+        n, nc = len(self._rows), self.num_clients
+        self._chunks.append(np.array(self._rows, dtype=np.float64).reshape(n, len(STEP_COLUMNS)))
+        self._client_chunks.append([
+            np.array([r[i] for r in self._client_rows], dtype=np.float64).reshape(n, nc)
+            for i in range(len(CLIENT_COLUMNS))
+        ])
+        self._rows, self._client_rows = [], []
+
     def finish(self, config: EngineConfig, table: RequestTable, scenario_name: str) -> Trace:
+        self._flush()
         n = self.num_steps
-        table_ = np.array(self._rows, dtype=np.float64).reshape(n, len(STEP_COLUMNS))
+        empty = np.empty((0, len(STEP_COLUMNS)))
+        table_ = np.concatenate(self._chunks) if self._chunks else empty
         steps = {name: table_[:, i].astype(dt) for i, (name, dt) in enumerate(STEP_COLUMNS.items())}
         steps["time_ms"] = np.cumsum(steps["step_ms"])
         clients = {}
         for i, name in enumerate(CLIENT_COLUMNS):
-            col = np.array([r[i] for r in self._client_rows], dtype=np.float64).reshape(n, self.num_clients)
+            parts = [chunk[i] for chunk in self._client_chunks]
+            col = np.concatenate(parts) if parts else np.empty((0, self.num_clients))
             clients[name] = col if name in ("client_counters", "client_service") else col.astype(np.int64)
-        counts = np.fromiter((len(r) for r in self._sched_rows), dtype=np.int64, count=n)
         offsets = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(counts, out=offsets[1:])
+        np.cumsum(self._sched_counts, out=offsets[1:])
+        join = lambda parts, dtype: np.concatenate(parts).astype(dtype) if parts else np.empty(0, dtype)  # noqa: E731
         return Trace(
             name=scenario_name,
             config=config,
@@ -110,9 +140,9 @@ class TraceRecorder:
             swapped_in_at_steps=[list(x) for x in table.swapped_in_at_steps],
             finish_reason=list(table.finish_reason),
             events=self.events,
-            sched_rows=np.concatenate(self._sched_rows) if n else np.empty(0, np.int64),
-            sched_tokens=np.concatenate(self._sched_tokens) if n else np.empty(0, np.int64),
-            sched_kind=np.concatenate(self._sched_kind) if n else np.empty(0, np.int8),
+            sched_rows=join(self._sched_rows, np.int64),
+            sched_tokens=join(self._sched_tokens, np.int64),
+            sched_kind=join(self._sched_kind, np.int8),
             sched_offsets=offsets,
             snapshots=self.snapshots,
         )
