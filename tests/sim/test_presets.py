@@ -1,8 +1,8 @@
 """Every preset runs for each of its variants, and shows what its lesson says it shows.
 
 Runs are cached per (preset, variant) for this module. Invariants are checked after every step for the small
-presets always; the workload presets (100+ requests, thousands of steps, 0.6-3 s each with checks on this 2-core
-machine, ~40 s in all) are checked only in CI (CI=true) or with SCHEDLAB_SLOW_TESTS=1, and otherwise run once
+presets always; the workload presets (100+ requests, thousands of steps, 0.3-1.5 s each with checks on this 2-core
+machine, ~20 s in all) are checked only in CI (CI=true) or with SCHEDLAB_SLOW_TESTS=1, and otherwise run once
 without the per-step checks.
 """
 
@@ -75,7 +75,7 @@ def test_small_presets_keep_the_invariants(key, label):
     assert checked.request_records() == trace_of(key, label).request_records()
 
 
-@pytest.mark.skipif(not RUN_SLOW, reason="slow (~40 s in all): set SCHEDLAB_SLOW_TESTS=1 (CI runs it)")
+@pytest.mark.skipif(not RUN_SLOW, reason="slow (~20 s of checks in all): set SCHEDLAB_SLOW_TESTS=1 (CI runs it)")
 @pytest.mark.parametrize(("key", "label"), LARGE, ids=_ids(LARGE))
 def test_workload_presets_keep_the_invariants(key, label):
     checked = trace_of(key, label, check_invariants=True)
