@@ -20,6 +20,7 @@ VERMILLION = "#D55E00"
 PURPLE = "#CC79A7"
 GREY = "#999999"
 LIGHT_GREY = "#D9D9D9"
+WHITE = "#FFFFFF"  # paper and plot background
 
 # Gantt segment states (request lifecycle). Lightness: waiting lightest, decode darkest.
 STATE_COLORS: dict[str, str] = {

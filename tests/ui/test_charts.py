@@ -64,7 +64,7 @@ def abandoned() -> Trace:
 
 @pytest.fixture(scope="module")
 def fairness() -> dict[str, Trace]:
-    return variants("article_fairness")  # FCFS, Rate limit (357 rejected), VTC; two clients
+    return variants("article_fairness")  # FCFS, Rate limit (233 rejected), VTC; two clients
 
 
 @pytest.fixture(scope="module")
@@ -206,7 +206,7 @@ def test_segments_tile_each_life_exactly(key, overrides):
 
 
 def test_segments_for_500_requests_are_fast():
-    trace = run("returning_idle")  # 500 requests, ~4,300 steps, ~66,000 schedule entries
+    trace = run("returning_idle")  # 500 requests, ~1,900 steps, ~55,000 schedule entries
     assert trace.num_requests == 500
     best = min(_timed(request_segments, trace) for _ in range(3))
     assert best < 0.1, f"request_segments took {best * 1000:.0f} ms"
@@ -544,7 +544,7 @@ def test_style_figure_sets_fonts_margins_and_presentation_size():
     assert fig.layout.font.size == 20 and fig.layout.title.font.size == 24
     assert fig.layout.height == 500
     assert fig.layout.title.automargin and fig.layout.xaxis.automargin and fig.layout.yaxis.automargin
-    assert fig.layout.template.layout.paper_bgcolor in ("white", "#FFFFFF", "#ffffff")
+    assert fig.layout.paper_bgcolor == fig.layout.plot_bgcolor == theme.WHITE  # print-friendly white
     assert fig.layout.hoverlabel.font.size == 20
 
 
@@ -566,7 +566,7 @@ def test_metrics_table_units_and_article_numbers(hol):
 def test_metrics_table_is_a_plain_frame_of_numbers(fairness):
     table = charts.metrics_table({label: metrics.summary(t) for label, t in fairness.items()}, unit="ms")
     assert isinstance(table, pd.DataFrame) and len(table) == 3
-    assert table.loc[table["policy"] == "Rate limit", "rejected (requests)"].item() == 357
+    assert table.loc[table["policy"] == "Rate limit", "rejected (requests)"].item() == 233
 
 
 def test_charts_never_import_streamlit(repo_root):

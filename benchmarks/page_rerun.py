@@ -1,0 +1,71 @@
+"""Server-side rerun time of every lesson page after a slider change, for every preset (AppTest timing).
+
+    .venv/bin/python benchmarks/page_rerun.py [page ...]
+
+For each page and preset: open it (first run, cold caches), then change the KV pool slider and time the rerun
+(new simulations, charts rebuilt), then move it back and time again (cached runs). Target: a slider change
+reruns in under 300 ms.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+from sim import presets  # noqa: E402
+
+PAGES = {"queueing": "pages/1_Queueing.py", "fairness": "pages/2_Fairness.py",
+         "cancellation": "pages/3_Cancellation.py", "preemption": "pages/4_Preemption.py"}
+
+
+def _pool_slider(at: AppTest):
+    for slider in at.slider:
+        if slider.key and slider.key.endswith("engine.num_blocks"):
+            return slider
+    raise LookupError("no KV pool slider (key ending in 'engine.num_blocks') on the page")
+
+
+def time_page(lesson: str, preset: str) -> tuple[float, float, float]:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.switch_page(PAGES[lesson])
+    at.query_params["preset"] = preset
+    t0 = time.perf_counter()
+    at.run()
+    first = time.perf_counter() - t0
+    if at.exception:
+        raise RuntimeError(f"{lesson}/{preset}: {at.exception[0].value}")
+    slider = _pool_slider(at)
+    old = slider.value
+    new = old + 1 if old + 1 <= slider.max else old - 1
+    t0 = time.perf_counter()
+    slider.set_value(new).run()
+    changed = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    _pool_slider(at).set_value(old).run()
+    back = time.perf_counter() - t0
+    return first, changed, back
+
+
+def main(lessons: list[str]) -> int:
+    print(f"{'page':<13} {'preset':<20} {'first s':>8} {'slider ms':>10} {'back ms':>8}")
+    worst = 0.0
+    for lesson in lessons or list(PAGES):
+        if not (ROOT / PAGES[lesson]).exists():
+            print(f"{lesson:<13} (page not found)")
+            continue
+        for p in presets.presets_for(lesson):
+            first, changed, back = time_page(lesson, p.key)
+            worst = max(worst, changed)
+            print(f"{lesson:<13} {p.key:<20} {first:>8.2f} {changed * 1000:>10.0f} {back * 1000:>8.0f}")
+    print(f"slowest slider rerun: {worst * 1000:.0f} ms (target < 300 ms)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
