@@ -49,7 +49,7 @@ for col, run in zip(cols, runs, strict=True):
     col.caption(f"p99 {s[key]['p99']:,.0f} · max {s[key]['max']:,.0f} {unit} · "
                 f"{s['num_preemptions']} preemptions")
 
-page.notice(lesson.notices(runs))
+page.notice(lesson.notices(runs, unit))
 
 st.subheader("Who ran when")
 blocker = lesson.hol_blocker(runs[0].trace)

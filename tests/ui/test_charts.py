@@ -360,8 +360,8 @@ def test_every_numeric_axis_title_has_a_unit(figures):
 def test_axis_units_are_the_expected_ones(figures):
     assert figures["kv_state"].layout.yaxis.title.text == "KV cache (GiB)"
     assert figures["kv_client"].layout.yaxis.title.text == "KV cache (% of pool)"
-    assert figures["queue_and_batch"].layout.yaxis.title.text == "waiting queue (requests)"
-    assert figures["queue_and_batch"].layout.yaxis2.title.text == "running batch (requests)"
+    assert figures["queue_and_batch"].layout.yaxis.title.text == "waiting (requests)"
+    assert figures["queue_and_batch"].layout.yaxis2.title.text == "running (requests)"
     assert figures["queue_and_batch"].layout.xaxis2.title.text == "time (engine steps)"
     assert figures["throughput"].layout.yaxis.title.text == "output (tokens/s, last 100 steps)"
     assert figures["ecdf"].layout.xaxis.title.text == "finish time (steps)"

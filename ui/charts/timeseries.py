@@ -58,7 +58,7 @@ def queue_and_batch(
                 hovertemplate=f"{label}: %{{y:,.0f}} requests {what}<extra></extra>",
             ), row=row, col=1)
     style_figure(fig, style, title=title, x_title=x_title,
-                 y_title=("waiting queue (requests)", "running batch (requests)"), height=520,
+                 y_title=("waiting (requests)", "running (requests)"), height=520,
                  hovermode="x unified")
     fig.update_yaxes(rangemode="tozero")
     for row, peak in enumerate(peaks, start=1):

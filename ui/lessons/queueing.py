@@ -91,29 +91,36 @@ def hol_blocker(trace: Trace) -> tuple[str, str, int] | None:
     return trace.request_ids[int(np.argmax(counts))], trace.request_ids[w], b - a
 
 
-def notices(runs: list[Run]) -> list[str]:
-    """Sentences about these runs: the policies' mean finish times, who pays for a better average, HOL blocking."""
+def notices(runs: list[Run], unit: str = "steps") -> list[str]:
+    """Sentences about these runs: the policies' mean finish times, who pays for a better average, HOL blocking.
+    Times in ``unit`` ("steps" or "ms")."""
     if not runs:
         return []
     out = []
-    means = {run.label: run.summary["finish_steps"]["mean"] for run in runs}
+    key = f"finish_{unit}"
+    means = {run.label: run.summary[key]["mean"] for run in runs}
     first = runs[0]
     for run in runs[1:]:
         a, b = means[first.label], means[run.label]
         if np.isfinite(a) and np.isfinite(b) and a > 0:
             change = "cut" if b < a else "raised"
-            out.append(f"{run.label} {change} the average finish time from {a:,.0f} to {b:,.0f} steps "
+            out.append(f"{run.label} {change} the average finish time from {a:,.0f} to {b:,.0f} {unit} "
                        f"({(b - a) / a:+.0%}) compared with {first.label}.")
-        worst_a, worst_b = first.summary["finish_steps"]["max"], run.summary["finish_steps"]["max"]
+        worst_a, worst_b = first.summary[key]["max"], run.summary[key]["max"]
         better = means[run.label] < means[first.label]
-        if np.isfinite(worst_a) and np.isfinite(worst_b) and worst_b > worst_a and better:
-            slowest = _slowest(run.trace)
+        if not (np.isfinite(worst_a) and np.isfinite(worst_b) and better):
+            continue
+        slowest = _slowest(run.trace)
+        if worst_b > worst_a:
             out.append(f"The price of {run.label}'s better average: its slowest request ({slowest}) finishes after "
-                       f"{worst_b:,.0f} steps, against {worst_a:,.0f} under {first.label}.")
+                       f"{worst_b:,.0f} {unit}, against {worst_a:,.0f} under {first.label}.")
+        elif worst_b == worst_a:
+            out.append(f"The slowest request ({slowest}) still finishes after {worst_b:,.0f} {unit} under "
+                       f"{run.label}: it only stops making the others wait.")
     blocker = hol_blocker(first.trace)
     if blocker:
         who, waiter, wait = blocker
-        out.append(f"Head-of-line blocking under {first.label}: {waiter} waited {wait:,} steps in the queue, "
+        out.append(f"Head-of-line blocking under {first.label}: {waiter} waited {wait:,} engine steps in the queue, "
                    f"mostly behind {who}.")
     out.extend(_priority_notice(runs))
     out.extend(_starvation_notice(runs))

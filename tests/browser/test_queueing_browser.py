@@ -1,0 +1,73 @@
+"""The home page and the Queueing lesson in a real browser: opened by URL (including a shared link with settings),
+a slider moved, the fresh chart awaited, no exception box, screenshots saved for a human to look at."""
+
+from __future__ import annotations
+
+from tests.browser.helpers import assert_no_exception, open_app, screenshot, wait_for_app
+
+GANTT_TITLE = "FCFS"
+
+
+def wait_for_chart_title(page, text: str, timeout_ms: float = 30_000) -> None:
+    """Wait until a fresh (not stale) plotly chart has ``text`` in its SVG title (text_content, not inner_text)."""
+    page.wait_for_function(
+        """(text) => [...document.querySelectorAll('[data-stale="false"] .js-plotly-plot .gtitle')]
+             .some(t => t.textContent.includes(text))""",
+        arg=text, timeout=timeout_ms, polling=200,
+    )
+
+
+def metric_values(page) -> list[str]:
+    return [m.inner_text() for m in page.locator('[data-testid="stMetricValue"]').all()]
+
+
+def test_home_page(app_server, page):
+    open_app(page, app_server)
+    assert_no_exception(page)
+    wait_for_chart_title(page, "Step 113")
+    text = page.locator('[data-testid="stMain"]').inner_text()
+    for lesson in ("Queueing", "Fairness", "Cancellation", "Preemption"):
+        assert f"Open the {lesson} lesson" in text
+    screenshot(page, "home")
+
+
+def test_article_preset_by_url(app_server, page):
+    open_app(page, f"{app_server}/Queueing")
+    assert_no_exception(page)
+    wait_for_chart_title(page, GANTT_TITLE)
+    assert metric_values(page) == ["1,100 steps", "500 steps"]
+    screenshot(page, "queueing-article")
+
+
+def test_shared_link_with_settings_and_a_slider_move(app_server, page):
+    # A link with two slots: long and short1 start at once, short2 when short1 ends: 1,000 / 100 / 200 -> mean 433.
+    open_app(page, f"{app_server}/Queueing?max_num_seqs=2")
+    assert_no_exception(page)
+    wait_for_chart_title(page, GANTT_TITLE)
+    assert metric_values(page)[0] == "433 steps"
+    thumb = page.get_by_role("slider", name="max_num_seqs (batch slots)")
+    thumb.focus()
+    page.keyboard.press("ArrowRight")  # 3 slots: everybody runs at once, 1,000 / 100 / 100 -> mean 400
+    wait_for_app(page)
+    wait_for_chart_title(page, GANTT_TITLE)
+    assert_no_exception(page)
+    assert metric_values(page) == ["400 steps", "400 steps"]
+    assert "max_num_seqs=3" in page.url
+    screenshot(page, "queueing-three-slots")
+
+
+def test_busy_server_presentation_mode(app_server, page):
+    open_app(page, f"{app_server}/Queueing?preset=busy_server&present=1&num_requests=500&unit=ms")
+    assert_no_exception(page)
+    wait_for_chart_title(page, GANTT_TITLE)
+    assert all(v.endswith(" ms") for v in metric_values(page))
+    screenshot(page, "queueing-busy-500-presentation")
+
+
+def test_tampered_link_warns_and_falls_back(app_server, page):
+    open_app(page, f"{app_server}/Queueing?max_num_seqs=abc&preset=nope")
+    assert_no_exception(page)
+    wait_for_chart_title(page, GANTT_TITLE)
+    warnings = page.locator('[data-testid="stAlertContentWarning"]').all_inner_texts()
+    assert any("max_num_seqs=abc" in w for w in warnings), warnings
+    assert metric_values(page) == ["1,100 steps", "500 steps"]

@@ -1,0 +1,74 @@
+"""The Queueing lesson's logic without Streamlit: its knobs, variants, head-of-line blocker and notices."""
+
+from __future__ import annotations
+
+from sim import metrics, presets
+from sim.engine import simulate
+from ui.lessons import queueing as lesson
+
+
+def runs_of(key: str, **config) -> list[lesson.Run]:
+    p = presets.get(key)
+    base = p.scenario.with_config(**config)
+    out = []
+    for label, sc in lesson.variants(p, base, [label for label, _ in p.variants]):
+        trace = simulate(sc.config, sc.requests)
+        out.append(lesson.Run(label, sc, trace, metrics.summary(trace)))
+    return out
+
+
+def test_article_notices_give_the_article_numbers():
+    text = " ".join(lesson.notices(runs_of("article_hol")))
+    assert "cut the average finish time from 1,100 to 500 steps (-55%)" in text
+    # The long request goes last under SJF and finishes at the end of step 1,199 either way.
+    assert "The slowest request (long) still finishes after 1,200 steps" in text
+    assert "short2 waited 1,100 engine steps in the queue, mostly behind long" in text
+
+
+def test_notices_in_milliseconds_follow_the_unit():
+    text = " ".join(lesson.notices(runs_of("article_hol"), unit="ms"))
+    assert " ms (" in text and "steps (" not in text
+
+
+def test_hol_blocker_is_the_long_request():
+    fcfs = runs_of("article_hol")[0]
+    assert lesson.hol_blocker(fcfs.trace) == ("long", "short2", 1100)
+    # With three slots nobody waits: no blocker.
+    three = runs_of("article_hol", max_num_seqs=3)[0]
+    assert lesson.hol_blocker(three.trace) is None
+
+
+def test_knobs_appear_only_where_a_variant_uses_them():
+    article = {k.key for k in lesson.knobs(presets.get("article_hol"))}  # FCFS vs SJF: the guard applies
+    assert "guard" in article and "sigma" not in article
+    busy = {k.key for k in lesson.knobs(presets.get("busy_server"))}  # has predicted SJF
+    assert {"sigma", "guard", "quantum"} <= busy
+    lanes = {k.key for k in lesson.knobs(presets.get("priority_lanes"))}  # FCFS vs priority
+    assert lanes == {"policies", "unit"}
+
+
+def test_apply_only_touches_present_knobs():
+    cfg = presets.get("priority_lanes").scenario.config
+    assert lesson.apply(cfg, {"policies": [], "unit": "steps"}) == cfg
+    changed = lesson.apply(cfg, {"sigma": 1.5, "guard": 30, "quantum": 7})
+    assert (changed.prediction_error_sigma, changed.starvation_threshold_steps, changed.priority_quantum_steps) == \
+        (1.5, 30, 7)
+
+
+def test_starvation_notice_compares_the_long_requests_wait():
+    text = " ".join(lesson.notices(runs_of("starvation")))
+    # Without the guard "long" (arrives at step 1) starts at 4,801; with it, after the 200-step threshold at 201.
+    assert "The longest request (long) waited 4,800 steps under SJF, no guard and 200 under SJF + guard" in text
+
+
+def test_priority_notice_says_running_work_is_not_displaced():
+    text = " ".join(lesson.notices(runs_of("priority_lanes")))
+    assert "never displaces a running request" in text
+
+
+def test_sigma_sweep_moves_from_sjf_toward_fcfs():
+    p = presets.get("predicted_lengths")
+    sweep = lesson.sigma_sweep(p.scenario, (0.0, 2.0), lambda sc: simulate(sc.config, sc.requests))
+    sjf, fcfs = sweep["sjf"][0], sweep["fcfs"][0]
+    assert sweep["predicted"][0] == sjf  # sigma 0: predictions are the true lengths
+    assert sjf < sweep["predicted"][1] < fcfs  # a large error loses much of SJF's gain, still beats FCFS
