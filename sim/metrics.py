@@ -197,3 +197,84 @@ def service_gap(trace: Trace, a: int = 0, b: int = 1) -> dict[str, Any]:
             gap = max(gap, float(seg.max() - seg.min()))
             start = None
     return {"gap": gap, "diff": np.where(both, diff, np.nan), "bound": vtc_bound(trace)}
+
+
+# ---- fairness between clients (the Fairness lesson) ------------------------------------------------------------
+def pending_service(trace: Trace) -> np.ndarray:
+    """[steps, clients] float64: weighted tokens each client still has waiting at the end of each step (after
+    scheduling), in the units of ``clients["client_service"]``: requests that arrived and were not yet admitted,
+    each counted at its full VTC charge ``(input_weight * prompt_len + output_weight * output tokens) / client
+    weight``. NOTE: a preempted request waiting to resume is not counted (its prompt was charged already)."""
+    r, cfg = trace.requests, trace.config
+    n, nc = trace.num_steps, len(trace.client_ids)
+    weight = np.array([cfg.client_weight(c) for c in trace.client_ids])
+    charge = (cfg.input_weight * r["prompt_len"] + cfg.output_weight * r["target_len"]) / weight[r["client"]]
+    start = r["arrival_step"]
+    end = np.where(r["first_scheduled_step"] != NO_STEP, r["first_scheduled_step"], r["finish_step"])
+    waits = (r["status"] != RequestStatus.REJECTED) & (end != NO_STEP) & (end > start) & (start < n)
+    diff = np.zeros((n + 1, nc))
+    np.add.at(diff, (start[waits], r["client"][waits]), charge[waits])
+    np.add.at(diff, (np.minimum(end[waits], n), r["client"][waits]), -charge[waits])
+    return np.cumsum(diff[:n], axis=0)
+
+
+def max_min_shares(total: float, demands: np.ndarray) -> np.ndarray:
+    """Water-filling: split ``total`` so a client asking less than an equal share gets all it asked and the rest
+    is shared equally among the others (max-min fairness). ``demands`` in the same units; returns the shares."""
+    demands = np.asarray(demands, dtype=np.float64)
+    shares = np.zeros_like(demands)
+    left = float(total)
+    order = np.argsort(demands, kind="stable")
+    for k, i in enumerate(order):
+        shares[i] = min(demands[i], left / (len(order) - k))
+        left -= shares[i]
+    return shares
+
+
+def fair_share_index(trace: Trace, window_steps: int = 100) -> dict[str, Any]:
+    """Jain's index of how close each client came to its max-min fair share of the service, window by window.
+
+    In each window of ``window_steps`` steps, client i received ``s_i`` weighted tokens (``client_service``, so
+    client weights count) and still had ``p_i`` waiting at the window's end (``pending_service``); it asked for
+    ``d_i = s_i + p_i``. Its fair share ``f_i`` of the window's total is the max-min share of those demands (a
+    light client is owed all it asked, the rest is split equally). Jain's index over ``x_i = s_i / f_i`` is 1 when
+    every client got its fair share. Windows where fewer than two clients asked for anything are skipped; the
+    result averages the others, weighted by the service in them. Returns ``{"index", "num_windows", "per_window"}``
+    (``per_window`` [windows] float64, NaN where skipped); ``index`` is NaN when no window counts."""
+    if window_steps < 1:
+        raise ValueError(f"window_steps: must be >= 1, got {window_steps}")
+    n = trace.num_steps
+    service = np.vstack([np.zeros((1, len(trace.client_ids))), trace.clients["client_service"]])
+    pending = pending_service(trace)
+    ends = np.minimum(np.arange(window_steps, n + window_steps, window_steps), n)  # exclusive window ends
+    starts = ends - np.diff(np.concatenate([[0], ends]))
+    per_window = np.full(len(ends), np.nan)
+    weights = np.zeros(len(ends))
+    for k, (lo, hi) in enumerate(zip(starts, ends, strict=True)):
+        got = service[hi] - service[lo]
+        asked = got + pending[hi - 1]
+        total = got.sum()
+        if total <= 0 or (asked > 1e-9).sum() < 2:
+            continue
+        share = max_min_shares(total, asked)
+        mine = asked > 1e-9
+        per_window[k] = jain_index(got[mine] / share[mine])
+        weights[k] = total
+    counted = np.isfinite(per_window)
+    index = float(np.average(per_window[counted], weights=weights[counted])) if counted.any() else float("nan")
+    return {"index": index, "num_windows": int(counted.sum()), "per_window": per_window}
+
+
+def service_difference(trace: Trace, a: int = 0, b: int = 1) -> np.ndarray:
+    """[steps] float64: client ``a``'s weighted service minus client ``b``'s, counted from the step before the
+    current stretch in which both have requests waiting began; NaN outside such stretches. ``service_gap``'s
+    ``gap`` is the largest range of this curve within one stretch."""
+    backlog = client_backlog(trace)
+    both = (backlog[:, a] > 0) & (backlog[:, b] > 0)
+    svc = trace.clients["client_service"]
+    diff = svc[:, a] - svc[:, b]
+    starts = both & ~np.concatenate([[False], both[:-1]])
+    base_at = np.where(starts, np.arange(len(both)) - 1, -1)
+    base_at = np.maximum.accumulate(np.where(starts, base_at, -2))  # the latest stretch start so far (-2 = none)
+    base = np.where(base_at >= 0, diff[np.maximum(base_at, 0)], 0.0)
+    return np.where(both, diff - base, np.nan)

@@ -108,17 +108,25 @@ def _priority_lanes() -> Preset:
 
 
 # ---- fairness ---------------------------------------------------------------------------------------------------
+# Every fairness workload gives its clients shares of one Poisson arrival rate (a client's rate while it is on is
+# rate_per_step x its share), so the page's per-client share sliders map one to one onto the presets. 32 batch
+# slots serve about 0.3 requests of 200 + 100 tokens per step (~4,100 output tokens/s): rates above that overload
+# the server, which is when fairness matters.
 _TWO_CLIENTS_90_10 = (ClientSpec("A", share=0.9), ClientSpec("B", share=0.1))
 
 
 def _article_fairness() -> Preset:
-    workload = WorkloadSpec(num_requests=400, rate_per_step=0.6, prompt_median=200, prompt_sigma=0.5,
-                            output_median=150, output_sigma=0.6, clients=_TWO_CLIENTS_90_10, seed=3)
-    config = EngineConfig(num_blocks=1500, max_num_seqs=16, rate_limit_max_requests=3, rate_limit_window_steps=100)
+    # 0.5 requests/step is ~1.7x what the batch can serve, so a queue builds. B's trickle is 0.05/step, ~10 per
+    # 200-step window: a limit of 10 per window barely touches B but admits A at B's rate, which is ~40% of the
+    # capacity - the VTC paper's shape (~780 -> ~340 tokens/s).
+    workload = WorkloadSpec(num_requests=300, rate_per_step=0.5, prompt_median=200, prompt_sigma=0.5,
+                            output_median=100, output_sigma=0.6, clients=_TWO_CLIENTS_90_10, seed=3)
+    config = EngineConfig(num_blocks=1000, max_num_seqs=32, rate_limit_max_requests=10, rate_limit_window_steps=200)
     return Preset(
         "article_fairness", "fairness", "Article: client A sends 90% of the traffic, B a trickle",
         "Client A floods the server; client B sends a request now and then. FCFS serves requests, not "
-        "customers: B's requests wait behind A's wall. VTC serves the customer with the least service first.",
+        "customers: B's requests wait behind A's wall. A per-client rate limit protects B by turning A away; "
+        "VTC serves the customer with the least service first and still lets A use every slot B leaves free.",
         _workload_scenario("A 90%, B 10%", config, workload),
         (("FCFS", {"policy": "fcfs", "rate_limit_max_requests": 0}),
          ("Rate limit", {"policy": "fcfs"}),
@@ -130,38 +138,44 @@ def _rate_limit_sweep() -> Preset:
     p = _article_fairness()
     return Preset(
         "rate_limits", "fairness", "Rate limits leave the GPU idle",
-        "A per-client rate limit protects B by turning A away, even when the GPU has nothing else to do. "
-        "Throughput against the limit, with FCFS and VTC as references.",
+        "A per-client rate limit protects B by turning A away, even when the GPU has room to spare. Sweep the "
+        "limit: total throughput against the requests each client may send per window, with FCFS and VTC "
+        "(no limit) as references, and the requests turned away.",
         p.scenario,
         (("FCFS", {"policy": "fcfs", "rate_limit_max_requests": 0}),
+         ("Rate limit", {"policy": "fcfs"}),
          ("VTC", {"policy": "vtc", "rate_limit_max_requests": 0})),
-        {"limit_sweep": (1, 2, 3, 5, 8, 12, 20, 40)},
+        {"limit_sweep": (2, 4, 6, 10, 15, 25, 40, 60)},
     )
 
 
 def _returning_idle() -> Preset:
-    clients = (ClientSpec("A", rate_per_step=0.4), ClientSpec("B", rate_per_step=0.4, start_step=600))
-    workload = WorkloadSpec(num_requests=500, prompt_median=150, prompt_sigma=0.4, output_median=120,
-                            output_sigma=0.4, clients=clients, seed=5)
-    config = EngineConfig(num_blocks=1500, max_num_seqs=16)
+    # A alone already fills the batch (0.35 requests/step); B says nothing until step 500, then sends as much as
+    # A for 300 steps, after which A has the server to itself again. At step 500 A's counter is ~63,000 weighted
+    # tokens and B's is 0.
+    clients = (ClientSpec("A", share=0.5), ClientSpec("B", share=0.5, start_step=500, stop_step=800))
+    workload = WorkloadSpec(num_requests=500, rate_per_step=0.7, prompt_median=200, prompt_sigma=0.4,
+                            output_median=100, output_sigma=0.4, clients=clients, seed=5)
+    config = EngineConfig(num_blocks=800, max_num_seqs=32)
     return Preset(
         "returning_idle", "fairness", "Returning from idle: why the lift",
-        "B stays away for 600 steps, then sends as much as A. Least-counter-first (no lift) lets B spend the "
-        "credit it 'banked' while idle and starve A; VTC lifts B's counter to the lowest active one.",
+        "B stays away for 500 steps, then sends a burst as large as A's traffic. Least-counter-first (no lift) "
+        "lets B spend the credit it 'banked' while idle and starve A; VTC lifts B's counter to the lowest "
+        "active one, so the two share the GPU from the moment B returns.",
         _workload_scenario("B returns from idle", config, workload),
         (("LCF (no lift)", {"policy": "lcf"}), ("VTC (lift)", {"policy": "vtc"}), ("FCFS", {"policy": "fcfs"})),
     )
 
 
 def _weighted_vtc() -> Preset:
-    clients = (ClientSpec("A", rate_per_step=0.5), ClientSpec("B", rate_per_step=0.5))
-    workload = WorkloadSpec(num_requests=400, prompt_median=150, prompt_sigma=0.4, output_median=150,
-                            output_sigma=0.4, clients=clients, seed=11)
-    config = EngineConfig(num_blocks=1200, max_num_seqs=12, client_weights=(("A", 1.0), ("B", 2.0)))
+    clients = (ClientSpec("A", share=0.5), ClientSpec("B", share=0.5))
+    workload = WorkloadSpec(num_requests=400, rate_per_step=0.7, prompt_median=150, prompt_sigma=0.4,
+                            output_median=100, output_sigma=0.4, clients=clients, seed=11)
+    config = EngineConfig(num_blocks=800, max_num_seqs=32, client_weights=(("A", 1.0), ("B", 2.0)))
     return Preset(
         "weighted_vtc", "fairness", "Weighted VTC: weights 1:2",
-        "Both clients keep the server busy. With weights 1:2, VTC charges B half as much per token, so while "
-        "both are backlogged B receives twice A's service.",
+        "Both clients send the same traffic, more than the server can take. With weights 1:2, VTC charges B "
+        "half as much per token, so while both are backlogged B receives twice A's service.",
         _workload_scenario("Weighted VTC", config, workload),
         (("VTC 1:2", {"policy": "vtc"}), ("VTC 1:1", {"policy": "vtc", "client_weights": ()}),
          ("FCFS", {"policy": "fcfs"})),
@@ -169,18 +183,21 @@ def _weighted_vtc() -> Preset:
 
 
 def _prefill_vs_decode() -> Preset:
-    clients = (ClientSpec("A", rate_per_step=0.3, prompt_median=1200, output_median=40),
-               ClientSpec("B", rate_per_step=0.3, prompt_median=60, output_median=300))
-    workload = WorkloadSpec(num_requests=300, prompt_sigma=0.3, output_sigma=0.3, clients=clients, seed=13)
-    config = EngineConfig(num_blocks=2500, max_num_seqs=12)
+    # A: 1,200-token documents, 40-token answers (1,280 weighted tokens each at in 1 : out 2). B: 60-token
+    # questions, 300-token answers (660 each). The output weight moves who looks expensive.
+    clients = (ClientSpec("A", share=0.5, prompt_median=1200, output_median=40),
+               ClientSpec("B", share=0.5, prompt_median=60, output_median=300))
+    workload = WorkloadSpec(num_requests=220, rate_per_step=0.6, prompt_sigma=0.3, output_sigma=0.3,
+                            clients=clients, seed=13)
+    config = EngineConfig(num_blocks=1600, max_num_seqs=32)
     return Preset(
         "prefill_vs_decode", "fairness", "Prefill-heavy vs decode-heavy clients",
         "A sends long documents and asks for short answers; B sends short questions and asks for long answers. "
-        "The input and output weights decide which of them counts as having been served more.",
+        "VTC's input and output weights decide which of them counts as having been served more, and so who "
+        "waits. Sweep the output weight to watch the waiting move from one client to the other.",
         _workload_scenario("Prefill-heavy A, decode-heavy B", config, workload),
-        (("VTC in 1 : out 2", {"policy": "vtc"}),
-         ("VTC in 1 : out 1", {"policy": "vtc", "output_weight": 1.0}),
-         ("VTC in 1 : out 8", {"policy": "vtc", "output_weight": 8.0})),
+        (("VTC", {"policy": "vtc"}), ("FCFS", {"policy": "fcfs"})),
+        {"output_weight_sweep": (0.5, 1.0, 2.0, 4.0, 8.0, 16.0)},
     )
 
 
