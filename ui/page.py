@@ -112,3 +112,11 @@ def guarded(fn: Callable[[], Any]) -> Any:
     except ValueError as e:
         st.error(f"**Invalid setting:** {e}", icon=":material/block:")
     st.stop()
+
+
+def show_table(table: pd.DataFrame, *, index: bool = False) -> None:
+    """A plain frame of numbers, shown the way a reader expects: thousands separators, no float noise
+    (4,081 and 0.745, not 4081.0 and 0.7450000001). ``index``: show the frame's index as the first column."""
+    numeric = {str(c): st.column_config.NumberColumn(format="localized") for c in table.columns
+               if pd.api.types.is_numeric_dtype(table[c])}
+    st.dataframe(table, hide_index=not index, column_config=numeric, height=min(36 * (len(table) + 1) + 4, 800))

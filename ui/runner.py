@@ -8,6 +8,8 @@ list); the Scenario object itself is passed unhashed (leading underscore).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
+from typing import Any
 
 import streamlit as st
 
@@ -50,3 +52,15 @@ def _queues(key: str, _scenario: Scenario, step: int) -> dict[str, list[str]]:
 def queues_at(scenario: Scenario, step: int) -> dict[str, list[str]]:
     """Waiting queue (admission order), running list and swapped queue at the end of ``step`` (cached)."""
     return _queues(scenario_key(scenario), scenario, step)
+
+
+@st.cache_data(max_entries=1024, show_spinner=False)
+def _measure(key: str, name: str, args: tuple, _scenario: Scenario, _fn: Callable[..., Any]) -> Any:
+    return _fn(run(_scenario), *args)
+
+
+def measure(scenario: Scenario, fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(trace of scenario, *args)``, cached per scenario, function and (hashable) ``args``: for the numbers a
+    page needs from a run on every rerun (per-client rows, fairness statistics, one point of a sweep) without
+    recomputing them or unpickling the trace again. ``fn`` must be a pure module-level function of the trace."""
+    return _measure(scenario_key(scenario), f"{fn.__module__}.{fn.__qualname__}", args, scenario, fn)
