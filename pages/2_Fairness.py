@@ -1,0 +1,135 @@
+"""Fairness: per customer, not per request. FCFS vs a rate limit vs LCF vs the Virtual Token Counter, per client."""
+
+import streamlit as st
+
+from sim import presets
+from ui import charts, knobs, page, runner, sections
+from ui.charts import fairness as fairness_charts
+from ui.controls import KnobPanel, preset_picker
+from ui.lessons import fairness as lesson
+
+style = page.setup("Fairness", ":material/balance:")
+st.title("Fairness: per customer, not per request")
+st.markdown(lesson.QUESTION)
+
+preset = preset_picker(lesson.LESSON, presets.presets_for(lesson.LESSON))
+st.caption(preset.description)
+uploaded = sections.upload(lesson.LESSON)
+base = uploaded or preset.scenario
+scope = preset.key if uploaded is None else f"upload:{runner.scenario_key(uploaded)}"
+
+st.sidebar.subheader("Engine")
+engine = KnobPanel(f"{lesson.LESSON}.engine", knobs.engine_knobs(base.config), scope).render()
+config = knobs.apply_engine(base.config, engine)
+workload = None
+if base.workload is not None:
+    shares = lesson.as_shares(base.workload)
+    st.sidebar.subheader("Workload")
+    workload = knobs.apply_workload(
+        shares, KnobPanel(f"{lesson.LESSON}.workload", knobs.workload_knobs(shares), scope).render())
+    st.sidebar.subheader("Clients")
+    num_clients = KnobPanel(f"{lesson.LESSON}.clients", [lesson.num_clients_knob(shares)], scope).render()["clients"]
+    specs = lesson.client_specs(shares, num_clients)
+    client_values = {}
+    for spec in specs:
+        with st.sidebar.expander(f"Client {spec.client_id}", expanded=False) as box:
+            client_values[spec.client_id] = KnobPanel(
+                f"{lesson.LESSON}.client.{spec.client_id}", lesson.client_knobs(spec, shares, base.config),
+                scope).render(box)
+    workload = page.guarded(lambda: lesson.apply_clients(workload, specs, client_values))
+    config = lesson.apply_client_weights(config, specs, client_values)
+    st.sidebar.caption(lesson.describe_clients(workload))
+st.sidebar.subheader("Policies")
+own = KnobPanel(lesson.LESSON, lesson.knobs(preset, base.config), scope).render()
+config = page.guarded(lambda: lesson.apply(config, own))
+st.sidebar.caption(knobs.pool_caption(config))
+unit = own["unit"]
+
+scenario = page.guarded(lambda: knobs.scenario_with(base, config, workload))
+runs = page.guarded(lambda: lesson.build_runs(
+    lesson.variants(preset, scenario, own["policies"], base.config, lift=own.get("lift", True)),
+    runner.run, runner.measure))
+if not runs:
+    st.warning("Pick at least one policy to compare in the sidebar.", icon=":material/warning:")
+    st.stop()
+
+# The numbers first: one column per policy.
+for col, run in zip(st.columns(len(runs)), runs, strict=True):
+    col.metric(f"{run.label}: total throughput", f"{run.summary['throughput_tok_s']:,.0f} tokens/s",
+               help="Output tokens generated over the whole run, per second of simulated GPU time.")
+    col.caption(lesson.run_caption(run))
+
+# A preset with a sweep makes its point there: its curve comes first, and its sentences join the notice.
+limits = weights = None
+if "limit_sweep" in preset.knobs and "limit" in own:
+    limits = page.guarded(lambda: lesson.limit_sweep(
+        scenario, lesson.sweep_values(preset, "limit_sweep", own["limit"]), runner.measure))
+vtc = next((r for r in runs if r.config.policy.value in ("vtc", "lcf")), None)
+if "output_weight_sweep" in preset.knobs and vtc is not None:
+    weights = page.guarded(lambda: lesson.weight_sweep(
+        vtc.scenario, lesson.sweep_values(preset, "output_weight_sweep", vtc.config.output_weight), runner.measure))
+page.notice(lesson.notices(runs, limits, weights))
+
+if limits is not None:
+    st.subheader("Rate limits: throughput against the limit")
+    page.show_chart(fairness_charts.limit_sweep_chart(
+        limits, lesson.sweep_references(runs, runner.measure), style,
+        light_client=lesson.light_client(runs[0]), chosen=own["limit"]), "rate-limit-sweep", style)
+if weights is not None:
+    st.subheader("Input and output weights: who counts as served")
+    page.show_chart(fairness_charts.weight_sweep_chart(
+        weights, lesson.sweep_references(runs, runner.measure, policies=("fcfs",)), style,
+        chosen=vtc.config.output_weight), "output-weight-sweep", style)
+
+traces = {run.label: run.trace for run in runs}
+st.subheader("Virtual token counters")
+st.caption(lesson.COUNTERS_CAPTION)
+page.show_chart(fairness_charts.counters_by_policy(traces, style, x_unit=unit), "counters", style)
+
+st.subheader("Service per client over time")
+page.show_chart(fairness_charts.client_rates_by_policy(traces, style, window_steps=own["window"], x_unit=unit),
+                "tokens-per-client", style)
+
+left, right = st.columns(2)
+with left:
+    page.show_chart(fairness_charts.total_throughput(traces, style, window_steps=own["window"], x_unit=unit),
+                    "total-throughput", style)
+with right:
+    page.show_chart(charts.latency_by_client(traces, style, unit="ms"), "latency-per-client", style)
+
+if len(runs[0].trace.client_ids) >= 2:
+    st.subheader("The fairness bound")
+    st.caption(lesson.BOUND_CAPTION)
+    page.show_chart(fairness_charts.service_gap_chart(traces, style, x_unit=unit,
+                                                      precomputed=lesson.gap_inputs(runs)), "service-gap", style)
+
+st.subheader("Who ran when, coloured by client")
+
+
+@st.fragment
+def gantt() -> None:
+    """One policy at a time, full width: switching reruns only this section."""
+    key = f"{lesson.LESSON}.gantt_policy"
+    if st.session_state.get(key) not in traces:
+        st.session_state[key] = next(iter(traces))
+    label = st.segmented_control("Policy", list(traces), key=key, help="Which run's schedule to draw.") or \
+        next(iter(traces))
+    fig = charts.gantt(traces[label], style, x_unit=unit, title=f"{label}: each request over time",
+                       color_by="client")
+    page.show_chart(fig, "gantt", style)
+
+
+gantt()
+
+st.subheader("Metrics")
+page.show_table(lesson.policy_table(runs), index=True)
+page.show_table(lesson.client_table(runs))
+
+with st.expander("Step inspector: walk through the schedule", expanded=False):
+    sections.step_inspector({run.label: (run.scenario, run.trace) for run in runs}, lesson.LESSON)
+
+st.subheader("Take it with you")
+for run in runs:
+    st.caption(run.label)
+    sections.downloads(run.scenario, run.trace, f"fairness-{preset.key}-{run.label}".replace(" ", "_"),
+                       key=f"{lesson.LESSON}.{run.label}")

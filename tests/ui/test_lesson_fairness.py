@@ -1,0 +1,455 @@
+"""The Fairness lesson without Streamlit: VTC's charges and lift checked by hand on a one-slot engine, the fairness
+metrics it adds to sim.metrics, the article's rate-limit claim, the lesson's knobs, variants, sweeps and notices,
+and its chart builders."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import re
+import subprocess
+import sys
+
+import numpy as np
+import plotly.graph_objects as go
+import pytest
+
+from sim import EngineConfig, RequestSpec, metrics, presets, simulate
+from sim.config import Policy
+from sim.scenario import Scenario
+from sim.trace import Trace
+from sim.workload import ClientSpec, WorkloadSpec, generate
+from ui import theme
+from ui.charts import fairness as fc
+from ui.lessons import fairness as lesson
+from ui.theme import ChartStyle
+
+STYLE = ChartStyle()
+THEME_COLORS = {v for k, v in vars(theme).items() if k.isupper() and isinstance(v, str) and v.startswith("#")}
+
+
+# ---- tiny factories ---------------------------------------------------------------------------------------------
+def one_slot(**changes) -> EngineConfig:
+    """One batch slot, a roomy pool of 4-token blocks: requests run one after another."""
+    return EngineConfig(num_blocks=64, block_size=4, max_num_seqs=1, policy="vtc").replace(**changes)
+
+
+def req(rid: str, arrival: int, prompt: int, output: int, client: str) -> RequestSpec:
+    return RequestSpec(rid, arrival, prompt, output, client_id=client)
+
+
+# a1 runs steps 0-5 (6 tokens) while a2 waits; b1 and b2 arrive at step 3 while b has been idle.
+RETURNING = (req("a1", 0, 4, 6, "a"), req("a2", 0, 4, 2, "a"), req("b1", 3, 4, 2, "b"), req("b2", 3, 4, 2, "b"))
+
+
+def first_scheduled(trace: Trace) -> dict[str, int]:
+    return dict(zip(trace.request_ids, trace.requests["first_scheduled_step"].tolist(), strict=True))
+
+
+# ---- the counter charges ------------------------------------------------------------------------------------------
+def test_charges_prompt_at_admission_and_every_output_token():
+    # Prompt 10, 3 output tokens, in 1 : out 2. Step 0 admits it (10) and its prefill emits the first token (2):
+    # 12; then 2 a token: 14, 16.
+    t = simulate(one_slot(), [req("x", 0, 10, 3, "a")])
+    assert t.clients["client_counters"][:, 0].tolist() == [12, 14, 16]
+    assert t.clients["client_service"][:, 0].tolist() == [12, 14, 16]
+
+
+def test_charges_follow_the_input_and_output_weights():
+    # in 0.5 : out 3 -> 0.5 x 10 + 3 = 8, then 11, 14.
+    t = simulate(one_slot(input_weight=0.5, output_weight=3.0), [req("x", 0, 10, 3, "a")])
+    assert t.clients["client_counters"][:, 0].tolist() == [8, 11, 14]
+
+
+def test_a_client_weight_divides_its_charges():
+    # Weight 2: half of 12, 14, 16.
+    t = simulate(one_slot(client_weights={"a": 2.0}), [req("x", 0, 10, 3, "a")])
+    assert t.clients["client_counters"][:, 0].tolist() == [6, 7, 8]
+
+
+def test_fcfs_keeps_the_counters_too_without_using_them():
+    t = simulate(one_slot(policy="fcfs"), [req("x", 0, 10, 3, "a")])
+    assert t.clients["client_counters"][:, 0].tolist() == [12, 14, 16]
+
+
+# ---- the lift -----------------------------------------------------------------------------------------------------
+def test_lift_raises_a_returning_client_to_the_lowest_waiting_counter():
+    # a's counter: 4 + 2 = 6 at step 0, +2 a step -> 10 after step 2. b arrives at step 3 with a2 still waiting:
+    # b's counter is lifted from 0 to a's 10 before the step's charges. At step 6 b (10) goes before a2 (16):
+    # b1 -> 10 + 4 + 2 = 16, 18. Step 8: a2 (16) before b2 (18). Step 10: b2.
+    t = simulate(one_slot(), RETURNING)
+    counters = t.clients["client_counters"]
+    assert counters[2].tolist() == [10, 0] and counters[3].tolist() == [12, 10]
+    assert t.clients["client_service"][3].tolist() == [12, 0]  # the lift is not service
+    assert first_scheduled(t) == {"a1": 0, "a2": 8, "b1": 6, "b2": 10}
+
+
+def test_without_the_lift_the_returning_client_spends_its_banked_credit():
+    # LCF: b stays at 0, so both of b's requests go first (b1 at 6 -> 6, 8; b2 at 8 -> 14, 16), a2 waits to 10.
+    t = simulate(one_slot(policy="lcf"), RETURNING)
+    assert t.clients["client_counters"][3].tolist() == [12, 0]
+    assert first_scheduled(t) == {"a1": 0, "a2": 10, "b1": 6, "b2": 8}
+
+
+def test_no_lift_when_nobody_else_is_waiting():
+    # a1 alone (a2 dropped): when b arrives at step 3 no other client has a request waiting, so b keeps 0.
+    t = simulate(one_slot(), [r for r in RETURNING if r.request_id != "a2"])
+    assert t.clients["client_counters"][3].tolist() == [12, 0]
+
+
+def test_lesson_finds_the_lift_and_the_starvation():
+    vtc, lcf = simulate(one_slot(), RETURNING), simulate(one_slot(policy="lcf"), RETURNING)
+    lift = lesson.fairness_stats(vtc)["lifts"]
+    assert (lift["count"], lift["step"], lift["client"], lift["amount"], lift["before"]) == (1, 3, 1, 10.0, 0.0)
+    assert lesson.fairness_stats(lcf)["lifts"] == {"count": 0}
+    # a2 waits from step 0 with nothing of a's admitted: to step 8 under VTC, to step 10 under LCF (a1 was admitted
+    # at step 0, so the stretch starts at step 1).
+    assert lesson.fairness_stats(vtc)["longest_starvation_steps"][0] == 7
+    assert lesson.fairness_stats(lcf)["longest_starvation_steps"][0] == 9
+
+
+# ---- fairness metrics ---------------------------------------------------------------------------------------------
+def test_max_min_shares_by_hand():
+    assert metrics.max_min_shares(12, np.array([2.0, 100.0, 100.0])).tolist() == [2, 5, 5]
+    assert metrics.max_min_shares(12, np.array([3.0, 3.0])).tolist() == [3, 3]  # nobody is owed more than asked
+    assert metrics.max_min_shares(10, np.array([8.0, 8.0])).tolist() == [5, 5]
+
+
+def test_pending_service_counts_waiting_requests_at_their_full_charge():
+    t = simulate(one_slot(), RETURNING)
+    pending = metrics.pending_service(t)
+    # a2 (4 + 2 x 2 = 8) waits steps 0-7; b1, b2 (8 each) wait from step 3 to 6 and 10.
+    assert pending[0].tolist() == [8, 0] and pending[3].tolist() == [8, 16]
+    assert pending[6].tolist() == [8, 8] and pending[8].tolist() == [0, 8] and pending[10].tolist() == [0, 0]
+
+
+def test_fair_share_index_is_one_when_shares_are_met_and_low_when_not():
+    vtc = simulate(one_slot(), RETURNING)
+    one = metrics.fair_share_index(vtc, window_steps=100)  # one window: a got 24, b 16, both got what they asked
+    assert one["num_windows"] == 1 and one["index"] == pytest.approx(1.0)
+    p = presets.get("article_fairness")
+    fcfs = simulate(p.scenario.config.replace(rate_limit_max_requests=0), p.scenario.requests)
+    assert metrics.fair_share_index(fcfs)["index"] < 0.8
+
+
+def test_service_difference_matches_the_service_gap():
+    p = presets.get("returning_idle")
+    for policy in ("lcf", "vtc"):
+        t = simulate(p.scenario.config.replace(policy=policy), p.scenario.requests)
+        diff = metrics.service_difference(t)
+        gap = metrics.service_gap(t)
+        both = (metrics.client_backlog(t) > 0).all(axis=1)
+        assert (np.isfinite(diff) == both).all()
+        # The gap is the largest range of the curve (with its starting 0) within one stretch; the curve never
+        # strays further than the gap from 0.
+        assert np.nanmax(np.abs(diff)) <= gap["gap"] + 1e-6
+        assert gap["gap"] <= 2 * np.nanmax(np.abs(diff)) + 1e-6
+
+
+# ---- the article's claims -----------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def article() -> dict[str, lesson.Run]:
+    p = presets.get("article_fairness")
+    return {r.label: r for r in _runs(p, p.scenario)}
+
+
+def _runs(preset, scenario, chosen=None, lift=True) -> list[lesson.Run]:
+    chosen = chosen or [label for label, _ in preset.variants]
+    variants = lesson.variants(preset, scenario, chosen, preset.scenario.config, lift=lift)
+    return lesson.build_runs(variants, _run, _measure)
+
+
+_CACHE: dict = {}
+
+
+def _run(scenario: Scenario) -> Trace:
+    key = (scenario.config, scenario.requests)
+    if key not in _CACHE:
+        _CACHE[key] = simulate(scenario.config, scenario.requests)
+    return _CACHE[key]
+
+
+def _measure(scenario: Scenario, fn, *args):
+    return fn(_run(scenario), *args)
+
+
+def _client(run: lesson.Run, client: str) -> dict:
+    return next(c for c in run.clients if c["client"] == client)
+
+
+def test_rate_limit_loses_throughput_vtc_keeps_it_and_b_waits_less(article):
+    fcfs, limited, vtc = article["FCFS"], article["Rate limit"], article["VTC"]
+    t0 = fcfs.summary["throughput_tok_s"]
+    # The VTC paper's shape: a tight limit leaves well under half the throughput (they measured ~780 -> ~340).
+    assert limited.summary["throughput_tok_s"] < 0.45 * t0
+    assert limited.summary["num_rejected"] > 0
+    assert set(limited.summary["rejected_by_reason"]) == {"rate_limited"}
+    assert vtc.summary["throughput_tok_s"] == pytest.approx(t0, rel=0.02)
+    assert vtc.summary["num_rejected"] == 0
+    # ... and B, the trickle, stops waiting behind A's wall.
+    assert _client(vtc, "B")["mean_finish_ms"] < 0.5 * _client(fcfs, "B")["mean_finish_ms"]
+    assert _client(vtc, "B")["mean_queue_ms"] < 0.1 * _client(fcfs, "B")["mean_queue_ms"]
+    # The limit barely touches B (its trickle is under the limit) while it turns most of A away.
+    assert _client(limited, "B")["num_rejected"] <= 3 < 200 < _client(limited, "A")["num_rejected"]
+
+
+def test_vtc_keeps_the_gap_under_the_bound_and_fcfs_does_not(article):
+    assert article["VTC"].stats["gap"] < 0.05 * article["VTC"].stats["bound"]
+    assert article["FCFS"].stats["gap"] > article["FCFS"].stats["bound"]
+    assert article["VTC"].stats["fair_index"] > 0.95 > 0.8 > article["FCFS"].stats["fair_index"]
+
+
+def test_limit_sweep_rises_toward_fcfs(article):
+    p = presets.get("rate_limits")
+    sweep = lesson.limit_sweep(p.scenario, lesson.sweep_values(p, "limit_sweep", 10), _measure)
+    assert 10 in sweep["x"] and sweep["x"] == sorted(sweep["x"])
+    throughput = [pt["throughput"] for pt in sweep["points"]]
+    rejected = [pt["num_rejected"] for pt in sweep["points"]]
+    assert throughput == sorted(throughput) and rejected == sorted(rejected, reverse=True)
+    t0 = article["FCFS"].summary["throughput_tok_s"]
+    assert throughput[0] < 0.2 * t0 and throughput[-1] > 0.9 * t0
+    # The point at the page's limit is the 'Rate limit' run itself.
+    assert sweep["points"][sweep["x"].index(10)]["throughput"] == article["Rate limit"].summary["throughput_tok_s"]
+
+
+def test_weighted_vtc_splits_service_by_the_weights():
+    p = presets.get("weighted_vtc")
+    runs = {r.label: r for r in _runs(p, p.scenario)}
+    for label, ratio in (("VTC 1:2", 2.0), ("VTC 1:1", 1.0)):
+        a, b = runs[label].stats["tokens_all_waiting"]
+        assert b / a == pytest.approx(ratio, rel=0.05), label
+
+
+def test_output_weight_moves_the_waiting_between_prefill_and_decode_heavy_clients():
+    p = presets.get("prefill_vs_decode")
+    vtc = next(r for r in _runs(p, p.scenario) if r.config.policy is Policy.VTC)
+    sweep = lesson.weight_sweep(vtc.scenario, (0.5, 16.0), _measure)
+    (a_low, b_low), (a_high, b_high) = (pt["mean_finish_ms"] for pt in sweep["points"])
+    assert a_high < 0.5 * a_low and b_high > b_low  # A's long prompts look cheap once output tokens cost more
+
+
+# ---- knobs, clients, variants -------------------------------------------------------------------------------------
+def _values(knobs, **changes) -> dict:
+    values = {k.key: k.default for k in knobs}
+    values.update(changes)
+    return values
+
+
+def test_knobs_show_only_what_the_preset_uses():
+    keys = {key: [k.key for k in lesson.knobs(p, p.scenario.config)]
+            for key, p in presets.all_presets().items() if p.lesson == "fairness"}
+    assert {"limit", "limit_window", "w_in", "w_out", "lift"} <= set(keys["article_fairness"])
+    assert "lift" not in keys["returning_idle"] and "limit" not in keys["returning_idle"]
+    assert "limit" in keys["rate_limits"] and "w_out" in keys["prefill_vs_decode"]
+    for k in keys.values():
+        assert k[0] == "policies" and k[-2:] == ["window", "unit"]
+
+
+def test_untouched_client_knobs_keep_the_preset_workload_exactly():
+    for p in presets.presets_for("fairness"):
+        wl = lesson.as_shares(p.scenario.workload)
+        specs = lesson.client_specs(wl, len(wl.clients))
+        values = {s.client_id: _values(lesson.client_knobs(s, wl, p.scenario.config)) for s in specs}
+        assert lesson.apply_clients(wl, specs, values) == p.scenario.workload, p.key
+        assert lesson.apply_client_weights(p.scenario.config, specs, values) is p.scenario.config
+
+
+def test_client_knobs_change_shares_patterns_and_weights():
+    p = presets.get("article_fairness")
+    wl = p.scenario.workload
+    specs = lesson.client_specs(wl, 3)
+    assert [s.client_id for s in specs] == ["A", "B", "C"]
+    assert specs[2].share == specs[1].share and specs[2].stop_step is None
+    values = {s.client_id: _values(lesson.client_knobs(s, wl, p.scenario.config)) for s in specs}
+    values["B"].update(B_share=30, B_on=100, B_off=300, B_weight=2.0)
+    new = lesson.apply_clients(wl, specs, values)
+    assert [c.share for c in new.clients] == [0.9, 0.3, 0.1]
+    assert (new.clients[1].on_steps, new.clients[1].off_steps) == (100, 300)
+    config = lesson.apply_client_weights(p.scenario.config, specs, values)
+    assert config.client_weight("B") == 2.0 and config.client_weight("A") == 1.0
+    # Shares are normalised: 90 + 30 + 10 -> 69%, 23%, 8%.
+    assert "**B** 23%" in lesson.describe_clients(new) and "100 on / 300 off" in lesson.describe_clients(new)
+
+
+def test_as_shares_converts_rates_to_the_same_arrivals():
+    wl = WorkloadSpec(num_requests=60, rate_per_step=1.0, clients=(ClientSpec("A", rate_per_step=0.3),
+                                                                    ClientSpec("B", rate_per_step=0.1)), seed=4)
+    shares = lesson.as_shares(wl)
+    assert shares.rate_per_step == pytest.approx(0.4)
+    assert [c.share for c in shares.clients] == pytest.approx([0.75, 0.25])
+    assert [(r.arrival_step, r.client_id) for r in generate(shares)] == \
+        [(r.arrival_step, r.client_id) for r in generate(wl)]
+
+
+def test_variant_labels_say_what_the_knobs_changed():
+    p = presets.get("weighted_vtc")
+    base = p.scenario.with_config(client_weights=(("B", 3.0),), output_weight=4.0)
+    labels = [label for label, _ in lesson.variants(p, base, ["VTC 1:2", "VTC 1:1", "FCFS"], p.scenario.config)]
+    assert labels == ["VTC 1:2 (weights A 1 : B 3, in 1 : out 4)", "VTC 1:1 (in 1 : out 4)", "FCFS"]
+    a = presets.get("article_fairness")
+    off = lesson.variants(a, a.scenario, ["VTC"], a.scenario.config, lift=False)
+    assert off[0][0] == "VTC (no lift)" and off[0][1].config.policy is Policy.LCF
+
+
+def test_apply_sets_the_limit_and_the_charges():
+    p = presets.get("article_fairness")
+    cfg = lesson.apply(p.scenario.config, _values(lesson.knobs(p, p.scenario.config), limit=4, limit_window=50,
+                                                  w_in=0.5, w_out=3.0))
+    assert (cfg.rate_limit_max_requests, cfg.rate_limit_window_steps) == (4, 50)
+    assert (cfg.input_weight, cfg.output_weight) == (0.5, 3.0)
+
+
+# ---- notices and tables -------------------------------------------------------------------------------------------
+def test_article_notices_quote_the_runs(article):
+    runs = list(article.values())
+    text = " ".join(lesson.notices(runs))
+    fcfs_b, vtc_b = _client(article["FCFS"], "B")["mean_finish_ms"], _client(article["VTC"], "B")["mean_finish_ms"]
+    assert f"from {fcfs_b:,.0f} ms to {vtc_b:,.0f} ms" in text
+    t0, t1 = article["FCFS"].summary["throughput_tok_s"], article["Rate limit"].summary["throughput_tok_s"]
+    assert f"throughput fell from {t0:,.0f} to {t1:,.0f} tokens/s ({t1 / t0:.0%} of FCFS's)" in text
+    assert "FCFS went past it" in text and "lifted a returning client's counter" in text
+
+
+def test_returning_notice_compares_the_lift_with_lcf():
+    p = presets.get("returning_idle")
+    runs = _runs(p, p.scenario)
+    text = " ".join(lesson.notices(runs))
+    lcf, vtc = runs[0].stats["longest_starvation_steps"][0], runs[1].stats["longest_starvation_steps"][0]
+    assert lcf > 3 * vtc
+    assert f"none admitted for up to {lcf:,} steps, against {vtc:,} under VTC (lift)" in text
+
+
+def test_notices_survive_a_single_run_and_one_client():
+    p = presets.get("article_fairness")
+    assert lesson.notices(_runs(p, p.scenario, chosen=["VTC"]))  # no FCFS baseline: still something to say
+    single = dataclasses.replace(p.scenario, requests=tuple(r for r in p.scenario.requests if r.client_id == "A"))
+    runs = _runs(p, single)
+    lesson.notices(runs)  # must not raise
+    assert lesson.light_client(runs[0]) is None
+
+
+def test_tables(article):
+    runs = list(article.values())
+    clients = lesson.client_table(runs)
+    assert len(clients) == 6 and list(clients["client"][:2]) == ["A", "B"]
+    policies = lesson.policy_table(runs)
+    assert list(policies.columns) == ["FCFS", "Rate limit", "VTC"]
+    assert policies.loc["rejected (requests)", "Rate limit"] == article["Rate limit"].summary["num_rejected"]
+    assert "mean finish: A " in lesson.run_caption(runs[0])
+
+
+# ---- charts -------------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def figures(article) -> dict[str, go.Figure]:
+    traces = {label: run.trace for label, run in article.items()}
+    p = presets.get("rate_limits")
+    sweep = lesson.limit_sweep(p.scenario, lesson.sweep_values(p, "limit_sweep", 10), _measure)
+    refs = lesson.sweep_references(list(article.values()), _measure)
+    pvd = presets.get("prefill_vs_decode")
+    vtc = next(r for r in _runs(pvd, pvd.scenario) if r.config.policy is Policy.VTC)
+    wsweep = lesson.weight_sweep(vtc.scenario, (0.5, 2.0, 8.0), _measure)
+    return {
+        "counters": fc.counters_by_policy(traces, STYLE),
+        "rates": fc.client_rates_by_policy(traces, STYLE, window_steps=50, x_unit="ms"),
+        "total": fc.total_throughput(traces, STYLE),
+        "limit_sweep": fc.limit_sweep_chart(sweep, refs, STYLE, light_client=1, chosen=10),
+        "weight_sweep": fc.weight_sweep_chart(wsweep, {"FCFS": refs["FCFS"]}, STYLE, chosen=2.0),
+        "gap": fc.service_gap_chart(traces, STYLE),
+    }
+
+
+def test_counters_chart_one_panel_per_policy_and_lift_markers(figures, article):
+    fig = figures["counters"]
+    panel_titles = [a.text for a in fig.layout.annotations]
+    assert panel_titles == ["FCFS", "Rate limit", "VTC"]
+    lines = [t for t in fig.data if t.mode == "lines"]
+    assert [t.name for t in lines if t.showlegend] == ["client A", "client B"]
+    assert {t.line.color for t in lines} == {theme.client_color(0), theme.client_color(1)}
+    (lifts,) = [t for t in fig.data if t.mode == "markers"]  # only VTC lifts
+    assert lifts.xaxis == "x3" and len(lifts.x) == article["VTC"].stats["lifts"]["count"]
+    assert fig.layout.yaxis2.matches == "y" and fig.layout.yaxis.title.text == "virtual counter (weighted tokens)"
+
+
+def test_rates_and_total_throughput_have_units(figures, article):
+    assert figures["rates"].layout.yaxis.title.text == "tokens/s (last 50 steps)"
+    assert figures["rates"].layout.xaxis.title.text == "time (ms)"
+    total = figures["total"]
+    assert total.data[0].name == f"FCFS (mean {article['FCFS'].summary['throughput_tok_s']:,.0f} tokens/s)"
+    assert [t.line.color for t in total.data] == [theme.POLICY_COLORS[k] for k in ("fcfs", "rate_limit", "vtc")]
+
+
+def test_limit_sweep_chart(figures):
+    fig = figures["limit_sweep"]
+    assert fig.layout.xaxis.type == "log" and "per 200 steps" in fig.layout.xaxis3.title.text
+    assert [fig.layout[f"yaxis{k}"].title.text for k in ("", "2", "3")] == [
+        "total output (tokens/s)", "client B's mean finish (ms)", "rejected (requests)"]
+    names = [t.name for t in fig.data if t.showlegend is not False]
+    assert names[0] == "FCFS + rate limit" and names[1].startswith("FCFS, no limit (")
+    assert any(n.startswith("VTC, no limit") for n in names)
+    assert [s.x0 for s in fig.layout.shapes] == [10, 10, 10]  # the chosen limit, through all three panels
+    assert fig.layout.annotations[0].x == pytest.approx(1.0)  # annotations on a log axis take log10
+
+
+def test_weight_sweep_chart(figures):
+    fig = figures["weight_sweep"]
+    assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.title.text == "mean finish time (ms)"
+    assert [t.name for t in fig.data if "VTC" in t.name] == ["client A, VTC", "client B, VTC"]
+
+
+def test_gap_chart_draws_the_bound(figures, article):
+    fig = figures["gap"]
+    bound = article["VTC"].stats["bound"]
+    assert sorted(s.y0 for s in fig.layout.shapes) == [-bound, bound]
+    assert fig.data[1].name == "Rate limit (never both waiting)"
+    assert fig.data[2].name == f"VTC (largest gap {article['VTC'].stats['gap']:,.0f})"
+    assert fig.layout.yaxis.title.text == "A minus B (weighted tokens)"
+
+
+def test_gap_chart_precomputed_matches_computed(article):
+    traces = {label: run.trace for label, run in article.items()}
+    fresh = fc.service_gap_chart(traces, STYLE)
+    cached = fc.service_gap_chart(traces, STYLE, precomputed=lesson.gap_inputs(list(article.values())))
+    assert fresh.to_json() == cached.to_json()
+
+
+def test_builders_use_theme_colours_only_and_do_not_mutate(figures, article):
+    for name, fig in figures.items():
+        for trace in fig.data:
+            for color in (getattr(trace.line, "color", None), getattr(trace.marker, "color", None)):
+                colors = color if isinstance(color, tuple | list) else [color]
+                assert all(c is None or c in THEME_COLORS for c in colors), (name, trace.name, color)
+    traces = {label: run.trace for label, run in article.items()}
+    before = copy.deepcopy(traces)
+    fc.counters_by_policy(traces, STYLE)
+    fc.client_rates_by_policy(traces, STYLE)
+    fc.service_gap_chart(traces, STYLE)
+    for label, trace in traces.items():
+        for key, arr in trace.clients.items():
+            assert np.array_equal(arr, before[label].clients[key]), (label, key)
+
+
+def test_presentation_style_scales_up():
+    p = presets.get("weighted_vtc")
+    traces = {r.label: r.trace for r in _runs(p, p.scenario)}
+    big = fc.counters_by_policy(traces, ChartStyle(presentation=True))
+    small = fc.counters_by_policy(traces, STYLE)
+    assert big.layout.height > small.layout.height and big.layout.font.size > small.layout.font.size
+    assert big.data[0].line.width > small.data[0].line.width
+
+
+def test_bad_arguments_are_value_errors(article):
+    traces = {label: run.trace for label, run in article.items()}
+    with pytest.raises(ValueError, match="window_steps"):
+        fc.client_rates_by_policy(traces, STYLE, window_steps=0)
+    with pytest.raises(ValueError, match="x_unit"):
+        fc.counters_by_policy(traces, STYLE, x_unit="s")
+    with pytest.raises(ValueError, match="clients 0 and 2"):
+        fc.service_gap_chart(traces, STYLE, b=2)
+
+
+def test_charts_never_import_streamlit_and_the_lesson_never_calls_it(repo_root):
+    code = "import sys, ui.charts.fairness; assert 'streamlit' not in sys.modules, 'streamlit imported'"
+    subprocess.run([sys.executable, "-c", code], cwd=repo_root, check=True)
+    # The lesson imports Knob from ui.controls (which needs streamlit) but makes no Streamlit calls itself.
+    source = (repo_root / "ui" / "lessons" / "fairness.py").read_text()
+    assert "import streamlit" not in source and not re.search(r"\bst\.", source)

@@ -1,0 +1,690 @@
+"""The Fairness lesson's logic: its knobs (clients, VTC charges, rate limit, lift), the variants it compares, the
+statistics and sweeps it shows, and the "what to notice" sentences computed from the runs. No Streamlit calls
+here, so it is testable on its own; the page passes in the cached runner (``run_fn``, ``measure_fn``).
+
+Fairness here is per client (customer), not per request: a client's *service* is the weighted tokens it was
+served (VTC's charge: ``input_weight`` per prompt token, ``output_weight`` per output token, divided by the
+client's weight); its *virtual counter* is that service plus any lifts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from sim import metrics
+from sim.config import EngineConfig, Policy, field_help
+from sim.presets import Preset
+from sim.request import NO_STEP
+from sim.scenario import Scenario
+from sim.trace import Trace
+from sim.workload import ClientSpec, WorkloadSpec, client_rates
+
+from ..controls import Knob
+
+LESSON = "fairness"
+QUESTION = (
+    "A server that takes requests first come, first served is fair to *requests*, not to *customers*: a client "
+    "that sends nine requests in ten gets nine tenths of the GPU, and everyone else waits behind it. How do you "
+    "share a GPU fairly between clients without leaving it idle?"
+)
+CLIENT_IDS = ("A", "B", "C", "D")
+MAX_CLIENTS = len(CLIENT_IDS)
+FAIRNESS_WINDOW_STEPS = 100  # windows of sim.metrics.fair_share_index
+LIGHT_SHARE = 0.2  # a client sending less than this share of the requests is "the light client" of a run
+LIFT_NOTICE_SHARE = 0.05  # a lift worth a sentence: at least this share of the largest counter
+_VTC_LIKE = (Policy.VTC, Policy.LCF)
+
+COUNTERS_CAPTION = (
+    "A client's virtual counter is the weighted tokens it has been served (input_weight per prompt token when a "
+    "request is admitted, output_weight per generated token, divided by the client's weight) plus VTC's lifts "
+    "(triangles). VTC admits the waiting client with the lowest counter next; FCFS ignores the counters, so under "
+    "FCFS they only record who got served."
+)
+BOUND_CAPTION = (
+    "While two clients both have requests waiting, VTC keeps the difference in their service under "
+    "2 x max(input_weight x L_input, output_weight x M), with L_input the longest prompt and M the KV pool in "
+    "tokens. Each line is the first client's service minus the second's, counted from the moment both began "
+    "waiting; it breaks where one of them had nothing waiting."
+)
+
+RunFn = Callable[[Scenario], Trace]
+MeasureFn = Callable[..., Any]  # (scenario, fn, *args) -> fn(trace of scenario, *args), cached
+
+
+@dataclass
+class Run:
+    label: str
+    scenario: Scenario
+    trace: Trace
+    summary: dict[str, Any]  # sim.metrics.summary
+    clients: list[dict[str, Any]]  # sim.metrics.per_client rows
+    stats: dict[str, Any]  # fairness_stats
+
+    @property
+    def config(self) -> EngineConfig:
+        return self.scenario.config
+
+    @property
+    def is_limited(self) -> bool:
+        return self.config.rate_limit_max_requests > 0
+
+
+# ---- knobs ------------------------------------------------------------------------------------------------------
+def _variant_configs(preset: Preset, config: EngineConfig) -> list[EngineConfig]:
+    return [config.replace(**overrides) for _, overrides in preset.variants]
+
+
+def knobs(preset: Preset, config: EngineConfig) -> list[Knob]:
+    """The lesson's own knobs, each shown only where a variant of this preset responds to it."""
+    labels = [label for label, _ in preset.variants]
+    configs = _variant_configs(preset, config)
+    policies = {c.policy for c in configs}
+    uses_limit = any(c.rate_limit_max_requests for c in configs) or "limit_sweep" in preset.knobs
+    out = [Knob("policies", "Policies to compare", "multi", labels, options=tuple(labels), widget="multiselect",
+                help="Each runs on the same requests.")]
+    if uses_limit:
+        out += [
+            Knob("limit", "Rate limit (requests per client per window)", "int",
+                 config.rate_limit_max_requests or 10, min=1, max=100, step=1,
+                 help=field_help(EngineConfig, "rate_limit_max_requests") + "; requests over it are rejected on "
+                 "arrival. Applies to the 'Rate limit' policy."),
+            Knob("limit_window", "Rate-limit window (steps)", "int", config.rate_limit_window_steps, min=10,
+                 max=2000, step=10, help=field_help(EngineConfig, "rate_limit_window_steps")
+                 + " (sliding: the last this many steps)"),
+        ]
+    if policies & set(_VTC_LIKE) or "output_weight_sweep" in preset.knobs:
+        out += [
+            Knob("w_in", "VTC charge per prompt token (input_weight)", "float", config.input_weight, min=0.0,
+                 max=8.0, step=0.25, help=field_help(EngineConfig, "input_weight")
+                 + ". The paper's default is 1."),
+            Knob("w_out", "VTC charge per output token (output_weight)", "float", config.output_weight, min=0.0,
+                 max=16.0, step=0.25, help=field_help(EngineConfig, "output_weight")
+                 + ". The paper's default is 2: an output token costs about twice a prompt token."),
+        ]
+    if Policy.VTC in policies and Policy.LCF not in policies:
+        out.append(Knob("lift", "Lift a returning client's counter (off = LCF)", "bool", True, widget="toggle",
+                        help="VTC's lift: when a client's queue goes from empty to non-empty, its counter is "
+                             "raised to the lowest counter of the clients still waiting, so credit saved while "
+                             "idle cannot be spent later. Off runs least-counter-first (LCF) instead."))
+    out += [
+        Knob("window", "Tokens/s chart: sliding window (steps)", "int", 100, min=10, max=1000, step=10,
+             help="Each point of the tokens/s charts averages the last this many steps."),
+        Knob("unit", "Time axis", "choice", "steps", options=("steps", "ms"),
+             labels={"steps": "engine steps", "ms": "milliseconds"}, widget="segmented"),
+    ]
+    return out
+
+
+def apply(config: EngineConfig, values: dict[str, Any]) -> EngineConfig:
+    """The engine config with the lesson's knobs (rate limit, VTC charges) applied."""
+    changes = {"limit": ("rate_limit_max_requests", int), "limit_window": ("rate_limit_window_steps", int),
+               "w_in": ("input_weight", float), "w_out": ("output_weight", float)}
+    return config.replace(**{field: cast(values[k]) for k, (field, cast) in changes.items() if k in values})
+
+
+# ---- clients ----------------------------------------------------------------------------------------------------
+def as_shares(workload: WorkloadSpec) -> WorkloadSpec:
+    """The same arrivals with every client given as a share of one total rate (what the page's sliders show).
+    Workloads whose clients already use shares come back unchanged."""
+    if all(c.rate_per_step is None for c in workload.clients):
+        return workload
+    rates = client_rates(workload)
+    total = float(rates.sum())
+    clients = tuple(dataclasses.replace(c, share=float(r / total), rate_per_step=None)
+                    for c, r in zip(workload.clients, rates, strict=True))
+    return workload.replace(clients=clients, rate_per_step=total)
+
+
+def num_clients_knob(workload: WorkloadSpec) -> Knob:
+    n = len(workload.clients)
+    return Knob("clients", "Number of clients", "int", n, min=1, max=max(MAX_CLIENTS, n), step=1,
+                help="Clients added here start as copies of the last one (always on).")
+
+
+def client_specs(workload: WorkloadSpec, num_clients: int) -> list[ClientSpec]:
+    """The first ``num_clients`` clients; missing ones copy the last client's share and lengths, always on."""
+    specs = list(workload.clients[:num_clients])
+    used = {c.client_id for c in specs}
+    spare = [c for c in CLIENT_IDS if c not in used] + [f"C{i}" for i in range(num_clients)]
+    while len(specs) < num_clients:
+        new_id = next(c for c in spare if c not in used)
+        used.add(new_id)
+        specs.append(dataclasses.replace(specs[-1], client_id=new_id, start_step=0, stop_step=None, on_steps=0,
+                                         off_steps=0))
+    return specs
+
+
+def _share_pct(spec: ClientSpec, workload: WorkloadSpec) -> int:
+    total = sum(c.share for c in workload.clients) or 1.0
+    return int(round(100 * spec.share / total))
+
+
+def client_knobs(spec: ClientSpec, workload: WorkloadSpec, config: EngineConfig) -> list[Knob]:
+    """One client's knobs; URL keys are prefixed with its id (``B_share``) so clients never collide."""
+    p = spec.client_id
+    out = [
+        Knob(f"{p}_share", "Share of the arrivals (%)", "int", _share_pct(spec, workload), min=0, max=100, step=1,
+             help="This client's part of the total arrival rate (shares are normalised if they do not add up "
+                  "to 100)."),
+        Knob(f"{p}_start", "Starts sending at step", "int", spec.start_step, min=0, max=max(3000, spec.start_step),
+             step=10),
+        Knob(f"{p}_stop", "Stops sending at step (0 = never)", "int", spec.stop_step or 0, min=0,
+             max=max(5000, spec.stop_step or 0), step=10),
+        Knob(f"{p}_on", "Sends in bursts: on for (steps, 0 = always on)", "int", spec.on_steps, min=0,
+             max=max(2000, spec.on_steps), step=10),
+        Knob(f"{p}_off", "...then off for (steps)", "int", spec.off_steps, min=0, max=max(2000, spec.off_steps),
+             step=10),
+    ]
+    if spec.prompt_median is not None or spec.output_median is not None:
+        out += [
+            Knob(f"{p}_prompt", "Prompt length, median (tokens)", "int", spec.prompt_median or workload.prompt_median,
+                 min=8, max=4000, step=8),
+            Knob(f"{p}_output", "Answer length, median (tokens)", "int", spec.output_median or workload.output_median,
+                 min=4, max=2000, step=4),
+        ]
+    out.append(Knob(f"{p}_weight", "VTC weight (its share of the service)", "float", config.client_weight(p),
+                    min=0.25, max=8.0, step=0.25,
+                    help="Weighted VTC: a client with weight 2 is charged half per token, so it gets twice the "
+                         "service of a weight-1 client while both wait."))
+    return out
+
+
+def apply_clients(workload: WorkloadSpec, specs: Sequence[ClientSpec],
+                  values: dict[str, dict[str, Any]]) -> WorkloadSpec:
+    """The workload with the clients' knob values (``values[client_id][knob key]``). Shares are rewritten only
+    when one of them moved, so an untouched preset generates exactly its own requests."""
+    base_pcts = [_share_pct(s, workload) for s in specs]
+    pcts = [int(values[s.client_id][f"{s.client_id}_share"]) for s in specs]
+    new_shares = pcts != base_pcts or len(specs) != len(workload.clients)
+    clients = []
+    for spec, pct in zip(specs, pcts, strict=True):
+        v, p = values[spec.client_id], spec.client_id
+        changes: dict[str, Any] = {
+            "start_step": int(v[f"{p}_start"]), "stop_step": int(v[f"{p}_stop"]) or None,
+            "on_steps": int(v[f"{p}_on"]), "off_steps": int(v[f"{p}_off"]),
+        }
+        if new_shares:
+            changes.update(share=pct / 100, rate_per_step=None)
+        if f"{p}_prompt" in v:
+            changes.update(prompt_median=int(v[f"{p}_prompt"]), output_median=int(v[f"{p}_output"]))
+        clients.append(dataclasses.replace(spec, **changes))
+    return workload.replace(clients=tuple(clients))
+
+
+def apply_client_weights(config: EngineConfig, specs: Sequence[ClientSpec],
+                         values: dict[str, dict[str, Any]]) -> EngineConfig:
+    """``client_weights`` from the clients' weight knobs; unchanged when every weight is what the config says."""
+    weights = {s.client_id: float(values[s.client_id][f"{s.client_id}_weight"]) for s in specs}
+    if all(w == config.client_weight(c) for c, w in weights.items()):
+        return config
+    return config.replace(client_weights=tuple((c, w) for c, w in weights.items() if w != 1.0))
+
+
+def describe_clients(workload: WorkloadSpec) -> str:
+    """One line: each client's share of the arrivals and its rate while it sends."""
+    rates = client_rates(workload)
+    total = sum(c.share for c in workload.clients) or 1.0
+    parts = []
+    for c, rate in zip(workload.clients, rates, strict=True):
+        when = ""
+        if c.start_step or c.stop_step is not None:
+            when = (f", steps {c.start_step:,} to {c.stop_step - 1:,}" if c.stop_step
+                    else f", from step {c.start_step:,}")
+        if c.on_steps and c.off_steps:
+            when += f", {c.on_steps:,} on / {c.off_steps:,} off"
+        parts.append(f"**{c.client_id}** {100 * c.share / total:.0f}% ({rate:.3g} requests/step{when})")
+    return "Arrivals: " + " · ".join(parts)
+
+
+# ---- variants and runs ------------------------------------------------------------------------------------------
+def variants(preset: Preset, base: Scenario, chosen: Sequence[str], reference: EngineConfig,
+             lift: bool = True) -> list[tuple[str, Scenario]]:
+    """The chosen variants on ``base`` (knobs applied). ``reference`` is the config before the knobs, so a label
+    whose numbers the knobs changed says what it runs now ("VTC 1:2 (weights A 1 : B 3)")."""
+    ids = [c.client_id for c in base.workload.clients] if base.workload else sorted({r.client_id for r in
+                                                                                     base.requests})
+    out = []
+    for label, overrides in preset.variants:
+        if label not in chosen:
+            continue
+        scenario = base.with_config(**overrides)
+        if not lift and scenario.config.policy is Policy.VTC:
+            scenario = scenario.with_config(policy=Policy.LCF)
+        change = _vtc_change(reference.replace(**overrides), scenario.config, ids)
+        out.append((f"{label} ({change})" if change else label, scenario))
+    return out
+
+
+def _weights_text(config: EngineConfig, ids: Sequence[str]) -> str:
+    weights = [config.client_weight(c) for c in ids]
+    if len(set(weights)) <= 1:
+        return "equal weights"
+    return "weights " + " : ".join(f"{c} {w:g}" for c, w in zip(ids, weights, strict=True))
+
+
+def _vtc_change(default: EngineConfig, actual: EngineConfig, ids: Sequence[str]) -> str:
+    """What the knobs changed in a VTC/LCF variant's charges, as a label suffix ('' when nothing did)."""
+    if actual.policy not in _VTC_LIKE:
+        return ""
+    parts = []
+    if default.policy is Policy.VTC and actual.policy is Policy.LCF:
+        parts.append("no lift")
+    if [default.client_weight(c) for c in ids] != [actual.client_weight(c) for c in ids]:
+        parts.append(_weights_text(actual, ids))
+    if (default.input_weight, default.output_weight) != (actual.input_weight, actual.output_weight):
+        parts.append(f"in {actual.input_weight:g} : out {actual.output_weight:g}")
+    return ", ".join(parts)
+
+
+def build_runs(variants_: Sequence[tuple[str, Scenario]], run_fn: RunFn, measure_fn: MeasureFn) -> list[Run]:
+    return [Run(label, sc, run_fn(sc), measure_fn(sc, metrics.summary), measure_fn(sc, metrics.per_client),
+                measure_fn(sc, fairness_stats)) for label, sc in variants_]
+
+
+# ---- statistics of one run (cached by the page through measure_fn) ----------------------------------------------
+def fairness_stats(trace: Trace) -> dict[str, Any]:
+    """Everything the notices and tables need from one run, computed once.
+
+    - ``fair_index``: sim.metrics.fair_share_index (1 = every client got its max-min fair share, window by window);
+    - ``gap``/``bound``: service gap between the first two clients while both waited, and VTC's bound;
+      ``difference``: sim.metrics.service_difference of those two (the gap chart's line);
+    - ``all_waiting_share``: fraction of steps in which every client had requests waiting;
+      ``tokens_all_waiting``: tokens (prompt + output) each client was served in those steps;
+    - ``longest_starvation_steps``: per client, the longest stretch with requests waiting and none admitted;
+    - ``batch_when_idle``: per client, the mean running batch while that client had nothing waiting or running;
+    - ``idle_slot_share``: fraction of steps with a free batch slot while a request waited (0 = work-conserving);
+    - ``lifts``: number of lifts and the largest one (step, client, amount, counter before, counter lifted to).
+    """
+    ids = trace.client_ids
+    nc, n = len(ids), trace.num_steps
+    backlog = metrics.client_backlog(trace)  # [steps, clients]
+    waiting = backlog > 0
+    all_waiting = waiting.all(axis=1) if nc >= 2 else np.zeros(n, dtype=bool)
+    served = trace.clients["client_output_tokens"] + trace.clients["client_prefill_tokens"]
+    running = trace.clients["client_running"]
+    num_running = trace.steps["num_running"]
+    batch_when_idle = []
+    for c in range(nc):
+        idle = ~waiting[:, c] & (running[:, c] == 0)
+        batch_when_idle.append(float(num_running[idle].mean()) if idle.any() else float("nan"))
+    gap = metrics.service_gap(trace) if nc >= 2 else {"gap": float("nan"), "bound": metrics.vtc_bound(trace)}
+    difference = metrics.service_difference(trace) if nc >= 2 else np.full(n, np.nan)
+    fair = metrics.fair_share_index(trace, FAIRNESS_WINDOW_STEPS)
+    return {
+        "client_ids": list(ids),
+        "fair_index": fair["index"],
+        "fair_windows": fair["num_windows"],
+        "gap": float(gap["gap"]),
+        "bound": float(gap["bound"]),
+        "difference": difference,
+        "all_waiting_share": float(all_waiting.mean()) if n else 0.0,
+        "tokens_all_waiting": served[all_waiting].sum(axis=0).astype(float).tolist(),
+        "longest_starvation_steps": [_longest_starvation(trace, waiting[:, c], c) for c in range(nc)],
+        "batch_when_idle": batch_when_idle,
+        "mean_batch": float(num_running.mean()) if n else 0.0,
+        "idle_slot_share": float(((num_running < trace.config.max_num_seqs) & (trace.steps["num_waiting"] > 0))
+                                 .mean()) if n else 0.0,
+        "max_counter": float(trace.clients["client_counters"][-1].max()) if n else 0.0,
+        "lifts": _lifts(trace),
+    }
+
+
+def _longest_run(mask: np.ndarray) -> int:
+    """Length of the longest stretch of True."""
+    if not mask.any():
+        return 0
+    edges = np.diff(np.concatenate([[0], mask.astype(np.int8), [0]]))
+    return int((np.flatnonzero(edges == -1) - np.flatnonzero(edges == 1)).max())
+
+
+def _longest_starvation(trace: Trace, waiting: np.ndarray, client: int) -> int:
+    r = trace.requests
+    mine = (r["client"] == client) & (r["first_scheduled_step"] != NO_STEP)
+    admitted = np.bincount(r["first_scheduled_step"][mine], minlength=trace.num_steps)[: trace.num_steps] > 0
+    return _longest_run(waiting & ~admitted)
+
+
+def _lifts(trace: Trace) -> dict[str, Any]:
+    """Lifts are where a counter grew by more than the service charged: counter - service jumps."""
+    counters, service = trace.clients["client_counters"], trace.clients["client_service"]
+    lifted = counters - service  # [steps, clients] cumulative lifts
+    jumps = np.diff(np.vstack([np.zeros((1, lifted.shape[1])), lifted]), axis=0)
+    events = np.argwhere(jumps > 1e-6)
+    if not len(events):
+        return {"count": 0}
+    step, client = (int(v) for v in events[np.argmax(jumps[events[:, 0], events[:, 1]])])
+    before = float(counters[step - 1, client]) if step else 0.0
+    return {"count": int(len(events)), "step": step, "client": client, "amount": float(jumps[step, client]),
+            "before": before, "after": before + float(jumps[step, client]),
+            "others": [float(counters[step - 1, c]) if step else 0.0 for c in range(counters.shape[1])]}
+
+
+# ---- sweeps -----------------------------------------------------------------------------------------------------
+def sweep_point(trace: Trace) -> dict[str, Any]:
+    """The few numbers a sweep plots from one run: total throughput, and per client the requests rejected and the
+    mean finish time (ms) of the served ones."""
+    s = metrics.summary(trace)
+    rows = metrics.per_client(trace)
+    return {"throughput": s["throughput_tok_s"], "num_rejected": s["num_rejected"],
+            "client_ids": [row["client"] for row in rows], "rejected": [row["num_rejected"] for row in rows],
+            "mean_finish_ms": [row["mean_finish_ms"] for row in rows],
+            "mean_batch": float(trace.steps["num_running"].mean()) if trace.num_steps else 0.0}
+
+
+def limit_sweep(base: Scenario, limits: Sequence[int], measure_fn: MeasureFn) -> dict[str, Any]:
+    """FCFS with a per-client rate limit of each of ``limits`` requests per window (the window from ``base``)."""
+    limits = sorted({int(v) for v in limits})
+    points = [measure_fn(base.with_config(policy=Policy.FCFS, rate_limit_max_requests=v), sweep_point)
+              for v in limits]
+    return {"x": limits, "points": points, "window_steps": base.config.rate_limit_window_steps}
+
+
+def weight_sweep(vtc: Scenario, output_weights: Sequence[float], measure_fn: MeasureFn) -> dict[str, Any]:
+    """The VTC run ``vtc`` again with each of ``output_weights`` (its input weight kept)."""
+    weights = sorted({float(w) for w in output_weights})
+    points = [measure_fn(vtc.with_config(output_weight=w), sweep_point) for w in weights]
+    return {"x": weights, "points": points, "input_weight": vtc.config.input_weight}
+
+
+def sweep_values(preset: Preset, key: str, chosen: float) -> list[float]:
+    """The preset's sweep values plus the knob's current value, so the chosen setting is a point on the curve."""
+    return sorted({*preset.knobs.get(key, ()), chosen})
+
+
+def sweep_references(runs: Sequence[Run], measure_fn: MeasureFn,
+                     policies: Sequence[str] | None = None) -> dict[str, dict[str, Any]]:
+    """Sweep points of the runs without a rate limit (optionally only ``policies``): the flat reference lines."""
+    return {run.label: measure_fn(run.scenario, sweep_point) for run in runs
+            if not run.is_limited and (policies is None or run.config.policy.value in policies)}
+
+
+def gap_inputs(runs: Sequence[Run]) -> dict[str, tuple[np.ndarray, float, float]]:
+    """label -> (service difference, gap, bound) of the first two clients: the gap chart's precomputed lines."""
+    return {run.label: (run.stats["difference"], run.stats["gap"], run.stats["bound"]) for run in runs}
+
+
+def run_caption(run: Run) -> str:
+    """The line under a policy's headline number: each client's mean finish time, fairness, rejections."""
+    finish = " · ".join(f"{c['client']} {_ms(c['mean_finish_ms'])}" for c in run.clients)
+    index = run.stats["fair_index"]
+    fair = f"Jain {index:.2f}" if np.isfinite(index) else "Jain —"
+    return f"mean finish: {finish} · {fair} · {run.summary['num_rejected']:,} rejected"
+
+
+# ---- tables -----------------------------------------------------------------------------------------------------
+def client_table(runs: Sequence[Run]) -> pd.DataFrame:
+    """One row per (policy, client): requests, rejected, throughput and latency."""
+    rows = []
+    for run in runs:
+        for c in run.clients:
+            rows.append({
+                "policy": run.label, "client": c["client"], "requests": c["num_requests"],
+                "served": c["num_served"], "rejected": c["num_rejected"],
+                "throughput (tokens/s)": round(c["throughput_tok_s"]),
+                "mean finish (ms)": _round(c["mean_finish_ms"]), "p99 finish (ms)": _round(c["p99_finish_ms"]),
+                "mean queueing (ms)": _round(c["mean_queue_ms"]),
+            })
+    return pd.DataFrame(rows)
+
+
+def policy_table(runs: Sequence[Run]) -> pd.DataFrame:
+    """One column per policy, one row per measure: totals and fairness."""
+    ids = runs[0].stats["client_ids"] if runs else []
+    pair = f"{ids[0]} vs {ids[1]}" if len(ids) >= 2 else "first two clients"
+    rows = []
+    for run in runs:
+        stats = run.stats
+        rows.append({
+            "policy": run.label,
+            "total throughput (tokens/s)": round(run.summary["throughput_tok_s"]),
+            "Jain's index vs fair share": _round(stats["fair_index"], 3),
+            f"service gap {pair} (weighted tokens)": _round(stats["gap"], 0),
+            "VTC bound (weighted tokens)": _round(stats["bound"], 0),
+            "rejected (requests)": run.summary["num_rejected"],
+            "mean batch (requests running)": _round(stats["mean_batch"], 1),
+        })
+    table = pd.DataFrame(rows).set_index("policy").T.astype(float)
+    table.index.name = "measure"
+    return table
+
+
+def _round(value: float, decimals: int = 0) -> float | None:
+    return None if value is None or not np.isfinite(value) else round(float(value), decimals)
+
+
+# ---- what to notice ---------------------------------------------------------------------------------------------
+def light_client(run: Run) -> int | None:
+    """Index of the client sending the fewest requests, if it sends under LIGHT_SHARE of them."""
+    counts = np.array([c["num_requests"] for c in run.clients])
+    if len(counts) < 2 or not counts.sum():
+        return None
+    c = int(np.argmin(counts[::-1]))  # the last of equals: "B" rather than "A"
+    c = len(counts) - 1 - c
+    return c if counts[c] < LIGHT_SHARE * counts.sum() else None
+
+
+def _fcfs_baseline(runs: Sequence[Run]) -> Run | None:
+    return next((r for r in runs if r.config.policy is Policy.FCFS and not r.is_limited), None)
+
+
+def _ms(value: float) -> str:
+    return f"{value:,.0f} ms" if np.isfinite(value) else "—"
+
+
+def _pct_change(a: float, b: float) -> str:
+    return f"{(b - a) / a:+.0%}" if np.isfinite(a) and np.isfinite(b) and a > 0 else ""
+
+
+def notices(runs: Sequence[Run], limit_sweep_: dict | None = None, weight_sweep_: dict | None = None) -> list[str]:
+    """Sentences about these runs (and sweeps), each computed from the numbers on the page."""
+    if not runs:
+        return []
+    out: list[str] = []
+    out += _light_client_notice(runs)
+    out += _throughput_notice(runs)
+    out += _lift_notice(runs)
+    out += _weights_notice(runs)
+    out += _gap_notice(runs)
+    out += _fair_index_notice(runs)
+    if limit_sweep_:
+        out += _limit_sweep_notice(limit_sweep_, runs)
+    if weight_sweep_:
+        out += _weight_sweep_notice(weight_sweep_, runs)
+    return out
+
+
+def _light_client_notice(runs: Sequence[Run]) -> list[str]:
+    base = _fcfs_baseline(runs)
+    if base is None:
+        return []
+    c = light_client(base)
+    if c is None:
+        return []
+    name, heavy = base.clients[c]["client"], base.clients[1 - c]["client"] if len(base.clients) == 2 else "the others"
+    share = base.clients[c]["num_requests"] / sum(row["num_requests"] for row in base.clients)
+    a = base.clients[c]["mean_finish_ms"]
+    others = [row["mean_finish_ms"] for i, row in enumerate(base.clients) if i != c]
+    out = [f"Under {base.label}, {name} sends only {share:.0%} of the requests, yet they took {_ms(a)} on average "
+           f"(p99 {_ms(base.clients[c]['p99_finish_ms'])}), as long as {heavy}'s ({_ms(float(np.mean(others)))}): "
+           f"each one queues behind the {heavy} requests that arrived before it."]
+    for run in runs:
+        if run is base or c >= len(run.clients):
+            continue
+        b = run.clients[c]["mean_finish_ms"]
+        change = _pct_change(a, b)
+        out.append(f"{run.label}: {name}'s mean finish time {'fell' if b < a else 'rose'} from {_ms(a)} to {_ms(b)}"
+                   f" ({change})" + ("." if not run.is_limited else
+                                     f", with {run.clients[c]['num_rejected']} of {name}'s requests rejected."))
+    return out
+
+
+def _throughput_notice(runs: Sequence[Run]) -> list[str]:
+    base = _fcfs_baseline(runs)
+    if base is None:
+        return []
+    t0 = base.summary["throughput_tok_s"]
+    seqs = base.config.max_num_seqs
+    out = []
+    for run in runs:
+        if run is base:
+            continue
+        t = run.summary["throughput_tok_s"]
+        if run.is_limited:
+            cfg = run.config
+            rejected = ", ".join(f"{c['num_rejected']:,} of {c['client']}'s" for c in run.clients)
+            out.append(f"The rate limit ({cfg.rate_limit_max_requests} requests per client per "
+                       f"{cfg.rate_limit_window_steps:,} steps) turned away {run.summary['num_rejected']:,} "
+                       f"requests ({rejected}) and kept only {run.stats['mean_batch']:.1f} of {seqs} batch slots busy "
+                       f"on average: throughput fell from {t0:,.0f} to {t:,.0f} tokens/s ({t / t0:.0%} of "
+                       f"{base.label}'s) while the GPU had room to spare.")
+        elif run.config.policy in _VTC_LIKE and any(r.is_limited for r in runs):
+            line = (f"{run.label} kept {t:,.0f} tokens/s ({t / t0:.0%} of {base.label}'s {t0:,.0f}) and rejected "
+                    f"nothing")
+            c = light_client(run)
+            if c is not None:
+                tokens = [row["output_tokens"] for row in run.clients]
+                heavy = 1 - sum(tokens[c:c + 1]) / max(sum(tokens), 1)
+                line += (f": {run.clients[c]['client']} got all it asked for and the others used the rest "
+                         f"({heavy:.0%} of the tokens); a batch slot sat empty while a request waited in "
+                         f"{run.stats['idle_slot_share']:.1%} of the steps")
+            out.append(line + ".")
+    return out
+
+
+def _lift_notice(runs: Sequence[Run]) -> list[str]:
+    vtc = next((r for r in runs if r.config.policy is Policy.VTC and r.stats["lifts"]["count"]
+                and r.stats["lifts"]["amount"] >= LIFT_NOTICE_SHARE * r.stats["max_counter"]), None)
+    lcf = next((r for r in runs if r.config.policy is Policy.LCF), None)
+    out = []
+    if vtc is not None:
+        lift = vtc.stats["lifts"]
+        ids = vtc.stats["client_ids"]
+        who = ids[lift["client"]]
+        others = [f"{ids[c]}'s: {v:,.0f}" for c, v in enumerate(lift["others"]) if c != lift["client"]]
+        out.append(f"{vtc.label} lifted a returning client's counter {lift['count']:,} times. The largest: at step "
+                   f"{lift['step']:,} {who}'s counter went from {lift['before']:,.0f} to {lift['after']:,.0f}"
+                   + (f" ({'; '.join(others)})" if others else "")
+                   + f", so the credit {who} 'saved' while idle could not be spent at "
+                   + (f"{ids[1 - lift['client']]}'s" if len(ids) == 2 else "the others'") + " expense.")
+    if vtc is not None and lcf is not None:
+        ids = vtc.stats["client_ids"]
+        who = vtc.stats["lifts"]["client"]
+        victims = [c for c in range(len(ids)) if c != who]
+        worst = max(victims, key=lambda c: lcf.stats["longest_starvation_steps"][c])
+        head = lcf.trace.clients["client_counters"]
+        step = vtc.stats["lifts"]["step"]
+        if step < lcf.trace.num_steps:
+            lead = float(head[max(step - 1, 0), worst] - head[max(step - 1, 0), who])
+            out.append(f"Without the lift ({lcf.label}) {ids[who]} came back {lead:,.0f} weighted tokens 'behind' "
+                       f"and was served first until it caught up: {ids[worst]} had requests waiting and none "
+                       f"admitted for up to {lcf.stats['longest_starvation_steps'][worst]:,} steps, against "
+                       f"{vtc.stats['longest_starvation_steps'][worst]:,} under {vtc.label}.")
+    return out
+
+
+def _weights_notice(runs: Sequence[Run]) -> list[str]:
+    weighted = [r for r in runs if len({r.config.client_weight(c) for c in r.stats["client_ids"]}) > 1]
+    if not weighted or len(runs[0].stats["client_ids"]) != 2:
+        return []
+    a, b = runs[0].stats["client_ids"]
+    ratios = []
+    for run in runs:
+        tokens = run.stats["tokens_all_waiting"]
+        if run.stats["all_waiting_share"] >= 0.05 and tokens[0]:
+            ratios.append((tokens[1] / tokens[0], run.label))
+    if not ratios:
+        return []
+    (first, label), rest = ratios[0], [f"{r:.2f}x under {lab}" for r, lab in ratios[1:]]
+    listed = _and_join([f"{first:.2f}x the tokens (prompt + output) {a} was under {label}", *rest])
+    return [f"While both {a} and {b} had requests waiting, {b} was served {listed}: weighted VTC splits the service "
+            f"by the weights; FCFS by who sent more."]
+
+
+def _and_join(items: Sequence[str]) -> str:
+    """'x', 'x and y', 'x, y and z'."""
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _gap_notice(runs: Sequence[Run]) -> list[str]:
+    ids = runs[0].stats["client_ids"]
+    if len(ids) < 2:
+        return []
+    measured = [r for r in runs if r.stats["gap"] > 0]
+    if not measured:
+        return [f"{ids[0]} and {ids[1]} never had requests waiting at the same time, so no service gap arises."]
+    cfg = measured[0].config
+    lin = int(measured[0].trace.requests["prompt_len"].max())
+    pool = cfg.num_blocks * cfg.block_size
+    gaps = ", ".join(f"{r.label} {r.stats['gap']:,.0f}" for r in measured)
+    over = [r.label for r in measured if r.stats["gap"] > r.stats["bound"]]
+    tail = (f"; {', '.join(over)} went past it" if over else "")
+    return [f"Largest service gap between {ids[0]} and {ids[1]} while both waited (weighted tokens): {gaps}. "
+            f"VTC guarantees at most 2 x max(w_in x L_input, w_out x M) = 2 x max({cfg.input_weight:g} x {lin:,}, "
+            f"{cfg.output_weight:g} x {pool:,}) = {measured[0].stats['bound']:,.0f}{tail}."]
+
+
+def _fair_index_notice(runs: Sequence[Run]) -> list[str]:
+    values = [(r.label, r.stats["fair_index"]) for r in runs if np.isfinite(r.stats["fair_index"])]
+    if len(values) < 2:
+        return []
+    text = ", ".join(f"{label} {v:.2f}" for label, v in values)
+    limited = [r.label for r in runs if r.is_limited and np.isfinite(r.stats["fair_index"])
+               and r.stats["fair_index"] > 0.95]
+    tail = (f" {limited[0]} scores well only because it turned the extra work away." if limited else "")
+    return [f"Jain's index against each client's max-min fair share (1 = everyone got their share, "
+            f"{FAIRNESS_WINDOW_STEPS}-step windows): {text}.{tail}"]
+
+
+def _limit_sweep_notice(sweep: dict, runs: Sequence[Run]) -> list[str]:
+    base = _fcfs_baseline(runs)
+    if base is None or not sweep["points"]:
+        return []
+    t0 = base.summary["throughput_tok_s"]
+    x, pts = sweep["x"], sweep["points"]
+    tightest = pts[0]
+    out = [f"At the tightest limit ({x[0]} requests per client per {sweep['window_steps']:,} steps) throughput is "
+           f"{tightest['throughput']:,.0f} tokens/s, {tightest['throughput'] / t0:.0%} of {base.label}'s "
+           f"{t0:,.0f}, with {tightest['num_rejected']:,} requests rejected."]
+    near = next((v for v, p in zip(x, pts, strict=True) if p["throughput"] >= 0.9 * t0), None)
+    if near is not None:
+        p = pts[x.index(near)]
+        out.append(f"Only from {near} requests per window does throughput get within 10% of {base.label}'s; by then "
+                   f"the limit barely holds anyone back ({p['num_rejected']:,} rejected), so it no longer protects "
+                   f"the light client either.")
+    else:
+        out.append(f"No limit tried gets within 10% of {base.label}'s throughput: every one of them turns work away "
+                   f"while slots sit empty.")
+    return out
+
+
+def _weight_sweep_notice(sweep: dict, runs: Sequence[Run]) -> list[str]:
+    pts, x = sweep["points"], sweep["x"]
+    if len(pts) < 2 or len(pts[0]["client_ids"]) < 2:
+        return []
+    ids = pts[0]["client_ids"]
+    first, last = pts[0]["mean_finish_ms"], pts[-1]["mean_finish_ms"]
+    moves = "; ".join(f"{c}'s mean finish time goes from {_ms(first[i])} to {_ms(last[i])}" for i, c in
+                      enumerate(ids))
+    out = [f"Raising the output weight from {x[0]:g} to {x[-1]:g} (input weight {sweep['input_weight']:g}) moves "
+           f"the waiting between clients: {moves}. Whoever consumes the expensive kind of token counts as served "
+           f"sooner and waits longer."]
+    vtc = next((r for r in runs if r.config.policy in _VTC_LIKE), None)
+    if vtc is not None and len(vtc.clients) >= 2:
+        cost = _mean_charges(vtc)
+        cfg = vtc.config
+        out.append(f"Mean charge per request at your weights (in {cfg.input_weight:g} : out {cfg.output_weight:g}): "
+                   + ", ".join(f"{c} {v:,.0f} weighted tokens" for c, v in cost.items()) + ".")
+    return out
+
+
+def _mean_charges(run: Run) -> dict[str, float]:
+    r, cfg = run.trace.requests, run.config
+    charge = cfg.input_weight * r["prompt_len"] + cfg.output_weight * r["target_len"]
+    return {cid: float(charge[r["client"] == c].mean()) for c, cid in enumerate(run.trace.client_ids)
+            if (r["client"] == c).any()}
