@@ -274,7 +274,7 @@ def _toy_pool() -> Preset:
 def _recompute_vs_swap() -> Preset:
     requests = (
         RequestSpec("victim", 0, 1900, 400, priority=1),
-        RequestSpec("grower", 0, 200, 1200, priority=0),
+        RequestSpec("grower", 0, 200, 500, priority=0),
     )
     # 144 blocks = 2,304 tokens: the pool runs out at step 102, when the victim holds 1,900 + 100 = 2,000 tokens
     # (125 blocks) and the grower 301 (19); the priority policy picks the victim (priority 1) to preempt.
@@ -291,13 +291,16 @@ def _recompute_vs_swap() -> Preset:
 
 
 def _prefix_cache() -> Preset:
-    workload = WorkloadSpec(num_requests=120, rate_per_step=0.5, prompt_median=200, prompt_sigma=0.3,
-                            output_median=250, output_sigma=0.5, prefix_len=512, seed=23)
-    config = EngineConfig(num_blocks=700, max_num_seqs=16)
+    # 330 blocks = 5,280 tokens for 16 slots of ~860-token requests (512 shared): preemptions with caching on too,
+    # so the re-prefills show their cache hits (the shared 512 tokens plus the victim's own blocks not yet reused).
+    workload = WorkloadSpec(num_requests=40, rate_per_step=0.5, prompt_median=200, prompt_sigma=0.3,
+                            output_median=150, output_sigma=0.5, prefix_len=512, seed=23)
+    config = EngineConfig(num_blocks=330, max_num_seqs=16)
     return Preset(
         "prefix_cache", "preemption", "Prefix caching softens recompute",
-        "Every request starts with the same 512-token system prompt. With prefix caching a preempted "
-        "request's freed blocks stay cached until reused, so part of its re-prefill is a cache hit.",
+        "Every request starts with the same 512-token system prompt, and the pool is too small for 16 "
+        "growing answers. With prefix caching a preempted request's freed blocks stay cached until reused, so "
+        "part of its re-prefill is a cache hit.",
         _workload_scenario("Shared system prompt", config, workload),
         (("prefix caching off", {"enable_prefix_caching": False}),
          ("prefix caching on", {"enable_prefix_caching": True})),
@@ -305,8 +308,10 @@ def _prefix_cache() -> Preset:
 
 
 def _sizing() -> Preset:
-    workload = WorkloadSpec(num_requests=200, rate_per_step=0.5, prompt_median=300, prompt_sigma=0.6,
-                            output_median=250, output_sigma=0.7, output_max=1500, seed=29)
+    # Small on purpose: the page runs it 100 times for the sweep (~48,000 engine steps in all). 40 requests of
+    # ~730 tokens at their longest arrive within 40 steps: 32 slots grow into ~1,450 blocks.
+    workload = WorkloadSpec(num_requests=40, rate_per_step=1.0, prompt_median=640, prompt_sigma=0.25,
+                            output_median=90, output_sigma=0.3, output_max=200, seed=29)
     config = EngineConfig(num_blocks=1200, max_num_seqs=32)
     return Preset(
         "sizing", "preemption", "Preemptions all the time are a sizing problem",
@@ -314,8 +319,8 @@ def _sizing() -> Preset:
         "can grow into; fewer slots stop it too, at the price of queueing.",
         _workload_scenario("Sizing sweep", config, workload),
         (("FCFS", {"policy": "fcfs"}),),
-        {"pool_sweep_blocks": (400, 600, 800, 1000, 1200, 1600, 2000, 2600, 3200, 4000),
-         "seqs_sweep": (4, 8, 12, 16, 24, 32, 48, 64, 96, 128)},
+        {"pool_sweep_blocks": (300, 400, 500, 600, 800, 1000, 1200, 1400, 1600, 2000),
+         "seqs_sweep": (4, 8, 12, 16, 20, 24, 28, 32, 36, 40)},
     )
 
 
