@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from .request import NO_STEP, RequestStatus
-from .trace import Trace
+from .trace import SCHED_PREFILL, SCHED_WASTED, Trace
 
 _SERVED = (RequestStatus.FINISHED_STOPPED, RequestStatus.FINISHED_LENGTH_CAPPED)
 
@@ -197,6 +197,28 @@ def service_gap(trace: Trace, a: int = 0, b: int = 1) -> dict[str, Any]:
             gap = max(gap, float(seg.max() - seg.min()))
             start = None
     return {"gap": gap, "diff": np.where(both, diff, np.nan), "bound": vtc_bound(trace)}
+
+
+def past_end_kv_tokens(trace: Trace) -> np.ndarray:
+    """[steps] int64: KV tokens held during each step by requests generating past the end of their answer (a stop
+    the server does not check for, or a stop string caught a step late) while their client is still there.
+
+    Rebuilt from the schedule: a request that emits its k-th token (k counted from 0) in a step holds
+    ``prompt_len + k`` tokens of KV after it, and a token is past the end when the trace marks it wasted before any
+    disconnect (after a disconnect the KV is counted in ``steps["orphan_kv_tokens"]``). A request that stalls for a
+    step (scheduled no tokens) is not counted in that step.
+    """
+    steps, rows, _, kinds = trace.schedule_entries()
+    emitting = kinds != SCHED_PREFILL
+    steps, rows, kinds = steps[emitting], rows[emitting], kinds[emitting]
+    order = np.argsort(rows, kind="stable")  # entries are in step order, so each request's stay sorted
+    rows_sorted = rows[order]
+    tokens_before = np.empty(len(rows), dtype=np.int64)
+    tokens_before[order] = np.arange(len(rows)) - np.searchsorted(rows_sorted, rows_sorted, side="left")
+    disconnect = trace.requests["disconnect_step"][rows]
+    past_end = (kinds == SCHED_WASTED) & ((disconnect == NO_STEP) | (steps < disconnect))
+    kv = trace.requests["prompt_len"][rows[past_end]] + tokens_before[past_end]
+    return np.bincount(steps[past_end], weights=kv, minlength=trace.num_steps).astype(np.int64)
 
 
 # ---- fairness between clients (the Fairness lesson) ------------------------------------------------------------

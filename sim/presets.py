@@ -216,17 +216,21 @@ def _article_abandon() -> Preset:
         Scenario("Abandoned at token 300", config, requests),
         (("abort on disconnect", {"abort_on_disconnect": True}),
          ("no abort", {"abort_on_disconnect": False})),
+        {"answer_tokens": 1000, "leave_after_tokens": 300},
     )
 
 
 def _impatient_users() -> Preset:
-    workload = WorkloadSpec(num_requests=300, rate_per_step=0.3, prompt_median=250, prompt_sigma=0.6,
-                            output_median=200, output_sigma=0.8, output_max=1500, abandon_rate=0.3, seed=17)
-    config = EngineConfig(num_blocks=1500, max_num_seqs=16, timeout_steps=0)
+    # 200 requests at 0.2 per step on 16 slots: the slots, not the 1,000-block pool, are the bottleneck, so a
+    # queue builds and every slot held for nobody delays the users who stay. ~2,000 steps: quick to rerun.
+    workload = WorkloadSpec(num_requests=200, rate_per_step=0.2, prompt_median=200, prompt_sigma=0.6,
+                            output_median=120, output_sigma=0.8, output_max=1500, abandon_rate=0.3, seed=17)
+    config = EngineConfig(num_blocks=1000, max_num_seqs=16, timeout_steps=0)
     return Preset(
         "impatient_users", "cancellation", "Impatient users under load",
-        "30% of users leave before their answer is done. Aborting at once frees their slots and KV for the "
-        "others; a server that notices late, or never, keeps generating for nobody.",
+        "200 requests on 16 batch slots, and 30% of users leave before their answer is done (some while still "
+        "queued). Aborting at once frees their slots and KV for the others; a server that notices late, or "
+        "never, keeps generating for nobody while the queue grows.",
         _workload_scenario("Impatient users", config, workload),
         (("abort at once", {"abort_on_disconnect": True, "disconnect_detect_delay_steps": 0}),
          ("notices after 50 steps", {"abort_on_disconnect": True, "disconnect_detect_delay_steps": 50}),
@@ -248,6 +252,7 @@ def _stops() -> Preset:
         "at max_tokens generates the rest for nobody.",
         Scenario("Stop checks", config, tuple(requests)),
         (("check every step", {"stop_check": "every_step"}), ("stop at max_tokens", {"stop_check": "at_max_tokens"})),
+        {"max_tokens": 512, "stop_marker": "mixed"},  # odd requests end on a stop string, even ones on a token
     )
 
 

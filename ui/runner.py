@@ -7,6 +7,7 @@ list); the Scenario object itself is passed unhashed (leading underscore).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Callable
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 import streamlit as st
 
 from sim import metrics
-from sim.engine import queues_after_step, simulate
+from sim.engine import Engine, queues_after_step, simulate
 from sim.scenario import Scenario
 from sim.trace import Trace
 
@@ -54,6 +55,17 @@ def queues_at(scenario: Scenario, step: int) -> dict[str, list[str]]:
     return _queues(scenario_key(scenario), scenario, step)
 
 
+@st.cache_data(max_entries=32, show_spinner=False)
+def _computed(name: str, key: str, _fn: Callable[[], Any]) -> Any:
+    return _fn()
+
+
+def computed(name: str, key: str, fn: Callable[[], Any]) -> Any:
+    """The result of a pure computation over many runs (e.g. a sizing sweep), cached under ``(name, key)``:
+    ``key`` must change whenever the result would (build it from ``scenario_key``)."""
+    return _computed(name, key, fn)
+
+
 @st.cache_data(max_entries=1024, show_spinner=False)
 def _measure(key: str, name: str, args: tuple, _scenario: Scenario, _fn: Callable[..., Any]) -> Any:
     return _fn(run(_scenario), *args)
@@ -64,3 +76,23 @@ def measure(scenario: Scenario, fn: Callable[..., Any], *args: Any) -> Any:
     page needs from a run on every rerun (per-client rows, fairness statistics, one point of a sweep) without
     recomputing them or unpickling the trace again. ``fn`` must be a pure module-level function of the trace."""
     return _measure(scenario_key(scenario), f"{fn.__module__}.{fn.__qualname__}", args, scenario, fn)
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def _run_until(key: str, _scenario: Scenario, step: int, map_steps: tuple[int, ...]) -> Trace:
+    sc, snapshots = _scenario, {}
+    for t in sorted({*map_steps, step}):
+        # A stride of t records step t (and 0); the run stops there, fast-forwarding through the quiet stretches.
+        every = max(t, 1) if t in map_steps else 0
+        trace = Engine(sc.config, sc.requests, name=sc.name, snapshot_every_steps=every).run(until_step=t)
+        if t in trace.snapshots:
+            snapshots[t] = trace.snapshots[t]
+    return dataclasses.replace(trace, snapshots=snapshots)  # the last run is the one through ``step``
+
+
+def run_until(scenario: Scenario, step: int, map_steps: tuple[int, ...] = ()) -> Trace:
+    """The run through ``step`` only (a partial trace) with block-map snapshots at ``map_steps`` (each <= step;
+    a step where nothing ran has none), cached: one step's block map without recording every step's."""
+    if any(t > step or t < 0 for t in map_steps):
+        raise ValueError(f"map_steps: each must be between 0 and step={step}, got {map_steps}")
+    return _run_until(scenario_key(scenario), scenario, step, tuple(sorted(set(map_steps))))
