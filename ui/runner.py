@@ -14,7 +14,7 @@ from typing import Any
 
 import streamlit as st
 
-from sim import metrics
+from sim import metrics, presets
 from sim.engine import Engine, queues_after_step, simulate
 from sim.scenario import Scenario
 from sim.trace import Trace
@@ -76,6 +76,12 @@ def measure(scenario: Scenario, fn: Callable[..., Any], *args: Any) -> Any:
     page needs from a run on every rerun (per-client rows, fairness statistics, one point of a sweep) without
     recomputing them or unpickling the trace again. ``fn`` must be a pure module-level function of the trace."""
     return _measure(scenario_key(scenario), f"{fn.__module__}.{fn.__qualname__}", args, scenario, fn)
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def presets_for(lesson: str) -> list[presets.Preset]:
+    """A lesson's presets (cached: building them generates every preset's workload, ~20 ms a rerun)."""
+    return presets.presets_for(lesson)
 
 
 @st.cache_data(max_entries=256, show_spinner=False)

@@ -6,6 +6,8 @@ after the step (in admission order), and why each admission, preemption or refus
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pandas as pd
 import streamlit as st
 
@@ -66,8 +68,10 @@ def requests_csv(trace: Trace) -> str:
     return requests.to_csv(index=False)
 
 
-def step_inspector(runs: dict[str, tuple[Scenario, Trace]], page: str) -> None:
-    """Walk a schedule step by step (a fragment: moving its slider reruns only this section)."""
+def step_inspector(runs: dict[str, tuple[Scenario, Trace]], page: str,
+                   start_step: Callable[[Trace], int] | None = None) -> None:
+    """Walk a schedule step by step (a fragment: moving its slider reruns only this section). The slider starts
+    at ``start_step(trace)`` (default: the first preemption, else the first refusal to admit, else step 0)."""
 
     @st.fragment
     def _inspector() -> None:
@@ -75,7 +79,7 @@ def step_inspector(runs: dict[str, tuple[Scenario, Trace]], page: str) -> None:
         label = st.selectbox("Policy", labels, key=f"{page}.inspect_label") if len(labels) > 1 else labels[0]
         scenario, trace = runs[label]
         last = trace.num_steps - 1
-        default = _interesting_step(trace)
+        default = min((start_step or _interesting_step)(trace), last)
         key = f"{page}.inspect_step.{label}"
         if key not in st.session_state or st.session_state[key] > last:
             st.session_state[key] = default
