@@ -1,0 +1,101 @@
+"""Cancellation: work nobody reads. Abort at once vs notice late vs never; stop checks every step vs at max_tokens."""
+
+import streamlit as st
+
+from ui import charts, knobs, page, runner, sections
+from ui.charts import cancellation as cancel_charts
+from ui.controls import KnobPanel, preset_picker
+from ui.lessons import cancellation as lesson
+
+style = page.setup("Cancellation", ":material/content_cut:")
+st.title("Cancellation: work nobody reads")
+st.markdown(lesson.QUESTION)
+
+preset = preset_picker(lesson.LESSON, runner.presets_for(lesson.LESSON))
+st.caption(preset.description)
+uploaded = sections.upload(lesson.LESSON)
+base = uploaded or preset.scenario
+scope = preset.key if uploaded is None else f"upload:{runner.scenario_key(uploaded)}"
+
+st.sidebar.subheader("Engine")
+engine = KnobPanel(f"{lesson.LESSON}.engine", knobs.engine_knobs(base.config), scope).render()
+workload = None
+if base.workload is not None:
+    st.sidebar.subheader("Workload")
+    workload = knobs.apply_workload(
+        base.workload, KnobPanel(f"{lesson.LESSON}.workload", knobs.workload_knobs(base.workload), scope).render())
+st.sidebar.subheader("Users and servers")
+own = KnobPanel(lesson.LESSON, lesson.knobs(preset, base, uploaded is not None), scope).render()
+config = lesson.apply(knobs.apply_engine(base.config, engine), own)
+st.sidebar.caption(knobs.pool_caption(config))
+unit = own["unit"]
+
+scenario = page.guarded(lambda: lesson.apply_requests(
+    knobs.scenario_with(base, config, lesson.apply_workload(workload, own)), own))
+runs = page.guarded(lambda: [
+    lesson.Run(label, sc, tr := runner.run(sc), runner.summary(sc, tr))
+    for label, sc in lesson.variants(preset, scenario, own)
+])
+if not runs:
+    st.warning("Pick at least one server to compare in the sidebar.", icon=":material/warning:")
+    st.stop()
+story = lesson.abandon_story(runs)
+styles = cancel_charts.server_styles({run.label: run.scenario.config for run in runs})
+summaries = {run.label: run.summary for run in runs}
+
+if story is not None:
+    with st.container(border=True):
+        st.markdown(f"**The article's example, measured:** the user of request '{story.request_id}' leaves after "
+                    f"token {story.tokens_read:,} of {story.tokens_read + story.wasted_tokens:,}.")
+        for col, (label, value, caption) in zip(st.columns(4), lesson.story_metrics(story), strict=False):
+            col.metric(label, value)
+            col.caption(caption)
+
+cols = st.columns(len(runs))
+for col, run in zip(cols, runs, strict=True):
+    col.metric(f"{run.label}: tokens for nobody", f"{run.summary['wasted_tokens']:,}",
+               help="Tokens generated after the user left, or past the end of the answer.")
+    col.caption(lesson.run_caption(run, unit))
+
+page.notice(lesson.notices(runs, story, unit))
+
+st.subheader("KV memory: who is it for?")
+page.show_chart(cancel_charts.kv_for_nobody({run.label: run.trace for run in runs}, style, x_unit=unit),
+                "kv-for-nobody", style)
+
+st.subheader("Who ran when")
+x_max = max(float(run.trace.steps["time_ms"][-1]) if unit == "ms" else run.trace.num_steps for run in runs)
+
+
+def draw_gantt(label: str) -> None:
+    run = next(r for r in runs if r.label == label)
+    fig = charts.gantt(run.trace, style, x_unit=unit, title=label, highlight_ids=lesson.gantt_notes(run, story))
+    fig.update_xaxes(range=[0, x_max])
+    page.show_chart(fig, f"gantt-{label}", style)
+
+
+page.grid([run.label for run in runs], draw_gantt, columns=lesson.gantt_columns(runs))
+
+st.subheader("What the waste costs")
+page.show_chart(cancel_charts.waste_bars(summaries, style, styles=styles), "work-for-nobody", style)
+cols = st.columns(1 if style.presentation else 2)  # on a projector, one wide column: labels stay readable
+with cols[0]:
+    page.show_chart(cancel_charts.waiting_others_lose(summaries, style, styles=styles, unit=unit),
+                    "waiting-others-lose", style)
+with cols[-1]:
+    page.show_chart(charts.queue_and_batch({run.label: run.trace for run in runs}, style, x_unit=unit,
+                                           colors={label: color for label, (color, _) in styles.items()}),
+                    "queue-and-batch", style)
+
+st.subheader("Metrics")
+page.show_metrics(summaries, ("served", "aborted", "wasted", "wasted_gpu", "goodput", "throughput", "peak_kv"))
+
+with st.expander("Step inspector: walk through the schedule", expanded=False):
+    sections.step_inspector({run.label: (run.scenario, run.trace) for run in runs}, lesson.LESSON,
+                            start_step=lesson.inspector_step)
+
+st.subheader("Take it with you")
+for run in runs:
+    st.caption(run.label)
+    sections.downloads(run.scenario, run.trace, f"cancellation-{preset.key}-{run.label}".replace(" ", "_"),
+                       key=f"{lesson.LESSON}.{run.label}")
