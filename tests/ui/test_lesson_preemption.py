@@ -1,0 +1,323 @@
+"""The Preemption lesson's logic without Streamlit: victim choice and requeue position under both policies, swap
+and its fallback, the article's cost numbers, prefix-cache hits on re-prefill, KV per request rebuilt from the
+schedule, the sizing sweep, the knobs, and the figure builders."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+import pytest
+
+from sim import metrics, presets
+from sim.config import MODELS, EngineConfig, gib_for_blocks
+from sim.engine import Engine, queues_after_step, simulate
+from sim.request import RequestSpec
+from sim.scenario import Scenario
+from ui.charts import preemption as charts
+from ui.lessons import preemption as lesson
+from ui.theme import ChartStyle
+
+STYLE = ChartStyle()
+
+
+def runs_of(key: str, **config) -> list[lesson.Run]:
+    p = presets.get(key)
+    out = []
+    for label, sc in lesson.variants(p, p.scenario.with_config(**config), None):
+        trace = simulate(sc.config, sc.requests)
+        out.append(lesson.Run(label, sc, trace, metrics.summary(trace)))
+    return out
+
+
+def run_of(key: str, label: str, **config) -> lesson.Run:
+    return next(r for r in runs_of(key, **config) if r.label == label)
+
+
+# ---- who is evicted, and where it goes -------------------------------------------------------------------------------
+def test_fcfs_evicts_the_last_admitted_and_puts_it_at_the_head_of_the_queue():
+    # Toy pool: 32 blocks of 16 tokens, A-D (16-token prompts) admitted in that order at step 0, E at step 5 waits
+    # for a slot. At step 113 each of A-D holds 16 + 112 = 128 tokens = 8 blocks: the pool is full, A needs a 9th
+    # block, and FCFS evicts the tail of the running list, D.
+    fcfs = run_of("toy_pool", "FCFS victim")
+    first = fcfs.preempted[0]
+    assert (first.request_id, first.step, first.kind, first.tokens, first.blocks) == ("D", 113, "recompute", 128, 8)
+    # Back at the head of the waiting queue, ahead of E (which arrived at step 5): it blocks E until step 200.
+    sc = fcfs.scenario
+    assert queues_after_step(sc.config, sc.requests, 113)["waiting"] == ["D", "E"]
+    assert fcfs.trace.request_records()[4]["first_scheduled_step"] == 200
+    text = " ".join(lesson.notices([fcfs]))
+    assert "evicted D, the last request in the running list" in text
+    assert "D went back to the head of the waiting queue" in text and "E (1 block) waited behind it" in text
+
+
+def test_priority_evicts_the_lowest_priority_and_requeues_it_by_priority():
+    # Same pool under the priority policy: C (priority 2) is the lowest, so it goes at step 113; re-inserted by
+    # (priority, arrival), it lands behind E (priority 0), which is admitted at step 114. A (priority 1) next.
+    prio = run_of("toy_pool", "priority victim")
+    assert [(p.request_id, p.step) for p in prio.preempted] == [("C", 113), ("A", 131)]
+    sc = prio.scenario
+    assert queues_after_step(sc.config, sc.requests, 113)["waiting"] == ["E", "C"]
+    text = " ".join(lesson.notices([prio]))
+    assert "evicted C, the running request with the lowest priority (priority 2" in text
+    assert "E (priority 0) went ahead of it" in text
+
+
+def test_tokens_held_at_preemption_match_what_the_engine_recomputes():
+    for key, label in (("toy_pool", "FCFS victim"), ("toy_pool", "priority victim"),
+                       ("prefix_cache", "prefix caching off"), ("sizing", "FCFS")):
+        run = run_of(key, label)
+        rebuilt = sum(p.tokens - p.hit_tokens for p in run.preempted if p.kind != "swap")
+        assert rebuilt == run.summary["recomputed_tokens"] > 0, (key, label)
+
+
+# ---- recompute vs swap: the article's numbers ------------------------------------------------------------------------
+def test_cost_of_a_2000_token_victim_is_the_articles():
+    cost = lesson.preemption_cost(2000, EngineConfig())
+    assert cost.recompute_ms == pytest.approx(32.0)  # 2,000 x 16 us
+    assert cost.blocks == 125 and cost.kv_bytes == 262_144_000  # 125 blocks x 2 MiB = 2,000 x 131,072 B
+    assert lesson.fmt_bytes(cost.kv_bytes) == "262 MB"
+    assert cost.swap_peak_ms == pytest.approx(5.24288)  # 262,144,000 B / 50 GB/s
+    assert cost.swap_overhead_ms == pytest.approx(0.625)  # 125 copies x 5 us
+    assert cost.swap_ms == pytest.approx(5.86788) and cost.swap_round_trip_ms == pytest.approx(11.73576)
+
+
+def test_small_blocks_and_a_slow_link_make_swap_dearer():
+    # One-token blocks: 2,000 copies x 5 us = 10 ms of overhead each way on top of the 5.24 ms of data.
+    tiny = lesson.preemption_cost(2000, EngineConfig(block_size=1))
+    assert tiny.kv_bytes == 262_144_000 and tiny.swap_overhead_ms == pytest.approx(10.0)
+    assert tiny.effective_gb_s == pytest.approx(262.144 / 15.24288, rel=1e-6)
+    slow = EngineConfig().replace(cost=EngineConfig().cost.__class__(swap_bandwidth_gb_s=25.0))
+    assert lesson.preemption_cost(2000, slow).swap_peak_ms == pytest.approx(10.48576)
+    # A 70B model stores 2.5x the bytes per token: 655 MB for the same 2,000 tokens.
+    big = lesson.preemption_cost(2000, EngineConfig(model=MODELS["llama-3.1-70b"]))
+    assert big.kv_bytes == 2000 * 327_680 and lesson.fmt_bytes(big.kv_bytes) == "655 MB"
+
+
+def test_recompute_vs_swap_preset_numbers_come_from_the_run():
+    runs = runs_of("recompute_vs_swap")
+    assert lesson.largest_victim_tokens(runs)[0] == 2000
+    rec, swp = (r.preempted[0] for r in runs)
+    assert (rec.kind, rec.tokens, rec.resume_tokens) == ("recompute", 2000, 2001)
+    assert (swp.kind, swp.blocks, swp.resume_tokens) == ("swap", 125, 0)
+    text = " ".join(lesson.notices(runs))
+    assert "2,000 tokens of prefill to rebuild: 32.0 ms of GPU time" in text
+    assert "1 swap copied 262 MB to CPU memory (and back), 11.7 ms of copies in all" in text
+    assert "the same number of steps" in text
+
+
+def test_swap_falls_back_to_recompute_when_cpu_space_is_full():
+    # 100 CPU blocks < the victim's 125: the engine recomputes instead, and the lesson says why.
+    run = run_of("recompute_vs_swap", "swap", num_cpu_blocks=100)
+    (p,) = run.preempted
+    assert p.kind == "fallback" and p.tokens == 2000
+    assert run.summary["swap_ms"] == 0.0 and run.summary["recomputed_tokens"] == 2000
+    text = " ".join(lesson.cost_notices([run]))
+    assert "1 swap fell back to recompute" in text and "100 blocks" in text and "125 blocks" in text
+    # With room for it (125 blocks exactly), it swaps.
+    assert run_of("recompute_vs_swap", "swap", num_cpu_blocks=125).preempted[0].kind == "swap"
+
+
+# ---- prefix caching softens recompute --------------------------------------------------------------------------------
+def test_a_recomputed_request_finds_its_own_freed_blocks_in_the_cache():
+    # Toy pool with prefix caching: C is evicted at step 145 with 160 tokens (10 blocks, tail freed first). By its
+    # re-admission at step 200, 4 of its blocks (64 tokens) are still cached: it re-prefills 161 - 64 = 97 tokens.
+    run = run_of("toy_pool", "FCFS victim", enable_prefix_caching=True)
+    c = next(p for p in run.preempted if p.request_id == "C")
+    assert (c.tokens, c.resume_step, c.resume_tokens, c.hit_tokens, c.recomputed_tokens) == (160, 200, 161, 64, 97)
+    assert lesson.readmissions(run.preempted) == [("D @ 200", 0, 129), ("C @ 200", 64, 97)]
+    # The engine's own count agrees: 160 computed, 64 from the cache -> 96 recomputed.
+    assert int(run.trace.requests["num_recomputed_tokens"][2]) == 96
+
+
+def test_prefix_cache_preset_re_prefills_are_mostly_hits():
+    off, on = runs_of("prefix_cache")
+    assert off.preempted and on.preempted  # the pool is small enough to preempt either way
+    assert all(p.hit_tokens == 0 for p in off.preempted)
+    hits = [p.hit_tokens for p in on.preempted if p.resume_step >= 0]
+    assert min(hits) >= 512  # the shared 512-token system prompt is always cached (others hold it)
+    assert max(hits) > 512  # and some re-admissions also find their own blocks
+    text = " ".join(lesson.cache_notices([off, on]))
+    assert "prefix caching on: the" in text and "in the prefix cache (" in text
+    assert "prefix caching off: without prefix caching" in text
+
+
+# ---- KV per request --------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("key", "config"), [
+    ("toy_pool", {}), ("toy_pool", {"policy": "priority"}),
+    ("toy_pool", {"preemption_mode": "swap", "num_cpu_blocks": 64}),
+    ("recompute_vs_swap", {"preemption_mode": "swap"}), ("prefix_cache", {}),
+])
+def test_blocks_held_rebuilt_from_the_schedule_match_the_block_maps(key, config):
+    p = presets.get(key)
+    trace = simulate(p.scenario.config.replace(**config), p.scenario.requests, snapshot_every_steps=1)
+    held = lesson.blocks_held(trace, np.arange(trace.num_requests))
+    for step, (owner, _) in trace.snapshots.items():
+        np.testing.assert_array_equal(held[step], np.bincount(owner[owner >= 0], minlength=trace.num_requests))
+    np.testing.assert_array_equal(held.sum(axis=1), trace.steps["used_blocks"])
+
+
+def test_kv_parts_stack_to_the_blocks_in_use_even_with_shared_prefixes():
+    on = runs_of("prefix_cache")[1].trace
+    parts = lesson.kv_parts(on)
+    assert len(parts) == lesson.TOP_REQUESTS + 1 and parts[-1][1] == -1  # ten requests, then the rest
+    np.testing.assert_allclose(sum(p[2] for p in parts), on.steps["used_blocks"])
+
+
+# ---- the sizing sweep ------------------------------------------------------------------------------------------------
+def test_sizing_sweep_finds_where_preemption_stops():
+    p = presets.get("sizing")
+    c = p.scenario.config
+    pools = tuple(gib_for_blocks(b, c.model, c.block_size) for b in (1200, 1600))
+    sweep = lesson.sizing_sweep(p.scenario, pools, (16, 32))
+    assert sweep.pools_blocks == (1200, 1600)
+    # 32 slots grow into more than 1,200 blocks; 16 slots or 1,600 blocks never preempt.
+    assert sweep.preemptions[1, 0] > 0
+    assert sweep.preemptions[0, 0] == sweep.preemptions[0, 1] == sweep.preemptions[1, 1] == 0
+    assert np.isfinite(sweep.finish_ms).all() and (sweep.rejected == 0).all()
+    text = " ".join(lesson.sweep_notices(sweep, pools[0], 32))
+    assert "With 32 batch slots, preemption stops from 3.12 GiB (1,600 blocks)" in text
+    assert "lowering max_num_seqs from 32 to 16 stops preemption" in text
+
+
+def test_sweep_axes_are_the_presets_grid_in_gib():
+    pools, seqs = lesson.sweep_axes(presets.get("sizing"))
+    assert len(pools) == len(seqs) == 10
+    assert pools[list(presets.get("sizing").knobs["pool_sweep_blocks"]).index(1600)] == pytest.approx(3.125)
+    sweep = lesson.Sweep(pools, (0,) * 10, seqs, np.zeros((10, 10), int), np.zeros((10, 10)), np.zeros((10, 10)),
+                         np.zeros((10, 10), int), np.zeros((10, 10), int), 0.0)
+    assert lesson.nearest_cell(sweep, 2.34375, 32) == (seqs.index(32), 6, True)
+    assert lesson.nearest_cell(sweep, 2.4, 30)[2] is False
+
+
+# ---- knobs -----------------------------------------------------------------------------------------------------------
+def _values(preset_key: str, **changes):
+    p = presets.get(preset_key)
+    c = p.scenario.config
+    engine = {k.key: k.default for k in lesson.engine_knobs(c)}
+    own = {k.key: k.default for k in lesson.knobs(p, c)}
+    swap = {k.key: k.default for k in lesson.swap_knobs(c)}
+    for d in (engine, own, swap):
+        d.update({k: v for k, v in changes.items() if k in d})
+    return p, lesson.apply(c, engine, own, swap)
+
+
+def test_knob_defaults_reproduce_the_preset():
+    for key in ("toy_pool", "recompute_vs_swap", "prefix_cache", "sizing"):
+        p, config = _values(key)
+        c = p.scenario.config
+        assert (config.num_blocks, config.block_size, config.max_num_seqs, config.model) == \
+            (c.num_blocks, c.block_size, c.max_num_seqs, c.model), key
+    assert _values("recompute_vs_swap")[1].num_cpu_blocks == 400  # 0.78125 GiB of 2 MiB blocks
+    assert _values("toy_pool")[1].num_cpu_blocks == 2048  # no swap space in the preset: vLLM's 4 GiB
+
+
+def test_the_pool_is_memory_block_size_and_model_change_the_block_count():
+    assert _values("toy_pool", pool_gib=0.125)[1].num_blocks == 64  # 128 MiB / 2 MiB
+    assert _values("toy_pool", block_size=8)[1].num_blocks == 64  # same 64 MiB, 1 MiB blocks
+    assert _values("toy_pool", model="llama-3.1-70b")[1].num_blocks == 12  # 64 MiB / 5 MiB
+    config = _values("recompute_vs_swap", swap_bandwidth_gb_s=25.0, swap_overhead_us=0.0, cpu_swap_gib=0.0)[1]
+    assert config.cost.swap_bandwidth_gb_s == 25.0 and config.cost.swap_overhead_per_block_us == 0.0
+    assert config.num_cpu_blocks == 0
+
+
+def test_compared_fields_are_left_to_the_variants():
+    p = presets.get("recompute_vs_swap")
+    keys = {k.key for k in lesson.knobs(p, p.scenario.config)}
+    assert "preemption_mode" not in keys and {"policy", "enable_prefix_caching", "compare"} <= keys
+    sizing = presets.get("sizing")  # one variant: nothing compared, every knob shown
+    assert {"policy", "preemption_mode", "enable_prefix_caching"} <= {k.key for k in lesson.knobs(
+        sizing, sizing.scenario.config)}
+    modes = [sc.config.preemption_mode.value for _, sc in lesson.variants(p, p.scenario, ["swap"])]
+    assert modes == ["swap"]
+
+
+def test_block_map_steps_and_event_navigation():
+    fcfs = run_of("toy_pool", "FCFS victim").trace
+    assert lesson.first_map_step([fcfs]) == 113
+    events = lesson.event_steps([fcfs])
+    assert events == [113, 145, 200]
+    assert lesson.neighbour_event(events, 113, +1) == 145 and lesson.neighbour_event(events, 113, -1) is None
+    assert lesson.map_steps_for(fcfs, 113) == (112, 113) and lesson.map_steps_for(fcfs, 114) == (114,)
+    assert any("D** preempted (recompute)" in line for line in lesson.step_events(fcfs, 113))
+
+
+# ---- figures ---------------------------------------------------------------------------------------------------------
+def _partial(key: str, step: int, map_steps: tuple[int, ...], **config):
+    p = presets.get(key)
+    c = p.scenario.config.replace(**config)
+    traces = [Engine(c, p.scenario.requests, snapshot_every_steps=max(t, 1)).run(until_step=t) for t in map_steps]
+    last = traces[-1]
+    last.snapshots = {t: tr.snapshots[t] for t, tr in zip(map_steps, traces, strict=True)}
+    return last
+
+
+def test_block_map_colours_blocks_by_owner_and_crosses_out_the_freed_ones():
+    trace = _partial("toy_pool", 113, (112, 113))
+    fig = charts.block_map(trace, 113, STYLE)
+    heat = fig.data[0]
+    assert isinstance(heat, go.Heatmap) and np.asarray(heat.z).size == 32
+    labels = [t for row in heat.text for t in row]
+    assert labels.count("D") == 0 and labels.count("A") == 9  # D's 8 blocks are gone; A took one of them
+    crosses = fig.data[1]
+    assert len(crosses.x) == 8  # every block D gave up this step
+    assert "Step 113: 27 of 32 KV blocks in use (84%)" in fig.layout.title.text
+    assert "freed: D preempted" in fig.layout.title.text
+    assert all(isinstance(c, str) for _, c in heat.colorscale)
+
+
+def test_block_map_of_a_large_pool_sends_at_most_max_cells():
+    # 6,000 blocks at step 0 of a one-request run: aggregated 3 blocks a cell (2,000 cells).
+    sc = Scenario("big", EngineConfig(num_blocks=6000), (RequestSpec("a", 0, 3000, 10),))
+    trace = Engine(sc.config, sc.requests, snapshot_every_steps=1).run(until_step=0)
+    fig = charts.block_map(trace, 0, STYLE)
+    z = np.asarray(fig.data[0].z, dtype=float)
+    assert np.isfinite(z).sum() == 2000 <= charts.MAX_CELLS
+    assert "each cell = 3 blocks" in fig.layout.title.text
+    assert len(fig.to_json()) < 400_000
+
+
+def test_aggregate_cells_takes_the_majority_and_breaks_ties_for_the_request():
+    codes = np.array([0, 0, -1, 3, -1, -1, -2, 5])  # cells of 4: [0, 0, free, 3], [free, free, cached, 5]
+    dominant, count, used = charts.aggregate_cells(codes, 4)
+    assert dominant.tolist() == [0, -1] and count.tolist() == [2, 2] and used.tolist() == [3, 1]
+    tie = charts.aggregate_cells(np.array([2, 2, -1, -1]), 4)[0]
+    assert tie.tolist() == [2]
+
+
+def test_kv_chart_stacks_requests_with_preemption_marks_and_cpu_swap():
+    trace = run_of("toy_pool", "FCFS victim", preemption_mode="swap", num_cpu_blocks=64).trace
+    fig = charts.kv_over_time(trace, STYLE, by="request", unit="GiB", parts=lesson.kv_parts(trace))
+    names = [t.name for t in fig.data]
+    assert names[:5] == ["A", "B", "C", "D", "E"]
+    assert "preemption" in names and "in CPU swap space (host RAM, not the pool)" in names
+    assert fig.layout.yaxis.title.text == "KV cache (GiB)"
+    state = charts.kv_over_time(trace, STYLE, by="state", unit="%")
+    assert state.layout.yaxis.title.text == "KV cache (% of pool)"
+    with pytest.raises(ValueError, match="by: must be"):
+        charts.kv_over_time(trace, STYLE, by="client")
+
+
+def test_cost_bars_show_both_ways_with_totals():
+    fig = charts.cost_bars(lesson.preemption_cost(2000, EngineConfig()), STYLE, bandwidth_gb_s=50)
+    texts = [a.text for a in fig.layout.annotations]
+    assert " 32.0 ms" in texts and " 11.7 ms" in texts and " 262 MB" in texts
+    assert fig.layout.xaxis.title.text == "time added to engine steps (ms)"
+    assert fig.layout.xaxis2.title.text == "CPU RAM held while evicted (MB)"
+
+
+def test_gantt_marks_where_evicted_requests_came_back():
+    run = run_of("toy_pool", "FCFS victim", enable_prefix_caching=True)
+    fig = charts.gantt_with_resumes(run.trace, STYLE, notes=lesson.gantt_notes(run.preempted))
+    back = next(t for t in fig.data if t.name == "came back (re-prefill)")
+    assert len(back.x) == 2 and any("64 from the prefix cache" in h for h in back.customdata)
+
+
+def test_reprefill_hits_and_sweep_heatmap():
+    fig = charts.reprefill_hits([("C @ 200", 64, 97)], STYLE, title="FCFS")
+    assert [t.name for t in fig.data] == ["found in the prefix cache", "prefilled again (GPU)"]
+    assert "40% of 161 re-prefill tokens" in fig.layout.title.text
+    z = np.array([[0, 3], [np.nan, 0]])
+    heat = charts.sweep_heatmap((1.0, 2.0), (512, 1024), (8, 16), z, STYLE, title="t", colorbar_title="c",
+                                color="#D55E00", current=(0, 1))
+    assert heat.data[0].text.tolist() == [["0", "3"], ["\u2014", "0"]]
+    assert heat.layout.shapes[0].x0 == 0.5 and heat.layout.margin.autoexpand is False

@@ -1,0 +1,418 @@
+"""Figures for the Preemption lesson: the block map at one step, KV occupancy stacked per request (or per state)
+with preemption markers and CPU swap use, the Gantt chart with resume markers, the recompute-vs-swap cost bars,
+the prefix-cache hits of each re-prefill, and the sizing-sweep heatmaps.
+
+Pure builders: each takes a trace (or plain numbers) and a ``ChartStyle`` and returns a ``go.Figure``; none calls
+Streamlit or mutates its inputs; ``layout.style_figure`` sets the look. A request keeps one colour (its row's
+series colour) in the block map and the per-request KV chart. Block maps send only the step being looked at, and
+pools larger than ``MAX_CELLS`` blocks are drawn as cells of several blocks each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import plotly.graph_objects as go
+
+from sim.trace import Trace
+from ui import theme
+from ui.charts.gantt import arrival_order, gantt
+from ui.charts.layout import NO_FILL, downsample, fmt_num, style_figure, time_title
+from ui.charts.timeseries import KV_UNITS, kv_occupancy
+from ui.theme import ChartStyle
+
+MAX_CELLS = 2048  # block-map cells drawn at most; a larger pool is aggregated, several blocks per cell
+MAX_LABELLED_CELLS = 160  # above this many cells a request id does not fit in its cell
+MAX_LEGEND_REQUESTS = 12  # more requests than this: colours cycle, the legend explains instead of listing
+FREE, CACHED, EMPTY = -1, -2, -3  # block codes besides request rows (EMPTY pads the last aggregated cell)
+GRID_COLOR = "#8C8C8C"  # the lines between blocks (the plot background showing through the cell gaps)
+REQUEST_COLORS = tuple(theme.series_color(i) for i in range(len(theme.SERIES_COLORS)))
+
+
+def request_color(row: int) -> str:
+    return REQUEST_COLORS[row % len(REQUEST_COLORS)]
+
+
+# ---- block map -------------------------------------------------------------------------------------------------------
+def snapshot_at(trace: Trace, step: int) -> tuple[int, np.ndarray, np.ndarray] | None:
+    """(recorded step, owner, cached) of the latest block-map snapshot at or before ``step``; None if none."""
+    recorded = [s for s in trace.snapshots if s <= step]
+    if not recorded:
+        return None
+    s = max(recorded)
+    owner, cached = trace.snapshots[s]
+    return s, owner, cached
+
+
+def block_codes(owner: np.ndarray, cached: np.ndarray) -> np.ndarray:
+    """[num_blocks] int64: the owning request row, FREE, or CACHED (free but still holding a prefix)."""
+    return np.where(owner >= 0, owner, np.where(cached, CACHED, FREE)).astype(np.int64)
+
+
+def aggregate_cells(codes: np.ndarray, per_cell: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Group blocks ``per_cell`` at a time: (dominant code, its count, blocks in use) per cell, each [cells].
+    The dominant code is the most frequent one in the cell; on a tie the largest code, so a request beats free."""
+    n = len(codes)
+    cells = -(-n // per_cell)
+    padded = np.full(cells * per_cell, EMPTY, dtype=np.int64)
+    padded[:n] = codes
+    grid = np.sort(padded.reshape(cells, per_cell), axis=1)
+    used = (grid >= 0).sum(axis=1)
+    flat = grid.ravel()
+    cell = np.repeat(np.arange(cells), per_cell)
+    new = np.ones(len(flat), dtype=bool)
+    new[1:] = (flat[1:] != flat[:-1]) | (cell[1:] != cell[:-1])
+    starts = np.flatnonzero(new)
+    lengths = np.diff(np.append(starts, len(flat)))
+    run_cell, run_code = cell[starts], flat[starts]
+    lengths = np.where(run_code == EMPTY, 0, lengths)  # padding never dominates
+    # Per cell the longest run; among equal lengths the last in sort order (the largest code: a request row).
+    order = np.lexsort((run_code, lengths, run_cell))
+    last = np.append(np.flatnonzero(np.diff(run_cell[order])), len(order) - 1)
+    best = order[last]
+    return run_code[best], lengths[best], used
+
+
+def _grid_columns(num_cells: int) -> int:
+    """A power of two near sqrt(4 n), between 8 and 64: about four times as wide as tall."""
+    return int(np.clip(2 ** round(np.log2(max(np.sqrt(4 * num_cells), 1))), 8, 64))
+
+
+def _color_index(code: np.ndarray) -> np.ndarray:
+    """Colour category per cell: 0 free, 1 cached, 2.. a request colour (row mod the palette)."""
+    return np.where(code == FREE, 0, np.where(code == CACHED, 1, 2 + np.mod(np.maximum(code, 0),
+                                                                             len(REQUEST_COLORS))))
+
+
+def _discrete_colorscale() -> list[list[Any]]:
+    colors = ["#FFFFFF", theme.LIGHT_GREY, *REQUEST_COLORS]
+    n = len(colors)
+    scale = []
+    for k, c in enumerate(colors):
+        scale += [[k / n, c], [(k + 1) / n, c]]
+    return scale
+
+
+def block_map(trace: Trace, step: int, style: ChartStyle, *, title: str | None = None,
+              max_cells: int = MAX_CELLS) -> go.Figure:
+    """The KV pool at ``step`` as a grid of blocks coloured by the request holding them (white = free, grey =
+    free but still caching a prefix), with a cross on each block a preemption freed in this step. Needs a trace
+    recorded with block-map snapshots; uses the latest one at or before ``step``. Pools over ``max_cells`` blocks
+    are drawn several blocks per cell (the cell takes the colour of the request holding most of its blocks)."""
+    snap = snapshot_at(trace, step)
+    fig = go.Figure()
+    if snap is None:
+        fig.add_annotation(text="No block map for this step: nothing ran (the engine was idle)", showarrow=False,
+                           x=0.5, y=0.5, xref="paper", yref="paper")
+        return style_figure(fig, style, title=title or f"Step {step:,}", x_title=None, y_title=None, height=200,
+                            legend=False, xaxis={"visible": False}, yaxis={"visible": False})
+    recorded, owner, cached = snap
+    codes = block_codes(owner, cached)
+    n = len(codes)
+    per_cell = max(1, -(-n // max_cells))
+    dominant, count, used = aggregate_cells(codes, per_cell)
+    cells = len(dominant)
+    cols = _grid_columns(cells)
+    rows = -(-cells // cols)
+    z = np.full(rows * cols, np.nan)
+    z[:cells] = _color_index(dominant) + 0.5
+    hover = np.full(rows * cols, "", dtype=object)
+    hover[:cells] = _cell_hover(trace, dominant, count, used, per_cell, n)
+    text = np.full(rows * cols, "", dtype=object)
+    if cells <= MAX_LABELLED_CELLS and per_cell == 1:
+        ids = np.asarray(trace.request_ids, dtype=object)
+        text[:cells] = np.where(dominant >= 0, ids[np.maximum(dominant, 0)], "")
+    fig.add_trace(go.Heatmap(
+        z=z.reshape(rows, cols), text=text.reshape(rows, cols), customdata=hover.reshape(rows, cols),
+        texttemplate="%{text}", textfont={"size": max(style.font_size - 3, 9)},
+        colorscale=_discrete_colorscale(), zmin=0, zmax=2 + len(REQUEST_COLORS), showscale=False,
+        xgap=2 if cells <= 512 else 1, ygap=2 if cells <= 512 else 1, hovertemplate="%{customdata}<extra></extra>",
+        hoverongaps=False, name="blocks", showlegend=False,
+    ))
+    victims = [r for r, steps in enumerate(trace.preempted_at_steps) if recorded in steps]
+    freed = freed_blocks(trace, recorded, victims) if per_cell == 1 else np.zeros(0, dtype=np.int64)
+    if len(freed):
+        fig.add_trace(go.Scatter(
+            x=freed % cols, y=freed // cols, mode="markers", showlegend=False, hoverinfo="skip",
+            marker={"symbol": "x-thin", "size": min(style.marker_size + 8, 22),
+                    "line": {"color": theme.STATE_COLORS["preempted"], "width": 3 if cells <= 512 else 2}}))
+    head = title or _map_title(trace, step, recorded, codes, per_cell)
+    key = _key_line(trace, codes, victims if len(freed) else [], style)
+    # NOTE: the key is a line of text under the title, not a plotly legend: a legend pushing the margin makes
+    # plotly draw the heatmap at the size it had before the push (a grey band around the cells).
+    return style_figure(
+        fig, style, title=f"{head}<br>{key}", x_title=None, y_title=None, height=_map_height(rows), legend=False,
+        xaxis={"visible": False, "automargin": False, "range": [-0.5, cols - 0.5]},
+        yaxis={"visible": False, "automargin": False, "range": [rows - 0.5, -0.5]},
+        layout={"plot_bgcolor": GRID_COLOR,
+                **fixed_margins(left=12, right=12, top=style.title_size + style.font_size + 40, bottom=12)})
+
+
+def fixed_margins(*, left: int, right: int, top: int, bottom: int) -> dict[str, Any]:
+    """Layout settings for a heatmap figure with its margins set outright (give its axes automargin=False too).
+    NOTE: when plotly.js pushes a margin after the first draw (auto margins for a legend, a colour bar or tick
+    labels), it keeps the heatmap at its first size: the cells no longer line up with the axes and a band of
+    background shows. Fixed margins avoid the second draw."""
+    return {"margin": {"l": left, "r": right, "t": top, "b": bottom, "autoexpand": False},
+            "title": {"automargin": False}}
+
+
+def freed_blocks(trace: Trace, step: int, victims: Sequence[int]) -> np.ndarray:
+    """Blocks the ``victims`` held in the previous recorded map that they no longer hold at ``step``."""
+    if not victims:
+        return np.zeros(0, dtype=np.int64)
+    earlier = [s for s in trace.snapshots if s < step]
+    if not earlier:
+        return np.zeros(0, dtype=np.int64)
+    before, now = trace.snapshots[max(earlier)][0], trace.snapshots[step][0]
+    return np.flatnonzero(np.isin(before, victims) & (now != before))
+
+
+def _map_height(rows: int) -> int:
+    return int(170 + rows * np.clip(440 / max(rows, 1), 9, 40))
+
+
+def _map_title(trace: Trace, step: int, recorded: int, codes: np.ndarray, per_cell: int) -> str:
+    n = len(codes)
+    used = int((codes >= 0).sum())
+    when = f"Step {step:,}" if recorded == step else f"Step {step:,} (map recorded at step {recorded:,})"
+    scale = f"; each cell = {per_cell} blocks" if per_cell > 1 else ""
+    return f"{when}: {used:,} of {n:,} KV blocks in use ({used / n:.0%}){scale}"
+
+
+def _swatch(color: str, text: str, symbol: str = "\u25a0") -> str:
+    return f"<span style='color:{color}'>{symbol}</span>\u2009{text}"
+
+
+def _key_line(trace: Trace, codes: np.ndarray, victims: Sequence[int], style: ChartStyle) -> str:
+    """The map's colour key as one line of text: each request present (when few), free, cached, freed."""
+    present = np.unique(codes[codes >= 0])
+    items = []
+    if 0 < len(present) <= MAX_LEGEND_REQUESTS:
+        items += [_swatch(request_color(int(r)), trace.request_ids[r]) for r in present]
+    elif len(present):
+        items.append(_swatch(REQUEST_COLORS[0], f"{len(present)} requests (colours repeat; hover for the id)"))
+    items.append(_swatch(theme.GREY, "free", "\u25a1"))
+    if (codes == CACHED).any():
+        items.append(_swatch(theme.LIGHT_GREY, "free, caching a prefix"))
+    if victims:
+        names = ", ".join(trace.request_ids[v] for v in victims)
+        items.append(_swatch(theme.STATE_COLORS["preempted"], f"freed: {names} preempted", "\u2715"))
+    return f"<span style='font-size:{style.font_size - 1}px;font-weight:normal'>{'   '.join(items)}</span>"
+
+
+def _cell_hover(trace: Trace, dominant: np.ndarray, count: np.ndarray, used: np.ndarray, per_cell: int,
+                n: int) -> list[str]:
+    ids = trace.request_ids
+    names = [ids[c] if c >= 0 else "free, still caching a prefix" if c == CACHED else "free" for c in dominant]
+    bs = trace.config.block_size
+    if per_cell == 1:
+        return [f"block {i:,} ({bs} tokens): {name}" for i, name in enumerate(names)]
+    out = []
+    for i, (name, k, u) in enumerate(zip(names, count, used, strict=True)):
+        lo, hi = i * per_cell, min((i + 1) * per_cell, n) - 1
+        out.append(f"blocks {lo:,}-{hi:,}: mostly {name} ({k} of {hi - lo + 1}); {u} in use")
+    return out
+
+
+# ---- KV occupancy over time ------------------------------------------------------------------------------------------
+def kv_over_time(trace: Trace, style: ChartStyle, *, by: str = "request", x_unit: str = "steps",
+                 unit: str = "blocks", parts: Sequence[tuple[str, int, np.ndarray]] = (),
+                 title: str = "KV cache over time") -> go.Figure:
+    """Stacked KV blocks in use over time: per request (``parts``: (name, request row or -1 for "the rest",
+    blocks per step), e.g. from ``ui.lessons.preemption.kv_parts``) or per state (held vs free-but-cached, the
+    shared ``kv_occupancy``). Both mark each preemption with a triangle above the pool line and draw the CPU swap
+    space in use as a dotted line."""
+    if by == "state":
+        fig = kv_occupancy(trace, style, by="state", x_unit=x_unit, unit=unit, title=title)
+    elif by == "request":
+        fig = _kv_by_request(trace, style, parts, x_unit=x_unit, unit=unit, title=title)
+    else:
+        raise ValueError(f"by: must be 'request' or 'state', got {by!r}")
+    fig.add_traces(_cpu_swap_line(trace, style, x_unit, unit) + _preemption_marks(trace, style, x_unit, unit))
+    return fig
+
+
+def _kv_by_request(trace: Trace, style: ChartStyle, parts: Sequence[tuple[str, int, np.ndarray]], *, x_unit: str,
+                   unit: str, title: str) -> go.Figure:
+    if unit not in KV_UNITS:
+        raise ValueError(f"unit: must be one of {', '.join(KV_UNITS)}, got {unit!r}")
+    y_title, per_block = KV_UNITS[unit]
+    scale = per_block(trace)
+    x = np.arange(trace.num_steps) if x_unit == "steps" else trace.steps["time_ms"]
+    series = [(name, values, request_color(row) if row >= 0 else theme.GREY) for name, row, values in parts]
+    cached = np.minimum(trace.steps["cached_free_blocks"], trace.config.num_blocks - trace.steps["used_blocks"])
+    if cached.any():
+        series.append(("free, still caching a prefix", cached, theme.LIGHT_GREY))
+    xs, *ys = downsample(x, *(v for _, v, _ in series), how="mean")
+    decimals = 0 if unit == "blocks" else 2
+    fig = go.Figure([go.Scatter(
+        x=xs, y=np.asarray(y) * scale, name=name, mode="lines", stackgroup="kv", fillcolor=color,
+        line={"color": color, "width": 0.5, "shape": "hv"},
+        hovertemplate=f"{name}: %{{y:,.{decimals}f}} {unit}<extra></extra>") for (name, _, color), y in
+        zip(series, ys, strict=True)])
+    pool = trace.config.num_blocks * scale
+    fig.add_hline(y=pool, opacity=1, line={"color": theme.BLACK, "dash": "dash", "width": style.line_width * 0.8},
+                  annotation={"text": f"pool: {fmt_num(pool, 0 if unit in ('blocks', '%') else 2)} {unit}",
+                              "xanchor": "left", "yanchor": "bottom"}, annotation_position="top left")
+    return style_figure(fig, style, title=title, x_title=time_title(x_unit), y_title=y_title, height=420,
+                        hovermode="x unified", xaxis={"rangemode": "tozero"}, yaxis={"range": [0, pool * 1.12]})
+
+
+def _cpu_swap_line(trace: Trace, style: ChartStyle, x_unit: str, unit: str) -> list[go.Scatter]:
+    cpu = trace.steps["cpu_blocks_used"]
+    if not cpu.any():
+        return []
+    scale = KV_UNITS[unit][1](trace)
+    x = np.arange(trace.num_steps) if x_unit == "steps" else trace.steps["time_ms"]
+    x, y = downsample(x, cpu, how="max")
+    return [go.Scatter(
+        x=x, y=y * scale, mode="lines", name="in CPU swap space (host RAM, not the pool)",
+        line={"color": theme.STATE_COLORS["swapped"], "width": style.line_width, "dash": "dot", "shape": "hv"},
+        hovertemplate=f"CPU swap: %{{y:,.{0 if unit == 'blocks' else 2}f}} {unit}<extra></extra>")]
+
+
+def _preemption_marks(trace: Trace, style: ChartStyle, x_unit: str, unit: str) -> list[go.Scatter]:
+    victims: dict[int, list[str]] = {}
+    for row, per_request in enumerate(trace.preempted_at_steps):
+        for step in per_request:
+            victims.setdefault(step, []).append(trace.request_ids[row])
+    if not victims:
+        return []
+    s = np.array(sorted(victims))
+    pool = trace.config.num_blocks * KV_UNITS[unit][1](trace)
+    return [go.Scatter(
+        x=s if x_unit == "steps" else trace.start_ms(s), y=np.full(len(s), pool * 1.05), mode="markers",
+        name="preemption", cliponaxis=False,
+        marker={"symbol": "triangle-down", "size": style.marker_size + 2, "color": theme.STATE_COLORS["preempted"],
+                "line": {"color": theme.BLACK, "width": 1}},
+        customdata=np.array([[int(v), ", ".join(victims[int(v)])] for v in s], dtype=object),
+        hovertemplate="step %{customdata[0]:,}: preempted %{customdata[1]}<extra></extra>")]
+
+
+# ---- Gantt with resume markers ---------------------------------------------------------------------------------------
+def gantt_with_resumes(trace: Trace, style: ChartStyle, *, notes: Mapping[tuple[int, int], str] | None = None,
+                       **gantt_kwargs: Any) -> go.Figure:
+    """The shared Gantt chart (preempted and swapped segments, a triangle at each preemption) plus a triangle
+    pointing up where each evicted request came back: re-prefilled (recompute) or copied back (swap).
+    ``notes`` maps (row, step) to an extra hover line, e.g. the prefix-cache hits of that re-prefill."""
+    fig = gantt(trace, style, **gantt_kwargs)
+    rows = arrival_order(trace)[:gantt_kwargs.get("max_requests")]
+    pos = np.full(trace.num_requests, -1)
+    pos[rows] = np.arange(len(rows))
+    many = len(rows) > 40
+    x_unit = gantt_kwargs.get("x_unit", "steps")
+    marks_traces = []
+    for name, symbol_color, swapped in (("came back (re-prefill)", theme.GREEN, False),
+                                        ("came back (copied in from CPU)", theme.STATE_COLORS["swapped"], True)):
+        marks = [(r, s) for r in range(trace.num_requests) if pos[r] >= 0 for s in trace.resumed_at_steps[r]
+                 if (s in trace.swapped_in_at_steps[r]) == swapped]
+        if not marks:
+            continue
+        r_, s_ = np.array([m[0] for m in marks]), np.array([m[1] for m in marks])
+        hover = [f"<b>{trace.request_ids[r]}</b>: {name} at step {s:,}"
+                 + (f"<br>{notes[(r, s)]}" if notes and (r, s) in notes else "") for r, s in marks]
+        marks_traces.append(go.Scatter(
+            x=s_ if x_unit == "steps" else trace.start_ms(s_), y=pos[r_] + 0.45, mode="markers", name=name,
+            cliponaxis=False, customdata=hover, hovertemplate="%{customdata}<extra></extra>",
+            marker={"symbol": "triangle-up", "color": symbol_color,
+                    "size": style.marker_size if many else style.marker_size + 4,
+                    "line": {"color": theme.BLACK, "width": 1.5}}))
+    fig.add_traces(marks_traces)
+    return fig
+
+
+# ---- recompute vs swap -----------------------------------------------------------------------------------------------
+def cost_bars(cost: Any, style: ChartStyle, *, bandwidth_gb_s: float, title: str | None = None) -> go.Figure:
+    """Bringing one victim back, both ways, side by side: time added to engine steps (ms: the re-prefill, or the
+    copies out and in at peak bandwidth plus the per-block overhead) and CPU RAM held while evicted (MB).
+
+    ``cost`` has the attributes of ``ui.lessons.preemption.Cost`` (tokens, blocks, kv_bytes, recompute_ms,
+    swap_peak_ms, swap_overhead_ms, swap_ms)."""
+    ys = ["recompute", "swap"]
+    rec, swp = theme.STATE_COLORS["preempted"], theme.STATE_COLORS["swapped"]
+    segments = (
+        ("re-prefill on the GPU", [cost.recompute_ms, 0.0], rec, ""),
+        (f"copy out at {bandwidth_gb_s:g} GB/s", [0.0, cost.swap_peak_ms], swp, ""),
+        (f"copy back in at {bandwidth_gb_s:g} GB/s", [0.0, cost.swap_peak_ms], theme.SKY_BLUE, ""),
+        (f"per-block overhead ({2 * cost.blocks:,} copies)", [0.0, 2 * cost.swap_overhead_ms], theme.GREY, "/"),
+    )
+    mb = cost.kv_bytes / 1e6
+    traces = [go.Bar(y=ys, x=x, orientation="h", name=name, marker={"color": color, "pattern": {"shape": pattern}},
+                     hovertemplate=f"{name}: %{{x:,.2f}} ms<extra></extra>") for name, x, color, pattern in segments
+              if any(x)]
+    traces.append(go.Bar(y=ys, x=[0.0, mb], orientation="h", name="KV parked in CPU RAM", showlegend=False,
+                         xaxis="x2", yaxis="y2", marker={"color": swp}, hovertemplate="%{x:,.0f} MB<extra></extra>"))
+    totals = [cost.recompute_ms, 2 * cost.swap_ms]
+    notes = [{"x": t, "y": y, "text": f" {t:,.1f} ms", "showarrow": False, "xanchor": "left", "xref": "x",
+              "yref": "y"} for y, t in zip(ys, totals, strict=True)]
+    notes += [{"x": v, "y": y, "text": f" {v:,.0f} MB", "showarrow": False, "xanchor": "left", "xref": "x2",
+               "yref": "y2"} for y, v in zip(ys, (0.0, mb), strict=True)]
+    # Two panels side by side without make_subplots (slow): the second pair of axes shares the bars' rows.
+    fig = go.Figure(traces, layout={"xaxis": {"domain": [0, 0.56]}, "xaxis2": {"domain": [0.68, 1], "anchor": "y2"},
+                                    "yaxis2": {"anchor": "x2", "matches": "y", "showticklabels": False}})
+    return style_figure(
+        fig, style, title=title or f"Bringing back a {cost.tokens:,}-token victim ({cost.blocks:,} blocks, "
+        f"{mb:,.0f} MB of KV)", x_title=None, y_title=None, height=300,
+        yaxis={"autorange": "reversed", "showgrid": False},
+        layout={"barmode": "stack", "annotations": notes,
+                "xaxis": {"range": [0, max(totals) * 1.3 or 1], "title": {"text": "time added to engine steps (ms)"}},
+                "xaxis2": {"range": [0, mb * 1.45 or 1], "title": {"text": "CPU RAM held while evicted (MB)"}}})
+
+
+# ---- prefix-cache hits on re-prefill ---------------------------------------------------------------------------------
+def reprefill_hits(readmissions: Sequence[tuple[str, int, int]], style: ChartStyle, *,
+                   title: str = "Re-prefills") -> go.Figure:
+    """One stacked bar per re-admission after a recompute preemption: ``(label, hit tokens, recomputed
+    tokens)``, e.g. ("C @ step 200", 96, 65)."""
+    labels = [r[0] for r in readmissions]
+    hits = np.array([r[1] for r in readmissions], dtype=np.float64)
+    again = np.array([r[2] for r in readmissions], dtype=np.float64)
+    fig = go.Figure([go.Bar(x=labels, y=y, name=name, marker={"color": color},
+                            hovertemplate=f"%{{x}}: %{{y:,.0f}} tokens {name}<extra></extra>")
+                     for name, y, color in (("found in the prefix cache", hits, theme.GREEN),
+                                            ("prefilled again (GPU)", again, theme.STATE_COLORS["prefill"]))])
+    total = hits.sum() + again.sum()
+    share = (f"<br><span style='font-size:{style.font_size}px;font-weight:normal'>{hits.sum() / total:.0%} of "
+             f"{total:,.0f} re-prefill tokens found in the cache</span>") if total else ""
+    return style_figure(fig, style, title=title + share, x_title="re-admission (request @ step)", y_title="tokens",
+                        height=380, layout={"barmode": "stack"}, xaxis={"showticklabels": len(labels) <= 30})
+
+
+# ---- sizing sweep ----------------------------------------------------------------------------------------------------
+def sweep_heatmap(pools_gib: Sequence[float], pools_blocks: Sequence[int], seqs: Sequence[int], z: np.ndarray,
+                  style: ChartStyle, *, title: str, colorbar_title: str, color: str, value_format: str = ",.0f",
+                  current: tuple[int, int] | None = None) -> go.Figure:
+    """A heatmap over the sweep grid (rows = max_num_seqs, columns = pool size in GiB), the value in each cell,
+    white for zero, "—" where no request was served. ``current`` = (row, column) of the knobs' setting, outlined.
+    The pool's block counts are in the hover text."""
+    x = [f"{g:.2g}" for g in pools_gib]
+    y = [str(s) for s in seqs]
+    z = np.asarray(z, dtype=np.float64)
+    text = np.where(np.isfinite(z), np.vectorize(lambda v: format(v, value_format), otypes=[object])(
+        np.nan_to_num(z)), "\u2014")
+    blocks = np.broadcast_to(np.asarray([f"{b:,}" for b in pools_blocks], dtype=object), z.shape)
+    top = float(np.nanmax(z)) if np.isfinite(z).any() and np.nanmax(z) > 0 else 1.0
+    fig = go.Figure(go.Heatmap(
+        x=x, y=y, z=z, text=text, customdata=blocks, texttemplate="%{text}", zmin=0, zmax=top,
+        textfont={"size": style.font_size - 2}, colorscale=[[0, "#FFFFFF"], [1, color]], xgap=1, ygap=1,
+        hoverongaps=False, colorbar={"title": {"text": colorbar_title, "side": "right"}, "thickness": 14,
+                                     "x": 1.0, "xanchor": "left", "xpad": 8},
+        hovertemplate=(f"pool %{{x}} GiB (%{{customdata}} blocks)<br>max_num_seqs %{{y}}<br>{colorbar_title}: "
+                       "%{text}<extra></extra>"),
+    ))
+    shapes = []
+    if current is not None:
+        i, j = current
+        shapes.append({"type": "rect", "x0": j - 0.5, "x1": j + 0.5, "y0": i - 0.5, "y1": i + 0.5, "xref": "x",
+                       "yref": "y", "line": {"color": theme.BLACK, "width": 3}, "fillcolor": NO_FILL,
+                       "layer": "above"})
+    f = style.font_size
+    axis = {"showgrid": False, "type": "category", "showline": False, "automargin": False}
+    return style_figure(
+        fig, style, title=title, x_title="KV pool size (GiB)", y_title="max_num_seqs (batch slots)", height=460,
+        legend=False, xaxis={**axis, "tickangle": 0}, yaxis=axis,
+        layout={"shapes": shapes, **fixed_margins(left=int(3.6 * f) + 24, right=int(4.5 * f) + 40,
+                                                  top=style.title_size + 34, bottom=int(3.2 * f) + 16)})

@@ -1,0 +1,731 @@
+"""The Preemption lesson's logic: its knobs (the KV pool in GiB, block size, model, victim policy, recompute or
+swap, prefix caching), the variants it compares, what each preemption cost (recompute vs swap), the prefix-cache
+hits on re-prefill, the sizing sweep (pool size x max_num_seqs) and the "what to notice" sentences computed from
+the runs. No Streamlit calls here, so it is testable on its own.
+
+Units: the pool and CPU swap space are set in GiB (memory is what a server is sized by); the engine gets whole
+blocks, ``num_blocks_for_gib``. Changing the block size or the model keeps the GiB and changes the block count.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from sim import metrics
+from sim.config import GIB, MODELS, CostModel, EngineConfig, field_help, gib_for_blocks, num_blocks_for_gib
+from sim.engine import SimulationError, simulate
+from sim.presets import Preset
+from sim.request import RequestStatus
+from sim.scenario import Scenario
+from sim.trace import Trace
+
+from ..controls import Knob
+from ..knobs import engine_knobs as shared_engine_knobs
+
+LESSON = "preemption"
+QUESTION = (
+    "Every running request's KV cache grows by one token per step, so a batch that fitted when it was admitted "
+    "can outgrow the pool mid-answer; the scheduler then evicts a running request and brings it back later. "
+    "Who is evicted, what does bringing it back cost (recompute or swap), and how big must the server be for "
+    "it to stop?"
+)
+COMPARED_FIELDS = ("policy", "preemption_mode", "enable_prefix_caching")  # what a preset's variants may vary
+BLOCK_SIZES = (1, 2, 4, 8, 16, 32, 64, 128)
+DEFAULT_SWAP_GIB = 4.0  # vLLM's default swap_space, used when a scenario sets no CPU swap space
+
+
+@dataclass
+class Run:
+    label: str
+    scenario: Scenario
+    trace: Trace
+    summary: dict[str, Any]
+
+    @cached_property
+    def preempted(self) -> list[Preemption]:
+        """The run's preemptions (rebuilt from the trace once, then shared by the notices and charts)."""
+        return preemptions(self.trace)
+
+
+# ---- knobs -----------------------------------------------------------------------------------------------------------
+def pool_gib(config: EngineConfig) -> float:
+    return gib_for_blocks(config.num_blocks, config.model, config.block_size)
+
+
+def _gib_slider(default: float, top: float) -> tuple[float, str]:
+    """(step, printf format) for a GiB slider up to ``top``: a power of two (so binary GiB values stay exact)
+    that divides ``default``, about 1/200 of the range."""
+    step = 2.0 ** math.floor(math.log2(max(top, 2**-20) / 200))
+    while step > 2**-20 and default % step:
+        step /= 2
+    decimals = min(max(2, math.ceil(-math.log10(step))), 5)
+    return step, f"%.{decimals}f"
+
+
+def model_key(config: EngineConfig) -> str:
+    """The MODELS key of the config's model, or "scenario" for a model only the scenario file names."""
+    return next((k for k, m in MODELS.items() if m == config.model), "scenario")
+
+
+def engine_knobs(config: EngineConfig) -> list[Knob]:
+    """The KV pool (GiB), block size, model, and the shared max_num_seqs / token budget knobs."""
+    gib = pool_gib(config)
+    top = max(4 * gib, 8 * config.block_bytes / GIB)
+    step, fmt = _gib_slider(gib, top)
+    models = tuple(MODELS) + (("scenario",) if model_key(config) == "scenario" else ())
+    labels = {k: f"{m.name} ({m.kv_bytes_per_token // 1024} KiB per token)" for k, m in MODELS.items()}
+    labels["scenario"] = f"{config.model.name} ({config.model.kv_bytes_per_token // 1024} KiB per token)"
+    sizes = tuple(sorted({*BLOCK_SIZES, config.block_size}))
+    shared = [k for k in shared_engine_knobs(config) if k.key != "num_blocks"]
+    return [
+        Knob("pool_gib", "KV pool size (GiB)", "float", gib, min=step, max=top, step=step, fmt=fmt,
+             help="GPU memory left for the KV cache; the caption below gives it in blocks. Changing the block "
+                  "size or the model keeps the GiB and changes how many blocks (and tokens) fit."),
+        Knob("block_size", "Block size (tokens per KV block)", "choice", config.block_size, options=sizes,
+             widget="select", help=field_help(EngineConfig, "block_size") + ". Swap copies one block at a "
+             "time: small blocks pay the per-copy overhead more often."),
+        *shared,
+        Knob("model", "Model (KV bytes per token)", "choice", model_key(config), options=models, labels=labels,
+             widget="select", help="KV bytes per token = 2 (K and V) x layers x KV heads x head dim x dtype bytes. "
+             "The step cost model stays the Llama 3.1 8B / H100 fit."),
+    ]
+
+
+def compared(preset: Preset) -> set[str]:
+    """The config fields the preset's variants set to different values (each variant's run differs in them)."""
+    base = preset.scenario.config
+    out = set()
+    for name in COMPARED_FIELDS:
+        values = {str(overrides.get(name, getattr(base, name))) for _, overrides in preset.variants}
+        if len(values) > 1:
+            out.add(name)
+    return out
+
+
+def _default(preset: Preset, config: EngineConfig, name: str) -> Any:
+    """A knob's default: the first variant's override (a one-variant preset states its setting there), else
+    the scenario's config."""
+    first = preset.variants[0][1] if preset.variants else {}
+    value = first.get(name, getattr(config, name))
+    return value.value if hasattr(value, "value") else value
+
+
+def knobs(preset: Preset, config: EngineConfig) -> list[Knob]:
+    """The lesson's own knobs: variants to compare, then the policy, preemption mode and prefix caching unless
+    the variants compare them, then the time axis."""
+    out = []
+    if len(preset.variants) > 1:
+        labels = tuple(label for label, _ in preset.variants)
+        out.append(Knob("compare", "Runs to compare", "multi", list(labels), options=labels, widget="multiselect",
+                        help="Each runs on the same requests with the same knobs."))
+    axes = compared(preset)
+    policies = tuple(dict.fromkeys(("fcfs", "priority", _default(preset, config, "policy"))))
+    optional = [
+        Knob("policy", "Victim choice (queue policy)", "choice", _default(preset, config, "policy"), options=policies,
+             labels={"fcfs": "FCFS: evict the last of the running list", "priority": "priority: evict the lowest "
+                     "priority (largest number)"}, widget="select",
+             help="Who is preempted when the pool is full; also the waiting-queue order."),
+        Knob("preemption_mode", "Preemption mode", "choice", _default(preset, config, "preemption_mode"),
+             options=("recompute", "swap"), widget="segmented",
+             help="recompute: drop the victim's KV and prefill it again later; swap: copy its blocks to CPU "
+                  "memory and back (falls back to recompute when the CPU swap space is full)."),
+        Knob("enable_prefix_caching", "Prefix caching", "bool", bool(_default(preset, config, "enable_prefix_caching")),
+             widget="toggle", help=field_help(EngineConfig, "enable_prefix_caching") + ": a re-admitted request "
+             "reuses its blocks that are still cached."),
+    ]
+    out += [k for k in optional if k.key not in axes]
+    out.append(Knob("unit", "Time axis", "choice", "steps", options=("steps", "ms"),
+                    labels={"steps": "engine steps", "ms": "milliseconds"}, widget="segmented"))
+    return out
+
+
+def swap_knobs(config: EngineConfig) -> list[Knob]:
+    """CPU swap space (GiB), copy bandwidth and per-block overhead: they set what swapping costs (and the
+    recompute-vs-swap comparison is drawn for every run, so they always matter)."""
+    cpu = gib_for_blocks(config.num_cpu_blocks, config.model, config.block_size) if config.num_cpu_blocks \
+        else DEFAULT_SWAP_GIB
+    top = max(16.0, 2 * cpu)
+    step, fmt = _gib_slider(cpu, top)
+    c = config.cost
+    return [
+        Knob("cpu_swap_gib", "CPU swap space (GiB)", "float", cpu, min=0.0, max=top, step=step, fmt=fmt,
+             help="Pinned CPU memory for swapped-out KV blocks (vLLM's swap_space). A victim that does not fit "
+                  "is preempted by recompute instead."),
+        Knob("swap_bandwidth_gb_s", "Swap bandwidth (GB/s)", "float", c.swap_bandwidth_gb_s, min=1.0, max=450.0,
+             step=1.0, help=field_help(CostModel, "swap_bandwidth_gb_s") + "; PCIe 4 x16 ~25, PCIe 5 ~50, "
+             "NVLink-C2C ~450."),
+        Knob("swap_overhead_us", "Per-block copy overhead (us)", "float", c.swap_overhead_per_block_us, min=0.0,
+             max=50.0, step=0.5, help=field_help(CostModel, "swap_overhead_per_block_us")
+             + ": why many small copies run below the peak bandwidth."),
+    ]
+
+
+def apply(config: EngineConfig, engine: dict[str, Any], own: dict[str, Any], swap: dict[str, Any]) -> EngineConfig:
+    """The config the knob values describe (compared fields are left to the variants)."""
+    model = MODELS.get(engine["model"], config.model)
+    block_size = int(engine["block_size"])
+    changes: dict[str, Any] = {
+        "model": model, "block_size": block_size,
+        "num_blocks": max(1, num_blocks_for_gib(float(engine["pool_gib"]), model, block_size)),
+        "max_num_seqs": int(engine["max_num_seqs"]), "max_num_batched_tokens": int(engine["max_num_batched_tokens"]),
+        "num_cpu_blocks": (num_blocks_for_gib(float(swap["cpu_swap_gib"]), model, block_size)
+                           if swap["cpu_swap_gib"] > 0 else 0),
+        "cost": dataclasses.replace(config.cost, swap_bandwidth_gb_s=float(swap["swap_bandwidth_gb_s"]),
+                                    swap_overhead_per_block_us=float(swap["swap_overhead_us"])),
+    }
+    changes.update({k: own[k] for k in ("policy", "preemption_mode", "enable_prefix_caching") if k in own})
+    return config.replace(**changes)
+
+
+def variants(preset: Preset, base: Scenario, chosen: Sequence[str] | None) -> list[tuple[str, Scenario]]:
+    """The chosen variants: the base scenario with each variant's setting of the compared fields."""
+    axes = compared(preset)
+    out = []
+    for label, overrides in preset.variants:
+        if chosen is not None and label not in chosen:
+            continue
+        out.append((label, base.with_config(**{k: v for k, v in overrides.items() if k in axes})))
+    return out
+
+
+# ---- what each preemption cost ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Cost:
+    """Bringing back a victim that held ``tokens`` tokens of KV: by recompute or by swap."""
+
+    tokens: int
+    blocks: int  # whole blocks a swap copies
+    kv_bytes: int  # blocks x block bytes: what a swap copies each way and parks in CPU RAM
+    recompute_ms: float  # GPU time to prefill the lost tokens again
+    swap_peak_ms: float  # one way, at the peak bandwidth
+    swap_overhead_ms: float  # one way, the per-block copy overhead
+    swap_ms: float  # one way, total (peak + overhead), what the cost model charges
+
+    @property
+    def swap_round_trip_ms(self) -> float:
+        return 2 * self.swap_ms
+
+    @property
+    def effective_gb_s(self) -> float:
+        return self.kv_bytes / (self.swap_ms * 1e6) if self.swap_ms else float("nan")
+
+
+def preemption_cost(tokens: int, config: EngineConfig) -> Cost:
+    """E.g. 2,000 tokens of Llama 3.1 8B: recompute 2,000 x 16 us = 32 ms; swap 125 blocks x 2 MiB = 262 MB,
+    5.24 ms at 50 GB/s plus 125 x 5 us = 5.87 ms each way."""
+    c = config.cost
+    blocks = -(-tokens // config.block_size)
+    kv_bytes = blocks * config.block_bytes
+    peak = kv_bytes / (c.swap_bandwidth_gb_s * 1e9) * 1e3
+    overhead = blocks * c.swap_overhead_per_block_us / 1e3
+    return Cost(tokens, blocks, kv_bytes, tokens * c.prefill_token_us / 1e3, peak, overhead,
+                c.swap_ms(blocks, config.block_bytes))
+
+
+@dataclass(frozen=True)
+class Preemption:
+    """One eviction, rebuilt from the trace: who, when, how, how much KV it held, and how it came back."""
+
+    request_id: str
+    row: int
+    step: int
+    kind: str  # "recompute" | "swap" | "fallback" (swap mode, CPU swap space full: recompute)
+    tokens: int  # tokens of KV it held (computed) when evicted
+    blocks: int  # blocks it held
+    resume_step: int  # -1 = never came back
+    resume_tokens: int  # sequence length re-prefilled on a recompute resume (prompt + generated so far)
+    hit_tokens: int  # of those, found in the prefix cache
+
+    @property
+    def recomputed_tokens(self) -> int:
+        """Tokens prefilled again on resume (the lost KV that was not in the cache, plus the newest token)."""
+        return max(self.resume_tokens - self.hit_tokens, 0) if self.kind != "swap" else 0
+
+
+_BLOCKS_RE = re.compile(r"(\d[\d,]*) blocks (?:freed|copied)")
+_HITS_RE = re.compile(r"(\d[\d,]*) tokens from the prefix cache")
+_RESUME_RE = re.compile(r"re-prefill of (\d[\d,]*) tokens")
+
+
+def _number(pattern: re.Pattern[str], text: str, default: int = 0) -> int:
+    m = pattern.search(text)
+    return int(m.group(1).replace(",", "")) if m else default
+
+
+def preemptions(trace: Trace) -> list[Preemption]:
+    """Every preemption of the run, in order. Tokens held are rebuilt from the schedule: the cache hits of the
+    request's last (re)admission plus every token scheduled for it since (a swap-in keeps counting). NOTE: the
+    trace has no structured per-admission cache hits; they are read from the admit/resume events' text."""
+    steps, rows, tokens, _ = trace.schedule_entries()
+    starts: dict[int, list[tuple[int, int]]] = {}  # row -> [(admission step, cache-hit tokens)]
+    resumes: dict[int, list[tuple[int, str, str]]] = {}  # row -> [(step, kind, why)] of recompute resumes/swap-ins
+    out = []
+    for step, kind, row, why in trace.events:
+        if kind in ("admit", "resume"):
+            starts.setdefault(row, []).append((step, _number(_HITS_RE, why)))
+        if kind in ("resume", "swap_in"):
+            resumes.setdefault(row, []).append((step, kind, why))
+    bs = trace.config.block_size
+    for step, kind, row, why in trace.events:
+        if kind not in ("preempt", "swap_out"):
+            continue
+        start, hits = max((s for s in starts.get(row, []) if s[0] < step), default=(0, 0))
+        mine = (rows == row) & (steps >= start) & (steps < step)
+        held = hits + int(tokens[mine].sum())
+        how = "swap" if kind == "swap_out" else "fallback" if "fell back" in why else "recompute"
+        back = next((r for r in resumes.get(row, []) if r[0] > step), None)
+        out.append(Preemption(
+            trace.request_ids[row], row, step, how, held, _number(_BLOCKS_RE, why, -(-held // bs)),
+            back[0] if back else -1,
+            _number(_RESUME_RE, back[2]) if back and back[1] == "resume" else 0,
+            _number(_HITS_RE, back[2]) if back and back[1] == "resume" else 0))
+    return out
+
+
+def largest_victim_tokens(runs: Sequence[Run]) -> tuple[int, str]:
+    """(tokens, what) for the cost comparison: the largest victim of these runs, or, without any preemption,
+    the longest request's full context as a what-if."""
+    victims = [(p.tokens, f"{p.request_id} (preempted at step {p.step:,} under {run.label})")
+               for run in runs for p in run.preempted]
+    if victims:
+        return max(victims)
+    r = runs[0].trace.requests
+    i = int(np.argmax(r["prompt_len"] + r["target_len"]))
+    return int(r["prompt_len"][i] + r["target_len"][i] - 1), f"{runs[0].trace.request_ids[i]} at its longest " \
+        "(nothing was preempted: a what-if)"
+
+
+# ---- the sizing sweep ------------------------------------------------------------------------------------------------
+@dataclass
+class Sweep:
+    """Runs of one workload over a grid: rows = max_num_seqs, columns = KV pool sizes."""
+
+    pools_gib: tuple[float, ...]
+    pools_blocks: tuple[int, ...]
+    seqs: tuple[int, ...]
+    preemptions: np.ndarray  # [len(seqs), len(pools)] int, preemptions per run
+    finish_ms: np.ndarray  # [len(seqs), len(pools)] float, mean finish time of served requests (ms), NaN = none
+    queue_ms: np.ndarray  # [len(seqs), len(pools)] float, mean queueing delay (ms)
+    rejected: np.ndarray  # [len(seqs), len(pools)] int, requests too large for the pool
+    num_steps: np.ndarray  # [len(seqs), len(pools)] int
+    seconds: float  # wall time of the whole sweep
+
+
+def sweep_axes(preset: Preset) -> tuple[tuple[float, ...], tuple[int, ...]]:
+    """The preset's sweep grid: pool sizes converted to GiB (at the preset's block size and model), slots."""
+    c = preset.scenario.config
+    pools = tuple(gib_for_blocks(b, c.model, c.block_size) for b in preset.knobs["pool_sweep_blocks"])
+    return pools, tuple(int(s) for s in preset.knobs["seqs_sweep"])
+
+
+def sweep_identity(scenario: Scenario) -> Scenario:
+    """The scenario with the swept fields blanked: two scenarios with the same identity give the same sweep
+    (so moving the pool or max_num_seqs knobs does not rerun it)."""
+    return scenario.with_config(num_blocks=1, max_num_seqs=1)
+
+
+def sizing_sweep(base: Scenario, pools_gib: Sequence[float], seqs: Sequence[int],
+                 simulate_fn: Callable[..., Trace] = simulate) -> Sweep:
+    """Run ``base`` at every (max_num_seqs, pool size) pair; the rest of its config stays as it is."""
+    c = base.config
+    blocks = tuple(max(1, num_blocks_for_gib(g, c.model, c.block_size)) for g in pools_gib)
+    shape = (len(seqs), len(blocks))
+    pre, rejected, steps = (np.zeros(shape, dtype=np.int64) for _ in range(3))
+    finish, queue = np.full(shape, np.nan), np.full(shape, np.nan)
+    t0 = time.perf_counter()
+    for i, s in enumerate(seqs):
+        for j, b in enumerate(blocks):
+            try:
+                trace = simulate_fn(c.replace(num_blocks=b, max_num_seqs=int(s)), base.requests)
+            except SimulationError:
+                rejected[i, j] = len(base.requests)
+                continue
+            lat = metrics.request_latencies(trace)
+            served = metrics.served_mask(trace)
+            pre[i, j] = int(trace.requests["num_preemptions"].sum())
+            rejected[i, j] = int((trace.requests["status"] == RequestStatus.REJECTED).sum())
+            steps[i, j] = trace.num_steps
+            if served.any():
+                finish[i, j] = float(np.nanmean(lat["finish_ms"][served]))
+                queue[i, j] = float(np.nanmean(lat["queue_ms"][served]))
+    return Sweep(tuple(pools_gib), blocks, tuple(int(s) for s in seqs), pre, finish, queue, rejected, steps,
+                 time.perf_counter() - t0)
+
+
+# ---- what to notice --------------------------------------------------------------------------------------------------
+def fmt_bytes(num_bytes: float) -> str:
+    """Decimal units, as the article counts them: 262,144,000 B -> "262 MB"."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if num_bytes >= scale:
+            value = num_bytes / scale
+            return f"{value:,.0f} {unit}" if value >= 100 else f"{value:,.1f} {unit}"
+    return f"{num_bytes:,.0f} B"
+
+
+def fmt_gib(gib: float) -> str:
+    return f"{gib:,.2f} GiB" if gib >= 0.1 else f"{gib * 1024:,.0f} MiB"
+
+
+def _join(items: Sequence[str]) -> str:
+    items = list(items)
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _plural(n: int, word: str, plural: str | None = None) -> str:
+    return f"{n:,} {word if n == 1 else plural or word + 's'}"
+
+
+_NEEDED_RE = re.compile(r"KV pool full: (\S+) needed")
+
+
+def _victim_reason(trace: Trace, p: Preemption) -> str:
+    cfg, r = trace.config, trace.requests
+    if cfg.policy.value == "priority":
+        return f"the running request with the lowest priority (priority {int(r['priority'][p.row])}, arrived at " \
+               f"step {int(r['arrival_step'][p.row]):,})"
+    return "the last request in the running list, i.e. the one admitted last"
+
+
+def victim_notice(run: Run) -> list[str]:
+    """Who was evicted first, why it was that one, and how many evictions the run had."""
+    trace, ps = run.trace, run.preempted
+    if not ps:
+        peak = int(trace.steps["used_blocks"].max()) if trace.num_steps else 0
+        return [f"{run.label}: nothing was preempted: at its fullest the running requests held {peak:,} of the "
+                f"{trace.config.num_blocks:,} blocks ({peak / trace.config.num_blocks:.0%})."]
+    p = ps[0]
+    why = next(e[3] for e in trace.events if e[0] == p.step and e[2] == p.row and e[1] in ("preempt", "swap_out"))
+    m = _NEEDED_RE.search(why)
+    needer = m.group(1) if m else "a running request"
+    needer = f"{p.request_id} itself" if needer == "itself" else needer
+    rows = {q.row for q in ps}
+    tail = f" In all: {_plural(len(ps), 'preemption')} of {_plural(len(rows), 'request')}." if len(ps) > 1 else ""
+    return [f"{run.label}: the pool filled at step {p.step:,}: {needer} needed a new block and none was free, so "
+            f"the scheduler evicted {p.request_id}, {_victim_reason(trace, p)}, holding {p.tokens:,} tokens "
+            f"({p.blocks:,} blocks).{tail}"]
+
+
+def _waiting_at(trace: Trace, step: int, exclude: int) -> list[int]:
+    """Rows waiting for their first admission during ``step`` (arrived, not yet scheduled), except ``exclude``."""
+    r = trace.requests
+    first = np.where(r["first_scheduled_step"] < 0, np.iinfo(np.int64).max, r["first_scheduled_step"])
+    rows = np.flatnonzero((r["arrival_step"] <= step) & (first > step))
+    return [int(x) for x in rows if x != exclude]
+
+
+def requeue_notice(run: Run) -> list[str]:
+    """Where a recomputed victim went in the queue: at the head, blocking smaller requests (FCFS), or behind
+    higher priorities (priority)."""
+    trace = run.trace
+    r, bs = trace.requests, trace.config.block_size
+    for p in run.preempted:
+        if p.kind == "swap":
+            continue
+        end = p.resume_step if p.resume_step >= 0 else trace.num_steps
+        head_steps = sorted({s for s, kind, row, _ in trace.events if kind == "blocked" and row == p.row
+                             and p.step < s < end})
+        behind = sorted({w for s in head_steps for w in _waiting_at(trace, s, p.row)})
+        first = r["first_scheduled_step"]
+        ahead = [int(w) for w in np.flatnonzero((first > p.step) & (first < end)) if w != p.row]
+        if behind and not ahead:
+            need = {w: -(-int(r["prompt_len"][w]) // bs) for w in behind}
+            mine = -(-p.resume_tokens // bs) if p.resume_tokens else p.blocks
+            small = _join([f"{trace.request_ids[w]} ({_plural(need[w], 'block')})" for w in behind[:4]]
+                          + ([f"{len(behind) - 4} more"] if len(behind) > 4 else []))
+            they = "it" if len(behind) == 1 else "they"
+            less = f" although {they} needed far fewer blocks" if max(need.values()) * 2 <= mine else ""
+            return [f"{run.label}: {p.request_id} went back to the head of the waiting queue. Needing "
+                    f"{_plural(mine, 'block')} to re-prefill, it could not be re-admitted for "
+                    f"{_plural(len(head_steps), 'step')}, and {small} waited behind it{less}: a preempted request "
+                    f"at the head of the queue blocks the requests behind it."]
+        if ahead:
+            names = _join([f"{trace.request_ids[w]} (priority {int(r['priority'][w])})" for w in ahead[:4]])
+            return [f"{run.label}: {p.request_id} (priority {int(r['priority'][p.row])}) was re-inserted into the "
+                    f"queue by priority, so {names} went ahead of it while it waited to be recomputed"
+                    + (f" (back at step {p.resume_step:,})." if p.resume_step >= 0 else ".")]
+    return []
+
+
+def cost_notices(runs: Sequence[Run]) -> list[str]:
+    """What the run's preemptions cost: GPU time re-prefilling, copy time, CPU RAM, and swap fallbacks."""
+    out = []
+    for run in runs:
+        ps, cfg = run.preempted, run.trace.config
+        if not ps:
+            continue
+        recomputed = [p for p in ps if p.kind != "swap"]
+        swapped = [p for p in ps if p.kind == "swap"]
+        if recomputed:
+            tokens = int(run.summary["recomputed_tokens"])
+            out.append(f"{run.label}: {_plural(len(recomputed), 'eviction')} by recompute threw away KV that "
+                       f"cost {tokens:,} tokens of prefill to rebuild: {tokens * cfg.cost.prefill_token_us / 1e3:,.1f} "
+                       f"ms of GPU time spent on work already done once.")
+        if swapped:
+            moved = sum(p.blocks for p in swapped) * cfg.block_bytes
+            peak_cpu = int(run.trace.steps["cpu_blocks_used"].max()) * cfg.block_bytes
+            out.append(f"{run.label}: {_plural(len(swapped), 'swap')} copied {fmt_bytes(moved)} to CPU memory "
+                       f"(and back), {run.summary['swap_ms']:,.1f} ms of copies in all, and parked up to "
+                       f"{fmt_bytes(peak_cpu)} in CPU RAM; no token was recomputed.")
+        fallback = [p for p in ps if p.kind == "fallback"]
+        if fallback:
+            cpu = gib_for_blocks(cfg.num_cpu_blocks, cfg.model, cfg.block_size)
+            out.append(f"{run.label}: {_plural(len(fallback), 'swap')} fell back to recompute: the CPU swap space "
+                       f"({fmt_gib(cpu)}, {cfg.num_cpu_blocks:,} blocks) had no room for the victim's "
+                       f"{fallback[0].blocks:,} blocks.")
+    return out
+
+
+def mode_notice(runs: Sequence[Run]) -> list[str]:
+    """Recompute vs swap on the same workload: when the victims finished, in steps and in ms."""
+    modes = {run.trace.config.preemption_mode.value: run for run in runs}
+    if set(modes) != {"recompute", "swap"}:
+        return []
+    rec, swp = modes["recompute"], modes["swap"]
+    a, b = rec.summary["finish_ms"]["mean"], swp.summary["finish_ms"]["mean"]
+    sa, sb = rec.summary["finish_steps"]["mean"], swp.summary["finish_steps"]["mean"]
+    if not (np.isfinite(a) and np.isfinite(b)):
+        return []
+    same = "the same number of steps" if abs(sa - sb) < 0.5 else f"{sa:,.0f} vs {sb:,.0f} steps"
+    return [f"Mean finish time: {a:,.1f} ms with recompute, {b:,.1f} ms with swap ({same}). A victim waits for "
+            f"free blocks either way; the mode only changes what coming back costs."]
+
+
+def cache_notices(runs: Sequence[Run]) -> list[str]:
+    """Prefix-cache hits on re-prefill, per run that recomputed anything (runs without caching only when another
+    run has it on, for the comparison)."""
+    out = []
+    any_caching = any(run.trace.config.enable_prefix_caching for run in runs)
+    for run in runs:
+        back = [p for p in run.preempted if p.kind != "swap" and p.resume_step >= 0]
+        if not back:
+            continue
+        total = sum(p.resume_tokens for p in back)
+        hits = sum(p.hit_tokens for p in back)
+        if run.trace.config.enable_prefix_caching:
+            out.append(f"{run.label}: the {_plural(len(back), 're-admission')} found {hits:,} of their {total:,} "
+                       f"tokens in the prefix cache ({hits / max(total, 1):.0%}): blocks shared with others and "
+                       f"the victim's own freed blocks that nobody had taken yet; only {total - hits:,} were "
+                       f"prefilled again.")
+        elif any_caching:
+            out.append(f"{run.label}: without prefix caching the {_plural(len(back), 're-admission')} prefilled "
+                       f"all {total:,} of {'its' if len(back) == 1 else 'their'} tokens again.")
+    return out
+
+
+def notices(runs: Sequence[Run]) -> list[str]:
+    out: list[str] = []
+    for run in runs:
+        out += victim_notice(run)
+        out += requeue_notice(run)
+    out += cost_notices(runs)
+    out += mode_notice(runs)
+    out += cache_notices(runs)
+    return out
+
+
+def sweep_notices(sweep: Sweep, pool: float, seqs: int) -> list[str]:
+    """Where preemption stops on the grid, for the current row and column, and what fewer slots cost."""
+    out = []
+    i, j, _ = nearest_cell(sweep, pool, seqs)
+    row, col = sweep.preemptions[i], sweep.preemptions[:, j]
+    # The pool from which on (to the right) no run preempts.
+    stop = next((k for k in range(len(row)) if not row[k:].any()), None)
+    if stop is None:
+        out.append(f"With {sweep.seqs[i]} batch slots every pool size on the grid preempts (up to "
+                   f"{int(row.max()):,} preemptions); it needs a bigger pool or fewer slots.")
+    elif stop == 0:
+        out.append(f"With {sweep.seqs[i]} batch slots even the smallest pool on the grid "
+                   f"({fmt_gib(sweep.pools_gib[0])}) never preempts.")
+    else:
+        out.append(f"With {sweep.seqs[i]} batch slots, preemption stops from {fmt_gib(sweep.pools_gib[stop])} "
+                   f"({sweep.pools_blocks[stop]:,} blocks) of KV pool; at {fmt_gib(sweep.pools_gib[stop - 1])} "
+                   f"there were {int(row[stop - 1]):,}.")
+    fewer = [k for k in range(i + 1) if col[k] == 0]
+    if col[i] > 0 and fewer:
+        k = fewer[-1]
+        a, b = sweep.finish_ms[i, j], sweep.finish_ms[k, j]
+        out.append(f"At {fmt_gib(sweep.pools_gib[j])}, lowering max_num_seqs from {sweep.seqs[i]} to "
+                   f"{sweep.seqs[k]} stops preemption ({int(col[i]):,} to 0) and moves the mean finish time from "
+                   f"{a / 1e3:,.2f} s to {b / 1e3:,.2f} s ({(b - a) / a:+.0%}): fewer slots, more queueing.")
+    elif col[i] > 0:
+        out.append(f"At {fmt_gib(sweep.pools_gib[j])} every max_num_seqs on the grid preempts.")
+    finite = np.where(np.isfinite(sweep.finish_ms), sweep.finish_ms, np.inf)
+    bi, bj = np.unravel_index(int(np.argmin(finite)), finite.shape)
+    if np.isfinite(finite[bi, bj]):
+        pre = int(sweep.preemptions[bi, bj])
+        out.append(f"The lowest mean finish time on the grid, {finite[bi, bj] / 1e3:,.2f} s, is at "
+                   f"{fmt_gib(sweep.pools_gib[bj])} with {sweep.seqs[bi]} slots"
+                   + (f", with {pre:,} preemptions: a few evictions can cost less than queueing." if pre else
+                      ", without preemptions."))
+    if sweep.rejected.any():
+        k = int((sweep.rejected > 0).sum())
+        out.append(f"In {_plural(k, 'run')} some requests were too large for the pool and were turned away on "
+                   "arrival (hover a cell: its mean covers only the requests served).")
+    return out
+
+
+# ---- page helpers ----------------------------------------------------------------------------------------------------
+SECTIONS = ("timeline", "kv", "block_map", "cost", "hits", "sweep")
+_FIRST = {"recompute_vs_swap": "cost", "prefix_cache": "hits", "sizing": "sweep"}  # the preset's point first
+
+
+def section_order(preset: Preset) -> tuple[str, ...]:
+    first = _FIRST.get(preset.key)
+    return ((first,) if first else ()) + tuple(s for s in SECTIONS if s != first)
+
+
+def event_steps(traces: Sequence[Trace], kinds: tuple[str, ...] = ("preempt", "swap_out", "resume",
+                                                                    "swap_in")) -> list[int]:
+    """Steps at which any of these runs preempted or brought a request back, sorted."""
+    return sorted({e[0] for t in traces for e in t.events if e[1] in kinds})
+
+
+def first_map_step(traces: Sequence[Trace]) -> int:
+    """Where the block map starts: the first preemption of these runs, else the step the first run's pool was
+    fullest."""
+    pre = event_steps(traces, ("preempt", "swap_out"))
+    if pre:
+        return pre[0]
+    return int(np.argmax(traces[0].steps["used_blocks"])) if traces and traces[0].num_steps else 0
+
+
+def neighbour_event(events: Sequence[int], current: int, direction: int) -> int | None:
+    """The next (direction +1) or previous (-1) step with a preemption or resume, from ``current``."""
+    ahead = [e for e in events if (e > current if direction > 0 else e < current)]
+    return (ahead[0] if direction > 0 else ahead[-1]) if ahead else None
+
+
+def map_steps_for(trace: Trace, step: int) -> tuple[int, ...]:
+    """The block maps to record for looking at ``step``: the step itself, and the step before when something was
+    preempted in it (the map crosses out the blocks the victims just gave up)."""
+    if step >= trace.num_steps:
+        return ()
+    preempted = any(step in steps for steps in trace.preempted_at_steps)
+    return (step - 1, step) if preempted and step > 0 else (step,)
+
+
+_STEP_EVENT_TEXT = {"preempt": "preempted (recompute)", "swap_out": "swapped out to CPU",
+                    "resume": "re-admitted", "swap_in": "swapped back in", "admit": "admitted", "finish": "finished"}
+
+
+def step_events(trace: Trace, step: int) -> list[str]:
+    """What happened to requests in ``step``, one line each: "D preempted (recompute): KV pool full: ..."."""
+    return [f"**{trace.request_ids[row]}** {_STEP_EVENT_TEXT[kind]}: {why}" for s, kind, row, why in trace.events
+            if s == step and kind in _STEP_EVENT_TEXT]
+
+
+def readmissions(preempted: Sequence[Preemption]) -> list[tuple[str, int, int]]:
+    """(label, hit tokens, tokens prefilled again) per re-admission after a recompute preemption."""
+    return [(f"{p.request_id} @ {p.resume_step:,}", p.hit_tokens, p.recomputed_tokens)
+            for p in preempted if p.kind != "swap" and p.resume_step >= 0]
+
+
+def nearest_cell(sweep: Sweep, pool: float, seqs: int) -> tuple[int, int, bool]:
+    """(row, column, exact) of the grid cell nearest the knobs' pool size and max_num_seqs."""
+    i = int(np.argmin([abs(s - seqs) for s in sweep.seqs]))
+    j = int(np.argmin([abs(math.log(g) - math.log(pool)) for g in sweep.pools_gib]))
+    return i, j, sweep.seqs[i] == seqs and math.isclose(sweep.pools_gib[j], pool, rel_tol=1e-6)
+
+
+def gantt_notes(preempted: Sequence[Preemption]) -> dict[tuple[int, int], str]:
+    """Hover lines for the Gantt's resume markers: how much of each re-prefill came from the prefix cache."""
+    notes = {}
+    for p in preempted:
+        if p.resume_step < 0:
+            continue
+        if p.kind == "swap":
+            notes[(p.row, p.resume_step)] = f"{p.blocks:,} blocks copied back from CPU memory"
+        else:
+            notes[(p.row, p.resume_step)] = (f"re-prefill of {p.resume_tokens:,} tokens, {p.hit_tokens:,} from "
+                                             f"the prefix cache")
+    return notes
+
+
+def run_caption(run: Run, unit: str) -> str:
+    """One line under a run's preemption count: latency, recompute, swap, peak KV."""
+    s, cfg = run.summary, run.trace.config
+    key = "finish_steps" if unit == "steps" else "finish_ms"
+    parts = [f"mean finish {s[key]['mean']:,.0f} {unit}", f"{s['recomputed_tokens']:,} tokens recomputed"]
+    if cfg.preemption_mode.value == "swap":
+        parts.append(f"{_plural(s['num_swaps'], 'swap')} ({s['swap_ms']:,.1f} ms of copies)")
+    if cfg.enable_prefix_caching:
+        parts.append(f"{s['cached_tokens']:,} tokens from the prefix cache")
+    parts.append(f"peak KV {s['peak_used_blocks']:,} of {cfg.num_blocks:,} blocks")
+    return " · ".join(parts)
+
+
+# ---- KV held per request, rebuilt from the schedule ------------------------------------------------------------------
+TOP_REQUESTS = 10  # requests drawn one by one in the per-request KV chart; the rest are summed
+
+
+def blocks_held(trace: Trace, rows: Sequence[int]) -> np.ndarray:
+    """[num_steps, len(rows)] float: the KV blocks each request held during each step (counted as the trace's
+    ``used_blocks`` counts them: after scheduling, before finished requests free theirs).
+
+    Rebuilt from the schedule and the events, no block-map snapshots needed: from each admission (the prefix-cache
+    hits of the admit/resume event, plus every token scheduled since) or swap-in (the tokens it left with) until a
+    preemption, swap-out or abort (exclusive) or its finish step (inclusive), the request holds
+    ceil(computed tokens / block_size) blocks. A block shared through the prefix cache counts for each holder."""
+    bs, n = trace.config.block_size, trace.num_steps
+    steps, srows, stoks, _ = trace.schedule_entries()
+    wanted = {int(r): k for k, r in enumerate(rows)}
+    tokens = np.zeros((n, len(rows)))
+    pick = np.isin(srows, list(wanted))
+    np.add.at(tokens, (steps[pick], [wanted[int(r)] for r in srows[pick]]), stoks[pick])
+    out = np.zeros((n, len(rows)))
+    timeline: dict[int, list[tuple[int, str, str]]] = {r: [] for r in wanted}
+    for step, kind, row, why in trace.events:
+        if row in wanted and kind in ("admit", "resume", "swap_in", "preempt", "swap_out", "finish", "abort"):
+            timeline[row].append((step, kind, why))
+    for row, k in wanted.items():
+        start, base, left_with = -1, 0.0, 0.0
+        for step, kind, why in timeline[row]:
+            if kind in ("admit", "resume", "swap_in"):
+                start, base = step, (left_with if kind == "swap_in" else float(_number(_HITS_RE, why)))
+                continue
+            if start < 0:
+                continue  # e.g. aborted while waiting: it held nothing
+            end = step + 1 if kind == "finish" else step
+            computed = base + np.cumsum(tokens[start:end, k])
+            out[start:end, k] = np.ceil(computed / bs)
+            left_with = float(computed[-1]) if len(computed) else base
+            start = -1
+        if start >= 0:  # still running when the run ended
+            out[start:, k] = np.ceil((base + np.cumsum(tokens[start:, k])) / bs)
+    return out
+
+
+def kv_parts(trace: Trace, top: int = TOP_REQUESTS) -> list[tuple[str, int, np.ndarray]]:
+    """(name, request row or -1, blocks per step) for the per-request KV chart: the ``top`` requests with the
+    largest peaks one by one (in arrival order), then the rest of the blocks in use summed. When prefix-cache
+    sharing makes the per-request counts add up to more than the blocks in use, they are scaled down so the
+    stack equals ``used_blocks``."""
+    r = trace.requests
+    ran = np.flatnonzero(r["first_scheduled_step"] >= 0)
+    if trace.num_steps == 0 or not len(ran):
+        return []
+    # Candidates by the size they can grow to; rebuild those, keep the largest actual peaks.
+    size = r["prompt_len"][ran] + r["target_len"][ran]
+    candidates = ran[np.argsort(-size, kind="stable")[:3 * top]]
+    held = blocks_held(trace, candidates)
+    keep = np.argsort(-held.max(axis=0), kind="stable")[:top]
+    keep = keep[np.lexsort((candidates[keep], r["arrival_step"][candidates[keep]]))]  # arrival order
+    chosen = held[:, keep]
+    used = trace.steps["used_blocks"].astype(np.float64)
+    total = chosen.sum(axis=1)
+    scale = np.divide(used, total, out=np.ones_like(used), where=total > used)
+    chosen = chosen * scale[:, None]
+    parts = [(trace.request_ids[int(candidates[k])], int(candidates[k]), chosen[:, i]) for i, k in enumerate(keep)]
+    rest = np.maximum(used - chosen.sum(axis=1), 0.0)
+    if rest.any():
+        parts.append((f"{len(ran) - len(keep)} other requests", -1, rest))
+    return parts
