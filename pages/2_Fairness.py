@@ -31,11 +31,11 @@ if base.workload is not None:
     num_clients = KnobPanel(f"{lesson.LESSON}.clients", [lesson.num_clients_knob(shares)], scope).render()["clients"]
     specs = lesson.client_specs(shares, num_clients)
     client_values = {}
-    for spec in specs:
-        with st.sidebar.expander(f"Client {spec.client_id}", expanded=False) as box:
-            client_values[spec.client_id] = KnobPanel(
-                f"{lesson.LESSON}.client.{spec.client_id}", lesson.client_knobs(spec, shares, base.config),
-                scope).render(box)
+    for spec in specs:  # one collapsed box per client; a bad link value still warns in the main area
+        box = st.sidebar.expander(f"Client {spec.client_id}", expanded=False)
+        client_values[spec.client_id] = KnobPanel(
+            f"{lesson.LESSON}.client.{spec.client_id}", lesson.client_knobs(spec, shares, base.config),
+            scope).render(box)
     workload = page.guarded(lambda: lesson.apply_clients(workload, specs, client_values))
     config = lesson.apply_client_weights(config, specs, client_values)
     st.sidebar.caption(lesson.describe_clients(workload))
@@ -45,7 +45,7 @@ config = page.guarded(lambda: lesson.apply(config, own))
 st.sidebar.caption(knobs.pool_caption(config))
 unit = own["unit"]
 
-scenario = page.guarded(lambda: knobs.scenario_with(base, config, workload))
+scenario = page.guarded(lambda: lesson.in_client_order(knobs.scenario_with(base, config, workload)))
 runs = page.guarded(lambda: lesson.build_runs(
     lesson.variants(preset, scenario, own["policies"], base.config, lift=own.get("lift", True)),
     runner.run, runner.measure))
@@ -97,10 +97,11 @@ with left:
 with right:
     page.show_chart(charts.latency_by_client(traces, style, unit="ms"), "latency-per-client", style)
 
-if len(runs[0].trace.client_ids) >= 2:
+pair = lesson.gap_pair(runs[0].trace.client_ids)
+if pair:
     st.subheader("The fairness bound")
     st.caption(lesson.BOUND_CAPTION)
-    page.show_chart(fairness_charts.service_gap_chart(traces, style, x_unit=unit,
+    page.show_chart(fairness_charts.service_gap_chart(traces, style, a=pair[0], b=pair[1], x_unit=unit,
                                                       precomputed=lesson.gap_inputs(runs)), "service-gap", style)
 
 st.subheader("Who ran when, coloured by client")

@@ -271,6 +271,19 @@ def test_client_knobs_change_shares_patterns_and_weights():
     assert "**B** 23%" in lesson.describe_clients(new) and "100 on / 300 off" in lesson.describe_clients(new)
 
 
+def test_clients_keep_their_colours_whoever_sends_first():
+    p = presets.get("article_fairness")
+    wl = p.scenario.workload.replace(clients=(*p.scenario.workload.clients, ClientSpec("C", share=0.3),
+                                              ClientSpec("D", share=0.3)))
+    scenario = dataclasses.replace(p.scenario, workload=wl, requests=tuple(generate(wl)))
+    assert [r.client_id for r in scenario.requests[:3]] != ["A", "B", "C"]
+    ordered = lesson.in_client_order(scenario)
+    trace = simulate(ordered.config, ordered.requests)
+    assert trace.client_ids == ["A", "B", "C", "D"]
+    assert sorted(ordered.requests, key=lambda r: r.request_id) == sorted(scenario.requests, key=lambda r: r.request_id)
+    assert lesson.in_client_order(p.scenario) is p.scenario  # already in order: untouched, same cache key
+
+
 def test_as_shares_converts_rates_to_the_same_arrivals():
     wl = WorkloadSpec(num_requests=60, rate_per_step=1.0, clients=(ClientSpec("A", rate_per_step=0.3),
                                                                     ClientSpec("B", rate_per_step=0.1)), seed=4)

@@ -242,6 +242,23 @@ def describe_clients(workload: WorkloadSpec) -> str:
     return "Arrivals: " + " · ".join(parts)
 
 
+def in_client_order(scenario: Scenario) -> Scenario:
+    """The scenario with each client's first request moved to the front, in name order (A, B, C, ...): a trace
+    numbers clients by first appearance and charts colour them by that number, so this keeps B orange on every
+    chart even when C happens to send first. Unchanged (the same object) when the order is already right.
+    NOTE: arrivals are processed by step, then list order, so only ties within one arrival step can change."""
+    first: dict[str, int] = {}
+    for i, r in enumerate(scenario.requests):
+        first.setdefault(r.client_id, i)
+    names = sorted(first)
+    if list(first) == names:
+        return scenario
+    leaders = [first[c] for c in names]
+    moved = set(leaders)
+    order = leaders + [i for i in range(len(scenario.requests)) if i not in moved]
+    return dataclasses.replace(scenario, requests=tuple(scenario.requests[i] for i in order))
+
+
 # ---- variants and runs ------------------------------------------------------------------------------------------
 def variants(preset: Preset, base: Scenario, chosen: Sequence[str], reference: EngineConfig,
              lift: bool = True) -> list[tuple[str, Scenario]]:
@@ -292,8 +309,8 @@ def fairness_stats(trace: Trace) -> dict[str, Any]:
     """Everything the notices and tables need from one run, computed once.
 
     - ``fair_index``: sim.metrics.fair_share_index (1 = every client got its max-min fair share, window by window);
-    - ``gap``/``bound``: service gap between the first two clients while both waited, and VTC's bound;
-      ``difference``: sim.metrics.service_difference of those two (the gap chart's line);
+    - ``gap``/``bound``: service gap between the ``gap_clients`` (see gap_pair) while both waited, and VTC's
+      bound; ``difference``: sim.metrics.service_difference of those two (the gap chart's line);
     - ``all_waiting_share``: fraction of steps in which every client had requests waiting;
       ``tokens_all_waiting``: tokens (prompt + output) each client was served in those steps;
     - ``longest_starvation_steps``: per client, the longest stretch with requests waiting and none admitted;
@@ -313,13 +330,15 @@ def fairness_stats(trace: Trace) -> dict[str, Any]:
     for c in range(nc):
         idle = ~waiting[:, c] & (running[:, c] == 0)
         batch_when_idle.append(float(num_running[idle].mean()) if idle.any() else float("nan"))
-    gap = metrics.service_gap(trace) if nc >= 2 else {"gap": float("nan"), "bound": metrics.vtc_bound(trace)}
-    difference = metrics.service_difference(trace) if nc >= 2 else np.full(n, np.nan)
+    pair = gap_pair(ids)
+    gap = metrics.service_gap(trace, *pair) if pair else {"gap": float("nan"), "bound": metrics.vtc_bound(trace)}
+    difference = metrics.service_difference(trace, *pair) if pair else np.full(n, np.nan)
     fair = metrics.fair_share_index(trace, FAIRNESS_WINDOW_STEPS)
     return {
         "client_ids": list(ids),
         "fair_index": fair["index"],
         "fair_windows": fair["num_windows"],
+        "gap_clients": [ids[i] for i in pair] if pair else [],
         "gap": float(gap["gap"]),
         "bound": float(gap["bound"]),
         "difference": difference,
@@ -333,6 +352,15 @@ def fairness_stats(trace: Trace) -> dict[str, Any]:
         "max_counter": float(trace.clients["client_counters"][-1].max()) if n else 0.0,
         "lifts": _lifts(trace),
     }
+
+
+def gap_pair(client_ids: Sequence[str]) -> tuple[int, int] | None:
+    """The two clients whose service gap the lesson shows: the first two by name (A and B), as trace indices
+    (a trace numbers clients in order of first arrival, which need not be A, B, C)."""
+    if len(client_ids) < 2:
+        return None
+    first, second = sorted(client_ids)[:2]
+    return client_ids.index(first), client_ids.index(second)
 
 
 def _longest_run(mask: np.ndarray) -> int:
@@ -422,7 +450,7 @@ def client_table(runs: Sequence[Run]) -> pd.DataFrame:
     """One row per (policy, client): requests, rejected, throughput and latency."""
     rows = []
     for run in runs:
-        for c in run.clients:
+        for c in sorted(run.clients, key=lambda c: c["client"]):
             rows.append({
                 "policy": run.label, "client": c["client"], "requests": c["num_requests"],
                 "served": c["num_served"], "rejected": c["num_rejected"],
@@ -435,8 +463,8 @@ def client_table(runs: Sequence[Run]) -> pd.DataFrame:
 
 def policy_table(runs: Sequence[Run]) -> pd.DataFrame:
     """One column per policy, one row per measure: totals and fairness."""
-    ids = runs[0].stats["client_ids"] if runs else []
-    pair = f"{ids[0]} vs {ids[1]}" if len(ids) >= 2 else "first two clients"
+    ids = runs[0].stats["gap_clients"] if runs else []
+    pair = f"{ids[0]} vs {ids[1]}" if len(ids) == 2 else "two clients"
     rows = []
     for run in runs:
         stats = run.stats
@@ -467,6 +495,11 @@ def light_client(run: Run) -> int | None:
     c = int(np.argmin(counts[::-1]))  # the last of equals: "B" rather than "A"
     c = len(counts) - 1 - c
     return c if counts[c] < LIGHT_SHARE * counts.sum() else None
+
+
+def limit_text(config: EngineConfig) -> str:
+    n = config.rate_limit_max_requests
+    return f"{n} request{'s' if n != 1 else ''} per client per {config.rate_limit_window_steps:,} steps"
 
 
 def _fcfs_baseline(runs: Sequence[Run]) -> Run | None:
@@ -506,21 +539,28 @@ def _light_client_notice(runs: Sequence[Run]) -> list[str]:
     c = light_client(base)
     if c is None:
         return []
-    name, heavy = base.clients[c]["client"], base.clients[1 - c]["client"] if len(base.clients) == 2 else "the others"
+    name = base.clients[c]["client"]
     share = base.clients[c]["num_requests"] / sum(row["num_requests"] for row in base.clients)
     a = base.clients[c]["mean_finish_ms"]
     others = [row["mean_finish_ms"] for i, row in enumerate(base.clients) if i != c]
+    if len(base.clients) == 2:
+        heavy = base.clients[1 - c]["client"]
+        theirs, behind = f"{heavy}'s", f"the {heavy} requests that arrived before it"
+    else:
+        theirs, behind = "the other clients'", "whatever arrived before it"
     out = [f"Under {base.label}, {name} sends only {share:.0%} of the requests, yet they took {_ms(a)} on average "
-           f"(p99 {_ms(base.clients[c]['p99_finish_ms'])}), as long as {heavy}'s ({_ms(float(np.mean(others)))}): "
-           f"each one queues behind the {heavy} requests that arrived before it."]
+           f"(p99 {_ms(base.clients[c]['p99_finish_ms'])}), as long as {theirs} ({_ms(float(np.mean(others)))}): "
+           f"each one queues behind {behind}."]
     for run in runs:
         if run is base or c >= len(run.clients):
             continue
         b = run.clients[c]["mean_finish_ms"]
         change = _pct_change(a, b)
+        rejected = run.clients[c]["num_rejected"]
+        tail = ("." if not run.is_limited else f", with {rejected:,} of {name}'s requests rejected." if rejected
+                else f", with none of {name}'s requests rejected.")
         out.append(f"{run.label}: {name}'s mean finish time {'fell' if b < a else 'rose'} from {_ms(a)} to {_ms(b)}"
-                   f" ({change})" + ("." if not run.is_limited else
-                                     f", with {run.clients[c]['num_rejected']} of {name}'s requests rejected."))
+                   f" ({change}){tail}")
     return out
 
 
@@ -536,13 +576,18 @@ def _throughput_notice(runs: Sequence[Run]) -> list[str]:
             continue
         t = run.summary["throughput_tok_s"]
         if run.is_limited:
-            cfg = run.config
-            rejected = ", ".join(f"{c['num_rejected']:,} of {c['client']}'s" for c in run.clients)
-            out.append(f"The rate limit ({cfg.rate_limit_max_requests} requests per client per "
-                       f"{cfg.rate_limit_window_steps:,} steps) turned away {run.summary['num_rejected']:,} "
-                       f"requests ({rejected}) and kept only {run.stats['mean_batch']:.1f} of {seqs} batch slots busy "
-                       f"on average: throughput fell from {t0:,.0f} to {t:,.0f} tokens/s ({t / t0:.0%} of "
-                       f"{base.label}'s) while the GPU had room to spare.")
+            rejected = ", ".join(f"{c['num_rejected']:,} of {c['client']}'s"
+                                 for c in sorted(run.clients, key=lambda c: c["client"]))
+            head = (f"The rate limit ({limit_text(run.config)}) turned away {run.summary['num_rejected']:,} requests "
+                    f"({rejected})")
+            if t < 0.95 * t0:
+                out.append(f"{head} and kept only {run.stats['mean_batch']:.1f} of {seqs} batch slots busy on "
+                           f"average: throughput fell from {t0:,.0f} to {t:,.0f} tokens/s ({t / t0:.0%} of "
+                           f"{base.label}'s) while the GPU had room to spare.")
+            else:
+                out.append(f"{head}, yet throughput stayed at {t:,.0f} tokens/s ({t / t0:.0%} of {base.label}'s): "
+                           f"something else (here {base.stats['mean_batch']:.1f} of {seqs} slots busy even under "
+                           f"{base.label}, so the KV pool or the load) holds the server back, not the limit.")
         elif run.config.policy in _VTC_LIKE and any(r.is_limited for r in runs):
             line = (f"{run.label} kept {t:,.0f} tokens/s ({t / t0:.0%} of {base.label}'s {t0:,.0f}) and rejected "
                     f"nothing")
@@ -551,8 +596,9 @@ def _throughput_notice(runs: Sequence[Run]) -> list[str]:
                 tokens = [row["output_tokens"] for row in run.clients]
                 heavy = 1 - sum(tokens[c:c + 1]) / max(sum(tokens), 1)
                 line += (f": {run.clients[c]['client']} got all it asked for and the others used the rest "
-                         f"({heavy:.0%} of the tokens); a batch slot sat empty while a request waited in "
-                         f"{run.stats['idle_slot_share']:.1%} of the steps")
+                         f"({heavy:.0%} of the tokens)")
+                if run.stats["idle_slot_share"] < 0.01:
+                    line += "; it never left a batch slot empty while a request waited"
             out.append(line + ".")
     return out
 
@@ -612,7 +658,7 @@ def _and_join(items: Sequence[str]) -> str:
 
 
 def _gap_notice(runs: Sequence[Run]) -> list[str]:
-    ids = runs[0].stats["client_ids"]
+    ids = runs[0].stats["gap_clients"]
     if len(ids) < 2:
         return []
     measured = [r for r in runs if r.stats["gap"] > 0]
@@ -648,7 +694,9 @@ def _limit_sweep_notice(sweep: dict, runs: Sequence[Run]) -> list[str]:
     t0 = base.summary["throughput_tok_s"]
     x, pts = sweep["x"], sweep["points"]
     tightest = pts[0]
-    out = [f"At the tightest limit ({x[0]} requests per client per {sweep['window_steps']:,} steps) throughput is "
+    n = x[0]
+    out = [f"At the tightest limit ({n} request{'s' if n != 1 else ''} per client per {sweep['window_steps']:,} "
+           f"steps) throughput is "
            f"{tightest['throughput']:,.0f} tokens/s, {tightest['throughput'] / t0:.0%} of {base.label}'s "
            f"{t0:,.0f}, with {tightest['num_rejected']:,} requests rejected."]
     near = next((v for v, p in zip(x, pts, strict=True) if p["throughput"] >= 0.9 * t0), None)
