@@ -2,7 +2,6 @@
 
 import streamlit as st
 
-from sim import presets
 from ui import charts, knobs, page, runner, sections
 from ui.charts import fairness as fairness_charts
 from ui.controls import KnobPanel, preset_picker
@@ -12,7 +11,7 @@ style = page.setup("Fairness", ":material/balance:")
 st.title("Fairness: per customer, not per request")
 st.markdown(lesson.QUESTION)
 
-preset = preset_picker(lesson.LESSON, presets.presets_for(lesson.LESSON))
+preset = preset_picker(lesson.LESSON, runner.presets_for(lesson.LESSON))
 st.caption(preset.description)
 uploaded = sections.upload(lesson.LESSON)
 base = uploaded or preset.scenario
