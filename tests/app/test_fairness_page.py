@@ -5,9 +5,10 @@ slider change is timed (printed; run with -s to see it)."""
 import time
 
 import pytest
+from streamlit.testing.v1 import AppTest
 
 from sim import presets
-from tests.app.conftest import assert_clean, open_page
+from tests.app.conftest import ROOT, assert_clean, open_page
 
 PAGE = "pages/2_Fairness.py"
 PRESETS = [p.key for p in presets.presets_for("fairness")]
@@ -175,3 +176,23 @@ def test_rerun_time_after_a_slider_change(preset):
     assert_clean(at)
     print(f"\nfairness/{preset}: slider rerun {fresh * 1000:.0f} ms (new runs), {cached * 1000:.0f} ms (cached)")
     assert cached < 5.0 and fresh < 30.0
+
+
+def test_an_uploaded_request_list_runs_without_client_knobs():
+    """A scenario file with explicit requests (no workload): the policies still compare, the client sliders (which
+    regenerate a workload) are not offered, and the per-client numbers come from the file's clients."""
+    from sim import RequestSpec
+    from sim.scenario import Scenario, scenario_to_dict
+
+    p = presets.get("weighted_vtc")
+    requests = [RequestSpec(f"{c}{i}", 5 * i, 100, 60, client_id=c) for i in range(40) for c in "XY"]
+    scenario = Scenario("two clients from a file", p.scenario.config.replace(client_weights=()), tuple(requests))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.switch_page(PAGE)
+    at.query_params["preset"] = "weighted_vtc"
+    at.session_state["fairness.uploaded"] = scenario_to_dict(scenario)  # what the upload box stores
+    at.run()
+    assert_clean(at)
+    assert not any((s.key or "").startswith("fairness.client") for s in at.slider)
+    assert "mean finish: X " in captions(at) and "Y " in captions(at)
+    assert any("Service gap between clients X and Y" in c.proto.spec for c in at.get("plotly_chart"))
