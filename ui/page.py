@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
@@ -65,7 +66,9 @@ def page_exists(path: str) -> bool:
 
 def show_chart(fig: go.Figure, name: str, style: ChartStyle, key: str | None = None) -> None:
     """Render a figure; its camera button downloads ``scheduler-lab-<name>.png`` (or .svg)."""
-    st.plotly_chart(fig, config=plotly_config(f"scheduler-lab-{name}", style), key=key or f"chart-{name}")
+    # theme=None: the figure's own fonts and colours (Streamlit's theme would grey and shrink the tick labels).
+    st.plotly_chart(fig, config=plotly_config(f"scheduler-lab-{name}", style), key=key or f"chart-{name}",
+                    theme=None)
 
 
 def notice(sentences: Sequence[str]) -> None:
@@ -87,9 +90,19 @@ def show_metrics(summaries: dict[str, dict], other_columns: Sequence[str] = (), 
         frames += [steps, ms]
     if other_columns:
         frames.append(metrics_table(summaries, columns=other_columns).set_index("policy"))
-    table = pd.concat(frames, axis=1).T
+    table = pd.concat(frames, axis=1).T.map(_cell)
     table.index.name = "metric"
     st.dataframe(table, height=min(36 * (len(table) + 1) + 4, 800))
+
+
+def _cell(value: Any) -> str:
+    """One table cell for reading: thousands separators, one decimal where there is one, a dash for no value
+    (a latency when no request was served)."""
+    if value is None or value is pd.NA or (isinstance(value, float) and not np.isfinite(value)):
+        return "—"
+    if isinstance(value, float) and not value.is_integer():
+        return f"{value:,.1f}"
+    return f"{int(value):,}"
 
 
 def grid(labels: Sequence[str], draw: Callable[[str], None], columns: int = 2) -> None:
