@@ -94,7 +94,8 @@ with left:
     page.show_chart(fairness_charts.total_throughput(traces, style, window_steps=own["window"], x_unit=unit),
                     "total-throughput", style)
 with right:
-    page.show_chart(charts.latency_by_client(traces, style, unit="ms"), "latency-per-client", style)
+    page.show_chart(charts.latency_by_client(traces, style, unit="ms", colors=fairness_charts.policy_colors(traces)),
+                    "latency-per-client", style)
 
 pair = lesson.gap_pair(runs[0].trace.client_ids)
 if pair:

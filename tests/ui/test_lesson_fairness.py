@@ -389,6 +389,17 @@ def test_rates_and_total_throughput_have_units(figures, article):
     total = figures["total"]
     assert total.data[0].name == f"FCFS (mean {article['FCFS'].summary['throughput_tok_s']:,.0f} tokens/s)"
     assert [t.line.color for t in total.data] == [theme.POLICY_COLORS[k] for k in ("fcfs", "rate_limit", "vtc")]
+    assert total.layout.yaxis.title.text == "output (tokens/s, last 100 steps)"
+
+
+def test_policy_colours_stay_clear_of_client_colours():
+    clients = {theme.client_color(0), theme.client_color(1)}
+    for key in ("returning_idle", "weighted_vtc", "article_fairness"):
+        p = presets.get(key)
+        colors = fc.policy_colors({r.label: r.trace for r in _runs(p, p.scenario)})
+        assert len(set(colors.values())) == len(colors) and not set(colors.values()) & clients, (key, colors)
+    p = presets.get("returning_idle")
+    assert fc.policy_colors({r.label: r.trace for r in _runs(p, p.scenario)})["LCF (no lift)"] == theme.PURPLE
 
 
 def test_limit_sweep_chart(figures):

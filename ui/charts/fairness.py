@@ -3,7 +3,8 @@ rate-limit and output-weight sweeps, and the service gap against VTC's bound.
 
 Pure builders like the rest of ``ui.charts``: traces (or sweep dicts of plain numbers) in, a ``go.Figure`` out,
 ``layout.style_figure`` for the look, client colours from ``theme.client_color`` and policy colours from
-``layout.label_colors`` so a client or a policy looks the same on every chart.
+``policy_colors`` (the theme's, kept clear of the client colours) so a client or a policy looks the same on every
+chart of the page.
 """
 
 from __future__ import annotations
@@ -18,11 +19,29 @@ from plotly.subplots import make_subplots
 from sim import metrics
 from sim.trace import Trace
 from ui import theme
-from ui.charts.layout import downsample, fmt_num, label_colors, label_dash, step_axis, style_figure, time_title
+from ui.charts.layout import downsample, fmt_num, label_dash, step_axis, style_figure, time_title
 from ui.charts.timeseries import _window_rate
 from ui.theme import ChartStyle
 
 PANEL_HEIGHT = 400  # px (base style) of a row of side-by-side panels
+# Policy colours on this page stay clear of the client colours (A blue, B orange, ...): LCF, orange elsewhere,
+# is purple here, and a second run of the same policy (VTC 1:2 and VTC 1:1) takes a colour no client uses.
+_POLICY = {"fcfs": theme.GREY, "rate_limit": theme.POLICY_COLORS["rate_limit"], "vtc": theme.GREEN,
+           "lcf": theme.PURPLE}
+_SPARE = (theme.SKY_BLUE, theme.BLACK, theme.PURPLE, theme.GREEN, theme.GREY)
+
+
+def policy_colors(traces: Mapping[str, Trace]) -> dict[str, str]:
+    """One colour per run label: its policy's (FCFS grey, rate limit vermillion, VTC green, LCF purple), or a
+    spare colour when an earlier label already took it."""
+    out: dict[str, str] = {}
+    for label, trace in traces.items():
+        key = "rate_limit" if trace.config.rate_limit_max_requests else str(trace.config.policy)
+        color = _POLICY.get(key, theme.GREY)
+        if color in out.values():
+            color = next((c for c in _SPARE if c not in out.values()), color)
+        out[label] = color
+    return out
 
 
 def _side_by_side(labels: Sequence[str], style: ChartStyle, *, title: str, x_title: str, y_title: str,
@@ -145,7 +164,7 @@ def total_throughput(traces: Mapping[str, Trace], style: ChartStyle, *, window_s
     """All clients' output tokens/s over a sliding window, one line per policy; the run's mean in the legend."""
     if window_steps < 1:
         raise ValueError(f"window_steps: must be >= 1, got {window_steps}")
-    colors = label_colors(traces)
+    colors = policy_colors(traces)
     fig = go.Figure()
     for i, (label, trace) in enumerate(traces.items()):
         tokens = trace.clients["client_output_tokens"].sum(axis=1, keepdims=True).astype(np.float64)
@@ -257,11 +276,13 @@ def limit_sweep_chart(sweep: Mapping[str, Any], references: Mapping[str, Mapping
 
 
 def _reference_colors(references: Mapping[str, Any]) -> dict[str, str]:
-    """Policy colours by label when the label names a policy (FCFS grey, VTC green), series colours otherwise."""
-    out = {}
-    for j, label in enumerate(references):
-        key = label.split(" ")[0].lower()
-        out[label] = theme.POLICY_COLORS.get(key, theme.series_color(j + 2))
+    """Policy colours by label when the label names a policy (FCFS grey, VTC green), spare colours otherwise."""
+    out: dict[str, str] = {}
+    for label in references:
+        color = _POLICY.get(label.split(" ")[0].lower())
+        if color is None or color in out.values():
+            color = next((c for c in _SPARE if c not in out.values()), theme.GREY)
+        out[label] = color
     return out
 
 
@@ -311,7 +332,7 @@ def service_gap_chart(traces: Mapping[str, Trace], style: ChartStyle, *, a: int 
 
     ``precomputed`` maps a label to ``(difference, gap, bound)`` already computed for clients ``a`` and ``b``
     (the page keeps them cached); labels missing from it are computed here."""
-    colors = label_colors(traces)
+    colors = policy_colors(traces)
     first = next(iter(traces.values()))
     names = first.client_ids
     if max(a, b) >= len(names):
