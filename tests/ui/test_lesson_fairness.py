@@ -378,8 +378,9 @@ def test_counters_chart_one_panel_per_policy_and_lift_markers(figures, article):
     lines = [t for t in fig.data if t.mode == "lines"]
     assert [t.name for t in lines if t.showlegend] == ["client A", "client B"]
     assert {t.line.color for t in lines} == {theme.client_color(0), theme.client_color(1)}
-    (lifts,) = [t for t in fig.data if t.mode == "markers"]  # only VTC lifts
+    lifts, legend_entry = [t for t in fig.data if t.mode == "markers"]  # only VTC lifts, then the legend's
     assert lifts.xaxis == "x3" and len(lifts.x) == article["VTC"].stats["lifts"]["count"]
+    assert legend_entry.name == "lift (counter raised)" and legend_entry.marker.color == theme.LIGHT_GREY
     assert fig.layout.yaxis2.matches == "y" and fig.layout.yaxis.title.text == "virtual counter (weighted tokens)"
 
 

@@ -102,12 +102,18 @@ def counters_by_policy(traces: Mapping[str, Trace], style: ChartStyle, *, x_unit
         if len(lift_x):
             lines.append(go.Scatter(
                 x=lift_x, y=lift_y, mode="markers", name="lift (counter raised)", legendgroup="lift",
-                showlegend="lift" not in shown, text=lift_text, xaxis=xa, yaxis=ya,
+                showlegend=False, text=lift_text, xaxis=xa, yaxis=ya,
                 marker={"symbol": "triangle-up", "size": style.marker_size + 2, "color": lift_c,
                         "line": {"color": theme.BLACK, "width": 1}},
                 hovertemplate=f"{label}: %{{text}}<extra></extra>",
             ))
             shown.add("lift")
+    if "lift" in shown:  # one legend entry in a neutral colour: the markers take their client's colour
+        lines.append(go.Scatter(
+            x=[None], y=[None], mode="markers", name="lift (counter raised)", legendgroup="lift",
+            marker={"symbol": "triangle-up", "size": style.marker_size + 2, "color": theme.LIGHT_GREY,
+                    "line": {"color": theme.BLACK, "width": 1}}, hoverinfo="skip",
+        ))
     fig.add_traces(lines)
     fig.update_yaxes(rangemode="tozero")
     fig.update_xaxes(rangemode="tozero")
