@@ -163,7 +163,7 @@ class Engine:
         values, client_values = self._measure(out, done)
         if self.snapshot_every_steps and step % self.snapshot_every_steps == 0:
             self.recorder.snapshots[step] = (self.kv.owner_map(), self._cached_free_mask())
-        self._finish(step, done.finished)
+        self.finish(step, done.finished)
         cached_free = int(self._cached_free_mask().sum()) if self.config.enable_prefix_caching else 0
         values = (*values, self.kv.num_free_blocks, num_aborted + len(done.finished), cached_free)
         self.recorder.append(values, client_values, out.rows, out.num_tokens, done.kind)
@@ -298,7 +298,7 @@ class Engine:
         finished = emitted[t.num_output_tokens[emitted] >= t.target_len[emitted]]
         return _Executed(emitted, finished, decode, kind, num_wasted, int(_sum(after)))
 
-    def _finish(self, step: int, finished: np.ndarray) -> None:
+    def finish(self, step: int, finished: np.ndarray) -> None:
         if not len(finished):
             return
         t = self.table

@@ -3,7 +3,7 @@
 A stretch of ``d`` steps starting at ``step`` is quiet when, for every step in it:
 - nothing arrives, no client leaves and no abort is noticed (those are scheduled events we can see ahead);
 - every running request is decoding (one token to compute) and they all fit in the token budget;
-- nobody finishes (the stretch stops one step before the first request's last token);
+- nobody finishes before the last step (the stretch ends with the step of the first requests' last token);
 - the blocks the batch grows into fit in the free pool, so nothing is preempted;
 - nothing can be admitted: the head of the waiting queue is refused now, and since free blocks only shrink and
   slots and budget stay the same during the stretch, it stays refused (no swapped requests, no prefix caching,
@@ -41,10 +41,11 @@ def quiet_steps(engine: Engine, step: int, until_step: int | None) -> int:
     if cfg.starvation_threshold_steps and len(s.waiting):
         return 0
     # Under load somebody finishes within a few steps almost every step: the cheapest test that fails first.
-    finish_in = int((t.target_len[run] - t.num_output_tokens[run]).min()) - 1
-    if finish_in < MIN_STEPS:
+    # The stretch may end with the step in which the first requests generate their last token.
+    last_in = int((t.target_len[run] - t.num_output_tokens[run]).min())
+    if last_in < MIN_STEPS:
         return 0
-    limits = [cfg.max_steps, step + finish_in, engine.next_disconnect_step(after=step - 1)]
+    limits = [cfg.max_steps, step + last_in, engine.next_disconnect_step(after=step - 1)]
     if cfg.policy not in _STATIC_ORDERS:  # arrivals move VTC counters (the lift): stop at the next one
         limits.append(engine.next_arrival_step())
     d = min(x for x in limits if x is not None) - step
@@ -191,6 +192,11 @@ def _record(engine: Engine, step: int, d: int, run: np.ndarray, j_of: np.ndarray
     values[:, col["num_waiting"]] = num_waiting
     values[:, col["used_blocks"]] = cfg.num_blocks - free_after
     values[:, col["free_blocks_after"]] = free_after
+    # Requests whose last token comes in the stretch's last step finish there: their blocks are free after it.
+    finished = run[t.target_len[run] - t.num_output_tokens[run] == d]
+    if len(finished):
+        values[-1, col["free_blocks_after"]] += kv.num_blocks_held[finished].sum()
+        values[-1, col["num_finished"]] = len(finished)
     values[:, col["kv_tokens"]] = int(t.num_computed_tokens[run].sum()) + ramp * r
     values[:, col["cpu_blocks_used"]] = s.num_cpu_blocks_used
     if wasted is not None:
@@ -222,5 +228,6 @@ def _record(engine: Engine, step: int, d: int, run: np.ndarray, j_of: np.ndarray
     s.counters[:] = counters[-1]
     s.service[:] = service[-1]
     s.waiting.on_scheduled_steps(run, d)
+    engine.finish(step + d - 1, finished)
 
 
