@@ -46,7 +46,8 @@ def quiet_steps(engine: Engine, step: int, until_step: int | None) -> int:
     if last_in < MIN_STEPS:
         return 0
     limits = [cfg.max_steps, step + last_in, engine.next_disconnect_step(after=step - 1)]
-    if cfg.policy not in _STATIC_ORDERS:  # arrivals move VTC counters (the lift): stop at the next one
+    if cfg.policy not in _STATIC_ORDERS or cfg.starvation_threshold_steps:
+        # Arrivals move VTC counters (the lift), or start a starvation clock whose promotions reorder the queue.
         limits.append(engine.next_arrival_step())
     d = min(x for x in limits if x is not None) - step
     if until_step is not None:

@@ -3,6 +3,8 @@ per-step column, every scheduled entry and its kind, every event in order, every
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -46,7 +48,7 @@ def long_answers(draw) -> tuple[EngineConfig, list[RequestSpec]]:
     return cfg.replace(num_blocks=draw(st.integers(16, 120)), max_steps=20_000), reqs
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=int(os.environ.get("SCHEDLAB_FF_EXAMPLES", "120")), deadline=None)
 @given(case=long_answers())
 def test_fast_forward_gives_the_step_loops_trace(case):
     cfg, reqs = case
