@@ -10,6 +10,7 @@ pools larger than ``MAX_CELLS`` blocks are drawn as cells of several blocks each
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -24,8 +25,8 @@ from ui.charts.timeseries import KV_UNITS, kv_occupancy
 from ui.theme import ChartStyle
 
 MAX_CELLS = 2048  # block-map cells drawn at most; a larger pool is aggregated, several blocks per cell
-MAX_LABELLED_CELLS = 160  # above this many cells a request id does not fit in its cell
-MAX_LEGEND_REQUESTS = 12  # more requests than this: colours cycle, the legend explains instead of listing
+MAX_LEGEND_REQUESTS = 8  # more requests than this: colours cycle, the key explains instead of listing
+KEY_PX = 400  # the width a block map's key may use on one line (a half-width column, in presentation mode too)
 FREE, CACHED, EMPTY = -1, -2, -3  # block codes besides request rows (EMPTY pads the last aggregated cell)
 GRID_COLOR = "#8C8C8C"  # the lines between blocks (the plot background showing through the cell gaps)
 REQUEST_COLORS = tuple(theme.series_color(i) for i in range(len(theme.SERIES_COLORS)))
@@ -75,19 +76,25 @@ def aggregate_cells(codes: np.ndarray, per_cell: int) -> tuple[np.ndarray, np.nd
     return run_code[best], lengths[best], used
 
 
-def _grid_columns(num_cells: int) -> int:
-    """A power of two near sqrt(4 n), between 8 and 64: about four times as wide as tall."""
-    return int(np.clip(2 ** round(np.log2(max(np.sqrt(4 * num_cells), 1))), 8, 64))
+def _grid_columns(num_cells: int, plot_px: int = 480) -> int:
+    """A power of two near sqrt(n x plot_px / 120), between 8 and 128: a grid about plot_px / 120 times as wide as
+    tall (four times in a half-width column), so its cells come out about square."""
+    return int(np.clip(2 ** round(np.log2(max(np.sqrt(num_cells * plot_px / 120), 1))), 8, 128))
 
 
-def _color_index(code: np.ndarray) -> np.ndarray:
-    """Colour category per cell: 0 free, 1 cached, 2.. a request colour (row mod the palette)."""
-    return np.where(code == FREE, 0, np.where(code == CACHED, 1, 2 + np.mod(np.maximum(code, 0),
-                                                                             len(REQUEST_COLORS))))
+FREED_FILL = "#F8CBB4"  # a pale vermillion: free now, given up by a preemption in this very step (also marked "x")
+PLOT_PX = 480  # the narrowest block map expected (a half-width column): decides whether ids fit in their cells
+
+
+def _color_index(code: np.ndarray, freed: np.ndarray) -> np.ndarray:
+    """Colour category per cell: 0 free, 1 cached, 2 freed this step, 3.. a request colour (row mod palette)."""
+    idx = np.where(code == FREE, 0, np.where(code == CACHED, 1, 3 + np.mod(np.maximum(code, 0),
+                                                                           len(REQUEST_COLORS))))
+    return np.where(freed & (code < 0), 2, idx)
 
 
 def _discrete_colorscale() -> list[list[Any]]:
-    colors = ["#FFFFFF", theme.LIGHT_GREY, *REQUEST_COLORS]
+    colors = ["#FFFFFF", theme.LIGHT_GREY, FREED_FILL, *REQUEST_COLORS]
     n = len(colors)
     scale = []
     for k, c in enumerate(colors):
@@ -95,12 +102,18 @@ def _discrete_colorscale() -> list[list[Any]]:
     return scale
 
 
+def _labels_fit(trace: Trace, cols: float, style: ChartStyle) -> bool:
+    longest = max((len(r) for r in trace.request_ids), default=1)
+    return longest * 0.62 * max(style.font_size - 3, 9) <= PLOT_PX / cols - 4
+
+
 def block_map(trace: Trace, step: int, style: ChartStyle, *, title: str | None = None,
-              max_cells: int = MAX_CELLS) -> go.Figure:
+              max_cells: int = MAX_CELLS, plot_px: int = PLOT_PX) -> go.Figure:
     """The KV pool at ``step`` as a grid of blocks coloured by the request holding them (white = free, grey =
-    free but still caching a prefix), with a cross on each block a preemption freed in this step. Needs a trace
+    free but still caching a prefix, pale red with a cross = given up by a preemption in this step). Needs a trace
     recorded with block-map snapshots; uses the latest one at or before ``step``. Pools over ``max_cells`` blocks
-    are drawn several blocks per cell (the cell takes the colour of the request holding most of its blocks)."""
+    are drawn several blocks per cell (the cell takes the colour of the request holding most of its blocks).
+    ``plot_px``: about how wide the chart will be drawn, for square cells and ids that fit."""
     snap = snapshot_at(trace, step)
     fig = go.Figure()
     if snap is None:
@@ -114,48 +127,57 @@ def block_map(trace: Trace, step: int, style: ChartStyle, *, title: str | None =
     per_cell = max(1, -(-n // max_cells))
     dominant, count, used = aggregate_cells(codes, per_cell)
     cells = len(dominant)
-    cols = _grid_columns(cells)
+    cols = _grid_columns(cells, plot_px)
     rows = -(-cells // cols)
-    z = np.full(rows * cols, np.nan)
-    z[:cells] = _color_index(dominant) + 0.5
+    victims = [r for r, steps in enumerate(trace.preempted_at_steps) if recorded in steps]
+    freed = np.zeros(cells, dtype=bool)
+    if per_cell == 1:
+        freed[freed_blocks(trace, recorded, victims)] = True
+    z = np.full(rows * cols, np.nan)  # cells past the last block stay empty (the grey background)
+    z[:cells] = _color_index(dominant, freed) + 0.5
     hover = np.full(rows * cols, "", dtype=object)
     hover[:cells] = _cell_hover(trace, dominant, count, used, per_cell, n)
     text = np.full(rows * cols, "", dtype=object)
-    if cells <= MAX_LABELLED_CELLS and per_cell == 1:
+    if per_cell == 1 and _labels_fit(trace, cols * PLOT_PX / plot_px, style):
         ids = np.asarray(trace.request_ids, dtype=object)
         text[:cells] = np.where(dominant >= 0, ids[np.maximum(dominant, 0)], "")
-    fig.add_trace(go.Heatmap(
+    text[:cells] = np.where(freed & (dominant < 0), "\u00d7", text[:cells])
+    gap = 2 if cols <= 16 else 1 if cols <= 32 else 0  # grid lines only while a block is big enough to see
+    fig.add_trace(go.Heatmap(  # one trace: add_trace's copy is cheap on an empty figure
         z=z.reshape(rows, cols), text=text.reshape(rows, cols), customdata=hover.reshape(rows, cols),
         texttemplate="%{text}", textfont={"size": max(style.font_size - 3, 9)},
-        colorscale=_discrete_colorscale(), zmin=0, zmax=2 + len(REQUEST_COLORS), showscale=False,
-        xgap=2 if cells <= 512 else 1, ygap=2 if cells <= 512 else 1, hovertemplate="%{customdata}<extra></extra>",
+        colorscale=_discrete_colorscale(), zmin=0, zmax=3 + len(REQUEST_COLORS), showscale=False,
+        xgap=gap, ygap=gap, hovertemplate="%{customdata}<extra></extra>",
         hoverongaps=False, name="blocks", showlegend=False,
     ))
-    victims = [r for r, steps in enumerate(trace.preempted_at_steps) if recorded in steps]
-    freed = freed_blocks(trace, recorded, victims) if per_cell == 1 else np.zeros(0, dtype=np.int64)
-    if len(freed):
-        fig.add_trace(go.Scatter(
-            x=freed % cols, y=freed // cols, mode="markers", showlegend=False, hoverinfo="skip",
-            marker={"symbol": "x-thin", "size": min(style.marker_size + 8, 22),
-                    "line": {"color": theme.STATE_COLORS["preempted"], "width": 3 if cells <= 512 else 2}}))
     head = title or _map_title(trace, step, recorded, codes, per_cell)
-    key = _key_line(trace, codes, victims if len(freed) else [], style)
-    # NOTE: the key is a line of text under the title, not a plotly legend: a legend pushing the margin makes
-    # plotly draw the heatmap at the size it had before the push (a grey band around the cells).
+    lines = _key_lines(trace, codes, victims if freed.any() else [], int((freed & (dominant >= 0)).sum()),
+                       per_cell, style)
+    key = "<br>".join(f"<span style='font-size:{style.font_size - 1}px'>{line}</span>" for line in lines)
+    # NOTE: the key is a line of text above the cells, not a plotly legend: a legend pushing the margin makes
+    # plotly draw the heatmap at the size it had before the push (a band of background around the cells). Nor is
+    # it a second title line: plotly lifts a two-line title's first line out of the figure.
+    key_note = {"text": key, "x": 0, "y": 1, "xref": "paper", "yref": "paper", "xanchor": "left",
+                "yanchor": "bottom", "yshift": 4, "showarrow": False, "align": "left"}
     return style_figure(
-        fig, style, title=f"{head}<br>{key}", x_title=None, y_title=None, height=_map_height(rows), legend=False,
+        fig, style, title=head, x_title=None, y_title=None, height=_map_height(rows, cols * PLOT_PX / plot_px),
+        legend=False,
         xaxis={"visible": False, "automargin": False, "range": [-0.5, cols - 0.5]},
         yaxis={"visible": False, "automargin": False, "range": [rows - 0.5, -0.5]},
-        layout={"plot_bgcolor": GRID_COLOR,
-                **fixed_margins(left=12, right=12, top=style.title_size + style.font_size + 40, bottom=12)})
+        layout={"plot_bgcolor": GRID_COLOR, "annotations": [key_note],
+                "shapes": [{"type": "rect", "xref": "paper", "yref": "paper", "x0": 0, "x1": 1, "y0": 0, "y1": 1,
+                            "line": {"color": GRID_COLOR, "width": 1}, "fillcolor": NO_FILL}],
+                **fixed_margins(left=12, right=12, top=style.title_size + len(lines) * (style.font_size + 5) + 34,
+                                bottom=12)})
 
 
 def fixed_margins(*, left: int, right: int, top: int, bottom: int) -> dict[str, Any]:
     """Layout settings for a heatmap figure with its margins set outright (give its axes automargin=False too).
     NOTE: when plotly.js pushes a margin after the first draw (auto margins for a legend, a colour bar or tick
     labels), it keeps the heatmap at its first size: the cells no longer line up with the axes and a band of
-    background shows. Fixed margins avoid the second draw."""
-    return {"margin": {"l": left, "r": right, "t": top, "b": bottom, "autoexpand": False},
+    background shows. Fixed margins avoid the second draw. ``pad`` is pinned to 0 because Streamlit's chart theme
+    sets one, which frames the cells with a band of the plot background."""
+    return {"margin": {"l": left, "r": right, "t": top, "b": bottom, "pad": 0, "autoexpand": False},
             "title": {"automargin": False}}
 
 
@@ -170,37 +192,52 @@ def freed_blocks(trace: Trace, step: int, victims: Sequence[int]) -> np.ndarray:
     return np.flatnonzero(np.isin(before, victims) & (now != before))
 
 
-def _map_height(rows: int) -> int:
-    return int(170 + rows * np.clip(440 / max(rows, 1), 9, 40))
+def _map_height(rows: int, cols: float) -> int:
+    """About square cells in a half-width column, at most ~440 px of them."""
+    return int(120 + rows * np.clip(min(PLOT_PX / cols, 440 / max(rows, 1)), 6, 40))
 
 
 def _map_title(trace: Trace, step: int, recorded: int, codes: np.ndarray, per_cell: int) -> str:
     n = len(codes)
     used = int((codes >= 0).sum())
-    when = f"Step {step:,}" if recorded == step else f"Step {step:,} (map recorded at step {recorded:,})"
-    scale = f"; each cell = {per_cell} blocks" if per_cell > 1 else ""
-    return f"{when}: {used:,} of {n:,} KV blocks in use ({used / n:.0%}){scale}"
+    when = f"Step {step:,}" if recorded == step else f"Step {step:,} (map of step {recorded:,})"
+    return f"{when}: {used / n:.0%} in use"
 
 
 def _swatch(color: str, text: str, symbol: str = "\u25a0") -> str:
     return f"<span style='color:{color}'>{symbol}</span>\u2009{text}"
 
 
-def _key_line(trace: Trace, codes: np.ndarray, victims: Sequence[int], style: ChartStyle) -> str:
-    """The map's colour key as one line of text: each request present (when few), free, cached, freed."""
+def _key_lines(trace: Trace, codes: np.ndarray, victims: Sequence[int], retaken: int, per_cell: int,
+               style: ChartStyle) -> list[str]:
+    """The map's key as lines of text that fit a half-width column: blocks in use, then each request present
+    (when few), free, cached, and the blocks a preemption freed."""
     present = np.unique(codes[codes >= 0])
-    items = []
+    used = int((codes >= 0).sum())
+    items = [f"{used:,} of {len(codes):,} blocks held" + (f" (a cell = {per_cell} blocks)" if per_cell > 1 else "")]
     if 0 < len(present) <= MAX_LEGEND_REQUESTS:
         items += [_swatch(request_color(int(r)), trace.request_ids[r]) for r in present]
     elif len(present):
-        items.append(_swatch(REQUEST_COLORS[0], f"{len(present)} requests (colours repeat; hover for the id)"))
+        items.append(_swatch(REQUEST_COLORS[0], f"{len(present)} requests (hover for ids)"))
     items.append(_swatch(theme.GREY, "free", "\u25a1"))
     if (codes == CACHED).any():
         items.append(_swatch(theme.LIGHT_GREY, "free, caching a prefix"))
     if victims:
         names = ", ".join(trace.request_ids[v] for v in victims)
-        items.append(_swatch(theme.STATE_COLORS["preempted"], f"freed: {names} preempted", "\u2715"))
-    return f"<span style='font-size:{style.font_size - 1}px;font-weight:normal'>{'   '.join(items)}</span>"
+        again = f", {retaken} reused at once" if retaken else ""
+        items.append(_swatch(FREED_FILL, f"\u00d7 freed by {names}{again}"))
+    budget = int(KEY_PX / (0.56 * (style.font_size - 1)))  # characters per line
+    lines: list[str] = []
+    width = 0
+    for item in items:
+        visible = len(re.sub(r"<[^>]+>", "", item)) + 2
+        if lines and width + visible <= budget:
+            lines[-1] += "  " + item
+            width += visible
+        else:
+            lines.append(item)
+            width = visible
+    return lines
 
 
 def _cell_hover(trace: Trace, dominant: np.ndarray, count: np.ndarray, used: np.ndarray, per_cell: int,
@@ -232,6 +269,8 @@ def kv_over_time(trace: Trace, style: ChartStyle, *, by: str = "request", x_unit
     else:
         raise ValueError(f"by: must be 'request' or 'state', got {by!r}")
     fig.add_traces(_cpu_swap_line(trace, style, x_unit, unit) + _preemption_marks(trace, style, x_unit, unit))
+    pool = trace.config.num_blocks * KV_UNITS[unit][1](trace)
+    fig.layout.yaxis.range = [0, pool * 1.2]  # headroom: the preemption marks ride above the pool's label
     return fig
 
 
@@ -242,7 +281,11 @@ def _kv_by_request(trace: Trace, style: ChartStyle, parts: Sequence[tuple[str, i
     y_title, per_block = KV_UNITS[unit]
     scale = per_block(trace)
     x = np.arange(trace.num_steps) if x_unit == "steps" else trace.steps["time_ms"]
-    series = [(name, values, request_color(row) if row >= 0 else theme.GREY) for name, row, values in parts]
+    # A request keeps its block-map colour while there are few enough requests for one colour each; beyond that
+    # the colours go by rank, so no two stacked requests share one.
+    by_row = trace.num_requests <= len(REQUEST_COLORS)
+    series = [(name, values, theme.GREY if row < 0 else request_color(row) if by_row else request_color(i))
+              for i, (name, row, values) in enumerate(parts)]
     cached = np.minimum(trace.steps["cached_free_blocks"], trace.config.num_blocks - trace.steps["used_blocks"])
     if cached.any():
         series.append(("free, still caching a prefix", cached, theme.LIGHT_GREY))
@@ -257,8 +300,13 @@ def _kv_by_request(trace: Trace, style: ChartStyle, parts: Sequence[tuple[str, i
     fig.add_hline(y=pool, opacity=1, line={"color": theme.BLACK, "dash": "dash", "width": style.line_width * 0.8},
                   annotation={"text": f"pool: {fmt_num(pool, 0 if unit in ('blocks', '%') else 2)} {unit}",
                               "xanchor": "left", "yanchor": "bottom"}, annotation_position="top left")
-    return style_figure(fig, style, title=title, x_title=time_title(x_unit), y_title=y_title, height=420,
-                        hovermode="x unified", xaxis={"rangemode": "tozero"}, yaxis={"range": [0, pool * 1.12]})
+    # Legend entries in two even columns (one per request would otherwise wrap into a tall single column in a
+    # half-width chart and squeeze the plot); the chart grows by a row of legend beyond three.
+    legend_rows = -(-(len(series) + 2) // 2)
+    return style_figure(fig, style, title=title, x_title=time_title(x_unit), y_title=y_title,
+                        height=420 + 22 * max(legend_rows - 3, 0), hovermode="x unified",
+                        xaxis={"rangemode": "tozero"}, yaxis={"range": [0, pool * 1.12]},
+                        layout={"legend": {"entrywidth": 0.5, "entrywidthmode": "fraction"}})
 
 
 def _cpu_swap_line(trace: Trace, style: ChartStyle, x_unit: str, unit: str) -> list[go.Scatter]:
@@ -284,7 +332,7 @@ def _preemption_marks(trace: Trace, style: ChartStyle, x_unit: str, unit: str) -
     s = np.array(sorted(victims))
     pool = trace.config.num_blocks * KV_UNITS[unit][1](trace)
     return [go.Scatter(
-        x=s if x_unit == "steps" else trace.start_ms(s), y=np.full(len(s), pool * 1.05), mode="markers",
+        x=s if x_unit == "steps" else trace.start_ms(s), y=np.full(len(s), pool * 1.14), mode="markers",
         name="preemption", cliponaxis=False,
         marker={"symbol": "triangle-down", "size": style.marker_size + 2, "color": theme.STATE_COLORS["preempted"],
                 "line": {"color": theme.BLACK, "width": 1}},
@@ -321,6 +369,8 @@ def gantt_with_resumes(trace: Trace, style: ChartStyle, *, notes: Mapping[tuple[
                     "size": style.marker_size if many else style.marker_size + 4,
                     "line": {"color": theme.BLACK, "width": 1.5}}))
     fig.add_traces(marks_traces)
+    if len(rows) <= 4:  # a short chart: the shared axis title would run past its two rows
+        fig.layout.yaxis.title.text = "requests"
     return fig
 
 
@@ -358,8 +408,9 @@ def cost_bars(cost: Any, style: ChartStyle, *, bandwidth_gb_s: float, title: str
         f"{mb:,.0f} MB of KV)", x_title=None, y_title=None, height=300,
         yaxis={"autorange": "reversed", "showgrid": False},
         layout={"barmode": "stack", "annotations": notes,
+                "margin": {"l": int(0.62 * style.font_size * len("recompute")) + 24, "r": 24},
                 "xaxis": {"range": [0, max(totals) * 1.3 or 1], "title": {"text": "time added to engine steps (ms)"}},
-                "xaxis2": {"range": [0, mb * 1.45 or 1], "title": {"text": "CPU RAM held while evicted (MB)"}}})
+                "xaxis2": {"range": [0, mb * 1.45 or 1], "title": {"text": "CPU RAM held (MB)"}}})
 
 
 # ---- prefix-cache hits on re-prefill ---------------------------------------------------------------------------------
@@ -375,8 +426,7 @@ def reprefill_hits(readmissions: Sequence[tuple[str, int, int]], style: ChartSty
                      for name, y, color in (("found in the prefix cache", hits, theme.GREEN),
                                             ("prefilled again (GPU)", again, theme.STATE_COLORS["prefill"]))])
     total = hits.sum() + again.sum()
-    share = (f"<br><span style='font-size:{style.font_size}px;font-weight:normal'>{hits.sum() / total:.0%} of "
-             f"{total:,.0f} re-prefill tokens found in the cache</span>") if total else ""
+    share = f": {hits.sum() / total:.0%} cache hits" if total else ""
     return style_figure(fig, style, title=title + share, x_title="re-admission (request @ step)", y_title="tokens",
                         height=380, layout={"barmode": "stack"}, xaxis={"showticklabels": len(labels) <= 30})
 
@@ -384,19 +434,21 @@ def reprefill_hits(readmissions: Sequence[tuple[str, int, int]], style: ChartSty
 # ---- sizing sweep ----------------------------------------------------------------------------------------------------
 def sweep_heatmap(pools_gib: Sequence[float], pools_blocks: Sequence[int], seqs: Sequence[int], z: np.ndarray,
                   style: ChartStyle, *, title: str, colorbar_title: str, color: str, value_format: str = ",.0f",
-                  current: tuple[int, int] | None = None) -> go.Figure:
+                  current: tuple[int, int] | None = None, from_zero: bool = True) -> go.Figure:
     """A heatmap over the sweep grid (rows = max_num_seqs, columns = pool size in GiB), the value in each cell,
-    white for zero, "—" where no request was served. ``current`` = (row, column) of the knobs' setting, outlined.
-    The pool's block counts are in the hover text."""
+    white for zero (``from_zero``) or for the smallest value, "—" where no request was served. ``current`` =
+    (row, column) of the knobs' setting, outlined. The pool's block counts are in the hover text."""
     x = [f"{g:.2g}" for g in pools_gib]
     y = [str(s) for s in seqs]
     z = np.asarray(z, dtype=np.float64)
     text = np.where(np.isfinite(z), np.vectorize(lambda v: format(v, value_format), otypes=[object])(
         np.nan_to_num(z)), "\u2014")
     blocks = np.broadcast_to(np.asarray([f"{b:,}" for b in pools_blocks], dtype=object), z.shape)
-    top = float(np.nanmax(z)) if np.isfinite(z).any() and np.nanmax(z) > 0 else 1.0
+    finite = z[np.isfinite(z)]
+    top = float(finite.max()) if len(finite) and finite.max() > 0 else 1.0
+    low = 0.0 if from_zero or not len(finite) else float(finite.min())  # white = zero, or the best cell
     fig = go.Figure(go.Heatmap(
-        x=x, y=y, z=z, text=text, customdata=blocks, texttemplate="%{text}", zmin=0, zmax=top,
+        x=x, y=y, z=z, text=text, customdata=blocks, texttemplate="%{text}", zmin=low, zmax=max(top, low + 1e-9),
         textfont={"size": style.font_size - 2}, colorscale=[[0, "#FFFFFF"], [1, color]], xgap=1, ygap=1,
         hoverongaps=False, colorbar={"title": {"text": colorbar_title, "side": "right"}, "thickness": 14,
                                      "x": 1.0, "xanchor": "left", "xpad": 8},

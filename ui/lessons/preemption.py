@@ -516,15 +516,23 @@ def cache_notices(runs: Sequence[Run]) -> list[str]:
                        f"the victim's own freed blocks that nobody had taken yet; only {total - hits:,} were "
                        f"prefilled again.")
         elif any_caching:
-            out.append(f"{run.label}: without prefix caching the {_plural(len(back), 're-admission')} prefilled "
-                       f"all {total:,} of {'its' if len(back) == 1 else 'their'} tokens again.")
+            out.append(f"{run.label}: the {_plural(len(back), 're-admission')} prefilled all {total:,} of "
+                       f"{'its' if len(back) == 1 else 'their'} tokens again (no prefix cache).")
     return out
 
 
+def _merged(per_run: Sequence[tuple[str, list[str]]]) -> list[str]:
+    """Per-run sentences "label: text", said once as "a and b: text" when every run says the same thing."""
+    texts = [[t.removeprefix(f"{label}: ") for t in sentences] for label, sentences in per_run]
+    if len(per_run) > 1 and all(t == texts[0] for t in texts) and texts[0]:
+        labels = _join([label for label, _ in per_run])
+        return [f"{labels} alike: {t}" for t in texts[0]]
+    return [s for _, sentences in per_run for s in sentences]
+
+
 def notices(runs: Sequence[Run]) -> list[str]:
-    out: list[str] = []
+    out = _merged([(run.label, victim_notice(run)) for run in runs])
     for run in runs:
-        out += victim_notice(run)
         out += requeue_notice(run)
     out += cost_notices(runs)
     out += mode_notice(runs)
@@ -664,7 +672,7 @@ def run_caption(run: Run, unit: str) -> str:
 
 
 # ---- KV held per request, rebuilt from the schedule ------------------------------------------------------------------
-TOP_REQUESTS = 10  # requests drawn one by one in the per-request KV chart; the rest are summed
+TOP_REQUESTS = 6  # requests drawn one by one in the per-request KV chart; the rest are summed
 
 
 def blocks_held(trace: Trace, rows: Sequence[int]) -> np.ndarray:

@@ -1,0 +1,228 @@
+"""Preemption: when KV memory runs out mid-answer. Who is evicted, what recompute and swap cost, how to size."""
+
+import streamlit as st
+
+from ui import knobs, page, runner, sections, theme
+from ui.charts import preemption as charts
+from ui.controls import Knob, KnobPanel, preset_picker
+from ui.lessons import preemption as lesson
+
+style = page.setup("Preemption", ":material/autorenew:")
+st.title("Preemption: when KV memory runs out mid-answer")
+st.markdown(lesson.QUESTION)
+
+preset = preset_picker(lesson.LESSON, runner.presets_for(lesson.LESSON))
+st.caption(preset.description)
+uploaded = sections.upload(lesson.LESSON)
+base = uploaded or preset.scenario
+scope = preset.key if uploaded is None else f"upload:{runner.scenario_key(uploaded)}"
+
+st.sidebar.subheader("Engine")
+engine = KnobPanel(f"{lesson.LESSON}.engine", lesson.engine_knobs(base.config), scope).render()
+workload = None
+if base.workload is not None:
+    st.sidebar.subheader("Workload")
+    workload = knobs.apply_workload(
+        base.workload, KnobPanel(f"{lesson.LESSON}.workload", knobs.workload_knobs(base.workload), scope).render())
+st.sidebar.subheader("Preemption")
+own = KnobPanel(lesson.LESSON, lesson.knobs(preset, base.config), scope).render()
+st.sidebar.subheader("Swap")
+swap = KnobPanel(f"{lesson.LESSON}.swap", lesson.swap_knobs(base.config), scope).render()
+config = page.guarded(lambda: lesson.apply(base.config, engine, own, swap))
+st.sidebar.caption(knobs.pool_caption(config))
+unit = own["unit"]
+
+scenario = page.guarded(lambda: knobs.scenario_with(base, config, workload))
+runs = page.guarded(lambda: [
+    lesson.Run(label, sc, tr := runner.run(sc), runner.summary(sc, tr))
+    for label, sc in lesson.variants(preset, scenario, own.get("compare"))
+])
+if not runs:
+    st.warning("Pick at least one run to compare in the sidebar.", icon=":material/warning:")
+    st.stop()
+labels = [run.label for run in runs]
+columns = 1 if len(runs) == 1 else 2  # one run: full width
+
+cols = st.columns(len(runs))
+for col, run in zip(cols, runs, strict=True):
+    s = run.summary
+    col.metric(f"{run.label}: preemptions", f"{s['num_preemptions']:,}",
+               help="Evictions of a running request because the KV pool had no free block.")
+    col.caption(lesson.run_caption(run, unit))
+
+page.notice(lesson.notices(runs))
+
+
+def show_timeline() -> None:
+    st.subheader("Who was evicted, and when")
+    st.caption("Red triangles: a preemption; green (or purple) triangles: the request came back, re-prefilled "
+               "(or copied back from CPU memory). Hover a triangle for the details.")
+    x_max = max(float(r.trace.steps["time_ms"][-1]) if unit == "ms" else r.trace.num_steps for r in runs)
+
+    def draw(label: str) -> None:
+        run = next(r for r in runs if r.label == label)
+        fig = charts.gantt_with_resumes(run.trace, style, notes=lesson.gantt_notes(run.preempted), x_unit=unit,
+                                        title=label)
+        fig.update_xaxes(range=[0, x_max])
+        page.show_chart(fig, f"preemption-gantt-{label}", style)
+
+    page.grid(labels, draw, columns=columns)
+
+
+def show_kv() -> None:
+    st.subheader("KV cache over time")
+    view = KnobPanel(f"{lesson.LESSON}.kv", [
+        Knob("kv_by", "Stack by", "choice", "request", options=("request", "state"),
+             labels={"request": "request", "state": "state (held / cached)"}, widget="segmented"),
+        Knob("kv_unit", "Unit", "choice", "blocks", options=("blocks", "GiB", "%"), widget="segmented"),
+    ], scope).render(st.container(horizontal=True))
+
+    def draw(label: str) -> None:
+        run = next(r for r in runs if r.label == label)
+        parts = lesson.kv_parts(run.trace) if view["kv_by"] == "request" else ()
+        fig = charts.kv_over_time(run.trace, style, by=view["kv_by"], x_unit=unit, unit=view["kv_unit"], parts=parts,
+                                  title=f"{label}: KV cache in use")
+        page.show_chart(fig, f"preemption-kv-{label}", style)
+
+    page.grid(labels, draw, columns=columns)
+
+
+def show_block_map() -> None:
+    st.subheader("The block map, step by step")
+    st.caption("Each square is one KV block, coloured by the request holding it; pale red with a cross: a block a "
+               "preemption gave up in this very step. Drag the slider (only the maps rerun) or jump between "
+               "preemptions and resumes.")
+    traces = [run.trace for run in runs]
+    events = lesson.event_steps(traces)
+    last = max(t.num_steps for t in traces) - 1
+    panel = KnobPanel(f"{lesson.LESSON}.map", [
+        Knob("map_step", "Engine step", "int", lesson.first_map_step(traces), min=0, max=max(last, 1), step=1,
+             help="The map shows the pool during this step, after scheduling (as the step inspector counts it)."),
+    ], f"{scope}|{runner.scenario_key(scenario)}")
+    state_key = panel.state_key(panel.knobs[0])
+
+    def jump(direction: int) -> None:
+        target = lesson.neighbour_event(events, st.session_state[state_key], direction)
+        if target is not None:
+            st.session_state[state_key] = target
+
+    @st.fragment
+    def block_map() -> None:
+        left, right, slider = st.columns([1.5, 1.5, 7], vertical_alignment="bottom")
+        left.button("Prev", key=f"{lesson.LESSON}.map.prev", on_click=jump, args=(-1,), width="stretch",
+                    icon=":material/skip_previous:", help="Jump to the previous preemption or resume")
+        right.button("Next", key=f"{lesson.LESSON}.map.next", on_click=jump, args=(1,), width="stretch",
+                     icon=":material/skip_next:", help="Jump to the next preemption or resume")
+        step = panel.render(slider)["map_step"]
+
+        def draw(label: str) -> None:
+            run = next(r for r in runs if r.label == label)
+            if step >= run.trace.num_steps:
+                st.info(f"{label}: every request had finished by step {run.trace.num_steps - 1:,}.")
+                return
+            partial = runner.run_until(run.scenario, step, lesson.map_steps_for(run.trace, step))
+            page.show_chart(charts.block_map(partial, step, style, plot_px=1000 if columns == 1 else 480),
+                            f"preemption-block-map-{label}", style, key=f"block-map-{label}")
+            lines = lesson.step_events(run.trace, step)
+            st.markdown(f"**{label}**, step {step:,}:\n" + ("\n".join(f"- {line}" for line in lines) if lines
+                                                             else "\n- no admission, preemption or finish"))
+
+        page.grid(labels, draw, columns=columns)
+
+    block_map()
+
+
+def show_cost() -> None:
+    st.subheader("What bringing a victim back costs: recompute vs swap")
+    tokens, what = lesson.largest_victim_tokens(runs)
+    cost = lesson.preemption_cost(tokens, config)
+    c = config.cost
+    a, b, d, e = st.columns(4)
+    a.metric("Recompute: GPU time", f"{cost.recompute_ms:,.1f} ms",
+             help=f"{tokens:,} tokens x {c.prefill_token_us:g} us per prefill token")
+    b.metric("Swap: copied each way", lesson.fmt_bytes(cost.kv_bytes),
+             help=f"{cost.blocks:,} blocks x {config.block_bytes / 2**20:g} MiB")
+    d.metric("Swap: time each way", f"{cost.swap_ms:,.2f} ms",
+             help=f"{cost.swap_peak_ms:,.2f} ms at {c.swap_bandwidth_gb_s:g} GB/s + {cost.swap_overhead_ms:,.2f} ms "
+                  f"for {cost.blocks:,} block copies")
+    e.metric("Swap: CPU RAM parked", lesson.fmt_bytes(cost.kv_bytes))
+    st.caption(
+        f"For {what}: {tokens:,} tokens of KV at {config.model.kv_bytes_per_token // 1024} KiB per token. Swap "
+        f"copies whole blocks, {cost.blocks:,} copies of {config.block_bytes / 2**20:g} MiB each way: "
+        f"{cost.swap_peak_ms:,.2f} ms at the peak {c.swap_bandwidth_gb_s:g} GB/s plus {cost.swap_overhead_ms:,.2f} ms "
+        f"of per-copy overhead, an effective {cost.effective_gb_s:,.1f} GB/s (smaller blocks, lower). Recompute "
+        f"is charged {c.prefill_token_us:g} us per token whatever the context; on a real GPU attention makes "
+        "each re-prefilled token of a long context cost more, so long victims cost more than this.")
+    page.show_chart(charts.cost_bars(cost, style, bandwidth_gb_s=c.swap_bandwidth_gb_s),
+                    "preemption-recompute-vs-swap", style)
+
+
+def show_hits() -> None:
+    with_hits = [r for r in runs if lesson.readmissions(r.preempted)]
+    if not with_hits:
+        return
+    st.subheader("Re-prefill and the prefix cache")
+    if not any(r.trace.config.enable_prefix_caching for r in runs):
+        st.caption(f"Prefix caching is off, so each of the {sum(len(lesson.readmissions(r.preempted)) for r in runs)} "
+                   "re-admissions prefilled all its tokens again. Turn it on in the sidebar to see how much a "
+                   "re-prefill finds in the cache.")
+        return
+    st.caption("A recomputed request's freed blocks keep their contents until the pool hands them out again: with "
+               "prefix caching on, the re-admission reuses the ones still cached (and any prefix shared with "
+               "running requests) and prefills only the rest.")
+
+    def draw(label: str) -> None:
+        run = next(r for r in with_hits if r.label == label)
+        page.show_chart(charts.reprefill_hits(lesson.readmissions(run.preempted), style, title=label),
+                        f"preemption-hits-{label}", style)
+
+    page.grid([r.label for r in with_hits], draw, columns=1 if len(with_hits) == 1 else 2)
+
+
+def show_sweep() -> None:
+    if "pool_sweep_blocks" not in preset.knobs or uploaded is not None:
+        return
+    st.subheader("Sizing: KV pool size x max_num_seqs")
+    pools, seqs = lesson.sweep_axes(preset)
+    sweep_base = runs[0].scenario
+    key = f"{runner.scenario_key(lesson.sweep_identity(sweep_base))}|{pools}|{seqs}"
+    with st.spinner(f"Running the sweep: {len(pools) * len(seqs)} simulations..."):
+        sweep = runner.computed("sizing_sweep", key, lambda: lesson.sizing_sweep(sweep_base, pools, seqs))
+    pool = lesson.pool_gib(config)
+    i, j, exact = lesson.nearest_cell(sweep, pool, config.max_num_seqs)
+    left, right = st.columns(2)
+    with left:
+        page.show_chart(charts.sweep_heatmap(
+            sweep.pools_gib, sweep.pools_blocks, sweep.seqs, sweep.preemptions, style, current=(i, j),
+            title="Preemptions per run", colorbar_title="preemptions", color=theme.VERMILLION),
+            "preemption-sweep-preemptions", style)
+    with right:
+        page.show_chart(charts.sweep_heatmap(
+            sweep.pools_gib, sweep.pools_blocks, sweep.seqs, sweep.finish_ms / 1000, style, current=(i, j),
+            title="Mean finish time (s)", colorbar_title="mean finish (s)", color=theme.BLUE, value_format=".2f",
+            from_zero=False),
+            "preemption-sweep-latency", style)
+    where = "your setting" if exact else "the grid cell nearest your setting"
+    st.caption(f"Outlined: {where} ({lesson.fmt_gib(pool)}, max_num_seqs {config.max_num_seqs}). "
+               f"{sweep.preemptions.size} runs of this workload in {sweep.seconds:.2f} s, cached: moving the pool "
+               "or max_num_seqs knobs only moves the outline.")
+    page.notice(lesson.sweep_notices(sweep, pool, config.max_num_seqs))
+
+
+SECTIONS = {"timeline": show_timeline, "kv": show_kv, "block_map": show_block_map, "cost": show_cost,
+            "hits": show_hits, "sweep": show_sweep}
+for name in lesson.section_order(preset):
+    SECTIONS[name]()
+
+st.subheader("Metrics")
+page.show_metrics({run.label: run.summary for run in runs},
+                  ("served", "throughput", "preemptions", "swaps", "recomputed", "peak_kv"))
+
+with st.expander("Step inspector: walk through the schedule", expanded=False):
+    sections.step_inspector({run.label: (run.scenario, run.trace) for run in runs}, lesson.LESSON)
+
+st.subheader("Take it with you")
+for run in runs:
+    st.caption(run.label)
+    sections.downloads(run.scenario, run.trace, f"preemption-{preset.key}-{run.label}".replace(" ", "_"),
+                       key=f"{lesson.LESSON}.{run.label}")

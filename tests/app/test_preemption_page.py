@@ -1,0 +1,129 @@
+"""The Preemption lesson driven through AppTest: every preset runs clean with its numbers on screen, knobs rerun
+by key (pool, block size, bandwidth, CPU swap space, model, policy), and URL settings apply."""
+
+import pytest
+
+from sim import presets
+from tests.app.conftest import assert_clean, open_page
+
+PAGE = "pages/4_Preemption.py"
+
+
+def metric_values(at) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def notices(at) -> str:
+    return " ".join(i.value for i in at.info)
+
+
+@pytest.mark.parametrize("preset", [p.key for p in presets.presets_for("preemption")])
+def test_every_preset_runs(preset):
+    at = open_page(PAGE, {"preset": preset})
+    assert_clean(at)
+    p = presets.get(preset)
+    values = metric_values(at)
+    assert all(f"{label}: preemptions" in values for label, _ in p.variants)
+    assert {"Recompute: GPU time", "Swap: copied each way", "Swap: time each way",
+            "Swap: CPU RAM parked"} <= set(values)
+    assert "What to notice" in notices(at)
+    assert at.slider(key="preemption.map.map_step").value >= 0
+
+
+def test_toy_pool_names_the_victims_and_the_blocked_request():
+    at = open_page(PAGE)
+    assert_clean(at)
+    values = metric_values(at)
+    assert values["FCFS victim: preemptions"] == values["priority victim: preemptions"] == "2"
+    text = notices(at)
+    assert "evicted D, the last request in the running list" in text
+    assert "E (1 block) waited behind it" in text
+    assert "evicted C, the running request with the lowest priority" in text
+    assert at.slider(key="preemption.map.map_step").value == 113  # the block map opens at the first preemption
+
+
+def test_recompute_vs_swap_shows_the_articles_numbers():
+    at = open_page(PAGE, {"preset": "recompute_vs_swap"})
+    assert_clean(at)
+    values = metric_values(at)
+    assert values["Recompute: GPU time"] == "32.0 ms"
+    assert values["Swap: copied each way"] == "262 MB"
+    assert values["Swap: time each way"] == "5.87 ms"
+    assert values["Swap: CPU RAM parked"] == "262 MB"
+    assert any("5.24 ms at the peak 50 GB/s plus 0.62 ms" in c.value for c in at.caption)
+    assert "32.0 ms of GPU time" in notices(at) and "262 MB to CPU memory" in notices(at)
+
+
+def test_block_size_and_bandwidth_knobs_change_the_swap_cost():
+    at = open_page(PAGE, {"preset": "recompute_vs_swap"})
+    at.selectbox(key="preemption.engine.block_size").set_value(1).run()
+    assert_clean(at)
+    values = metric_values(at)
+    # One-token blocks fill the same 288 MiB one step later: the victim holds 2,001 tokens, copied as 2,001 blocks:
+    # 262,275,072 B / 50 GB/s = 5.25 ms of data + 2,001 x 5 us = 10.01 ms of overhead each way.
+    assert values["Swap: time each way"] == "15.25 ms" and values["Swap: copied each way"] == "262 MB"
+    assert at.query_params["block_size"] in ("1", ["1"])
+    at.slider(key="preemption.swap.swap_bandwidth_gb_s").set_value(25.0).run()
+    assert_clean(at)
+    assert metric_values(at)["Swap: time each way"] == "20.50 ms"  # 10.49 ms of data + 10.01 ms of overhead
+
+
+def test_too_little_cpu_swap_space_falls_back_to_recompute():
+    at = open_page(PAGE, {"preset": "recompute_vs_swap", "cpu_swap_gib": "0.125"})  # 64 blocks < 125
+    assert_clean(at)
+    assert "fell back to recompute" in notices(at)
+    assert metric_values(at)["swap: preemptions"] == "1"
+
+
+def test_a_bigger_pool_stops_preemption_and_the_model_knob_counts_bytes():
+    at = open_page(PAGE)
+    at.slider(key="preemption.engine.pool_gib").set_value(0.125).run()  # 64 blocks: room for everyone
+    assert_clean(at)
+    values = metric_values(at)
+    assert values["FCFS victim: preemptions"] == values["priority victim: preemptions"] == "0"
+    assert "nothing was preempted" in notices(at)
+    at = open_page(PAGE, {"preset": "recompute_vs_swap", "model": "llama-3.1-70b", "pool_gib": "1"})
+    assert_clean(at)
+    assert metric_values(at)["Swap: copied each way"].endswith("MB")  # 320 KiB per token
+
+
+def test_prefix_cache_and_sizing_presets_show_their_sections():
+    at = open_page(PAGE, {"preset": "prefix_cache"})
+    assert_clean(at)
+    assert "in the prefix cache (" in notices(at)
+    assert any(h.value == "Re-prefill and the prefix cache" for h in at.subheader)
+    at = open_page(PAGE, {"preset": "sizing"})
+    assert_clean(at)
+    assert "preemption stops from" in notices(at)
+    assert at.subheader[0].value == "Sizing: KV pool size x max_num_seqs"  # the preset's point comes first
+    # Moving max_num_seqs reruns the main run, not the sweep (cached), and moves the outline.
+    at.slider(key="preemption.engine.max_num_seqs").set_value(16).run()
+    assert_clean(at)
+    assert metric_values(at)["FCFS: preemptions"] == "0"
+    assert any("max_num_seqs 16" in c.value for c in at.caption)
+
+
+def test_policy_and_mode_knobs_when_not_compared():
+    at = open_page(PAGE, {"preset": "recompute_vs_swap", "policy": "fcfs"})
+    assert_clean(at)
+    at = open_page(PAGE, {"preset": "sizing", "preemption_mode": "swap"})
+    assert_clean(at)
+    assert "swap" in notices(at)
+
+
+def test_url_map_step_applies_and_bad_values_warn():
+    at = open_page(PAGE, {"map_step": "118"})
+    assert_clean(at)
+    assert at.slider(key="preemption.map.map_step").value == 118
+    at = open_page(PAGE, {"map_step": "99999", "pool_gib": "banana"})
+    assert_clean(at)
+    warnings = " ".join(w.value for w in at.warning)
+    assert "map_step=99999" in warnings and "pool_gib=banana" in warnings
+    assert at.slider(key="preemption.map.map_step").value == 113
+
+
+def test_no_run_chosen_asks_for_one():
+    at = open_page(PAGE)
+    at.multiselect(key="preemption.compare").set_value([]).run()
+    assert_clean(at)
+    assert any("at least one run" in w.value for w in at.warning)
