@@ -26,9 +26,10 @@ PAGES = {"queueing": "pages/1_Queueing.py", "fairness": "pages/2_Fairness.py",
 
 def _pool_slider(at: AppTest):
     for slider in at.slider:
-        if slider.key and slider.key.endswith("engine.num_blocks"):
+        # The Preemption page sets the pool in GiB (memory), the other pages in blocks.
+        if slider.key and slider.key.endswith(("engine.num_blocks", "engine.pool_gib")):
             return slider
-    raise LookupError("no KV pool slider (key ending in 'engine.num_blocks') on the page")
+    raise LookupError("no KV pool slider (key ending in 'engine.num_blocks' or 'engine.pool_gib') on the page")
 
 
 def time_page(lesson: str, preset: str) -> tuple[float, float, float]:
@@ -41,8 +42,8 @@ def time_page(lesson: str, preset: str) -> tuple[float, float, float]:
     if at.exception:
         raise RuntimeError(f"{lesson}/{preset}: {at.exception[0].value}")
     slider = _pool_slider(at)
-    old = slider.value
-    new = old + 1 if old + 1 <= slider.max else old - 1
+    old, step = slider.value, slider.step or 1
+    new = old + step if old + step <= slider.max else old - step
     t0 = time.perf_counter()
     slider.set_value(new).run()
     changed = time.perf_counter() - t0
