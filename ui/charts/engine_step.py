@@ -11,6 +11,9 @@ from sim.trace import SCHED_DECODE, SCHED_PREFILL, SCHED_PREFILL_DONE, SCHED_WAS
 from ..theme import LIGHT_GREY, ChartStyle, series_color
 from .layout import style_figure
 
+# x positions (data units): the waiting queue, the running batch (its labels run to the right), the block grid.
+_WAITING_X, _RUNNING_X, _BLOCKS_X = 0.0, 2.0, 5.6
+
 _DOING = {SCHED_PREFILL: "prefill chunk", SCHED_PREFILL_DONE: "prefill → token", SCHED_DECODE: "+1 token",
           SCHED_WASTED: "+1 token (wasted)"}
 
@@ -24,23 +27,23 @@ def engine_step(trace: Trace, step: int, queues: dict[str, list[str]], style: Ch
     color = {rid: series_color(i) for i, rid in enumerate(ids)}
     fig = go.Figure()
     size = 34 if style.presentation else 28
-    _column(fig, 0.0, queues["waiting"], [color[r] for r in queues["waiting"]],
+    _column(fig, _WAITING_X, queues["waiting"], [color[r] for r in queues["waiting"]],
             [f"{r}" for r in queues["waiting"]], size, "waiting")
     lo, hi = trace.sched_offsets[step], trace.sched_offsets[step + 1]
     ran = [ids[r] for r in trace.sched_rows[lo:hi]]
     doing = [f"{ids[r]}: {_DOING[int(k)]}" + (f" ({n} tok)" if int(k) in (SCHED_PREFILL, SCHED_PREFILL_DONE) else "")
              for r, n, k in zip(trace.sched_rows[lo:hi], trace.sched_tokens[lo:hi], trace.sched_kind[lo:hi],
                                 strict=True)]
-    _column(fig, 2.0, ran, [color[r] for r in ran], doing, size, "running")
+    _column(fig, _RUNNING_X, ran, [color[r] for r in ran], doing, size, "running")
     _blocks(fig, trace, step, color, block_columns, size)
     rows = max(len(queues["waiting"]), len(ran), -(-trace.config.num_blocks // block_columns), 1)
     top = 1.2
-    for x, text in ((0.0, "Waiting queue<br>(head first)"), (2.0, "Running batch<br>this step"),
-                    (3.5 + block_columns / 2, f"KV cache: {trace.config.num_blocks} blocks of "
+    for x, text in ((_WAITING_X, "Waiting queue<br>(head first)"), (_RUNNING_X + 0.8, "Running batch<br>this step"),
+                    (_BLOCKS_X - 0.5 + block_columns / 2, f"KV cache: {trace.config.num_blocks} blocks of "
                                               f"{trace.config.block_size} tokens")):
         fig.add_annotation(x=x, y=top, text=f"<b>{text}</b>", showarrow=False, yanchor="bottom",
                            font={"size": style.font_size})
-    for x in (0.9, 2.9):
+    for x in (_WAITING_X + 1.0, _BLOCKS_X - 0.9):
         fig.add_annotation(x=x + 0.25, y=-rows / 2 + 0.5, ax=x - 0.25, ay=-rows / 2 + 0.5, xref="x", yref="y",
                            axref="x", ayref="y", showarrow=True, arrowhead=3, arrowwidth=2, text="")
     free = int(trace.steps["free_blocks_after"][step])
@@ -48,7 +51,7 @@ def engine_step(trace: Trace, step: int, queues: dict[str, list[str]], style: Ch
              f"{free} free after the step")
     style_figure(fig, style, title=title, x_title="", y_title="", height=120 + 46 * rows,
                  legend=False)
-    fig.update_xaxes(visible=False, range=[-0.8, 4.2 + block_columns])
+    fig.update_xaxes(visible=False, range=[-0.8, _BLOCKS_X + block_columns])
     fig.update_yaxes(visible=False, range=[-rows - 0.2, top + 1.0])
     return fig
 
@@ -67,12 +70,12 @@ def _column(fig: go.Figure, x: float, names: list[str], colors: list[str], texts
 
 def _blocks(fig: go.Figure, trace: Trace, step: int, color: dict[str, str], columns: int, size: int) -> None:
     if step not in trace.snapshots:
-        fig.add_annotation(x=3.5 + columns / 2, y=0, text="(block map not recorded)", showarrow=False)
+        fig.add_annotation(x=_BLOCKS_X + columns / 2, y=0, text="(block map not recorded)", showarrow=False)
         return
     owner, cached = trace.snapshots[step]
     n = len(owner)
     idx = np.arange(n)
-    xs = 3.5 + idx % columns
+    xs = _BLOCKS_X + idx % columns
     ys = -(idx // columns).astype(float)
     names = [trace.request_ids[o] if o >= 0 else ("cached" if cached[i] else "free") for i, o in enumerate(owner)]
     fills = [color[nm] if o >= 0 else LIGHT_GREY if cached[i] else "#FFFFFF"

@@ -24,7 +24,8 @@ from ui.theme import ChartStyle
 __all__ = ["gantt", "request_segments"]
 
 MAX_TICK_LABELS = 40  # above this many rows, per-row request ids would overlap: hide them
-ROW_PX, MIN_HEIGHT, MAX_HEIGHT = 34, 300, 800  # plot height grows with the rows up to a cap (px, base style)
+ROW_PX, MIN_HEIGHT, MAX_HEIGHT = 34, 420, 800  # plot height grows with the rows up to a cap (px, base style)
+LEGEND_PX = 190  # title and a legend that may wrap to several lines in a half-width column
 MIN_PLOT_PX = 500  # the narrowest plot area expected (a half-width column); notes must fit beside the bars
 RUNNING_STATES = ("prefill", "decode", "stalled")  # coloured by client when color_by="client"
 _HOVER = ("<b>%{customdata[0]}</b> (client %{customdata[1]})<br>%{customdata[2]}: %{customdata[3]}<br>"
@@ -227,4 +228,4 @@ def _x_max(trace: Trace, x_unit: str) -> float:
 
 
 def _height(num_rows: int) -> int:
-    return int(np.clip(150 + ROW_PX * num_rows, MIN_HEIGHT, MAX_HEIGHT))
+    return int(np.clip(LEGEND_PX + ROW_PX * num_rows, MIN_HEIGHT, MAX_HEIGHT))
