@@ -55,6 +55,17 @@ def test_toy_pool_block_map_scrubs_by_keyboard_and_buttons(app_server, page):
     page.locator('[data-testid="stPlotlyChart"]').filter(has_text="Step 131").first.scroll_into_view_if_needed()
     screenshot(page, "preemption-toy_pool-step131")
 
+    # The KV chart stacked by state instead of by request, in % of the pool.
+    page.get_by_text("state (held / cached)", exact=True).click()
+    wait_for_app(page)
+    page.get_by_text("%", exact=True).last.click()
+    wait_for_app(page)
+    page.wait_for_function("() => [...document.querySelectorAll('.legendtext')].some("
+                           "t => t.textContent === 'held by live requests')")
+    assert page.locator(".ytitle", has_text="KV cache (% of pool)").count() == 2
+    assert_no_exception(page)
+    screenshot(page, "preemption-toy_pool-kv-by-state")
+
 
 @pytest.mark.parametrize("preset", ["recompute_vs_swap", "prefix_cache", "sizing"])
 def test_each_preset_opens_by_url(app_server, page, preset):

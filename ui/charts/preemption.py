@@ -369,8 +369,11 @@ def gantt_with_resumes(trace: Trace, style: ChartStyle, *, notes: Mapping[tuple[
                     "size": style.marker_size if many else style.marker_size + 4,
                     "line": {"color": theme.BLACK, "width": 1.5}}))
     fig.add_traces(marks_traces)
-    if len(rows) <= 4:  # a short chart: the shared axis title would run past its two rows
+    if len(rows) <= 6:
+        # A short chart: the shared axis title would run past its rows, and in a half-width column the legend
+        # wraps to one entry a line; give the bars their room under it.
         fig.layout.yaxis.title.text = "requests"
+        fig.layout.height = max(fig.layout.height or 0, style.height(200 + 40 * len(rows) + 22 * len(fig.data)))
     return fig
 
 
