@@ -1,25 +1,24 @@
-"""Quiet stretches: advance many engine steps at once when all that happens is every running request decoding.
+"""Quiet stretches: advance many engine steps at once when all the batch does is decode.
 
-A stretch of ``d`` steps starting at ``step`` is quiet when, for every step in it:
-- nothing arrives, no client leaves and no abort is noticed (those are scheduled events we can see ahead);
+A stretch of steps starting at ``step`` is quiet when, in each of its steps:
+- no client leaves and no abort is noticed (scheduled events we can see ahead);
 - every running request is decoding (one token to compute) and they all fit in the token budget;
 - nobody finishes before the last step (the stretch ends with the step of the first requests' last token);
 - the blocks the batch grows into fit in the free pool, so nothing is preempted;
-- nothing can be admitted: the head of the waiting queue is refused now, and since free blocks only shrink and
-  slots and budget stay the same during the stretch, it stays refused (no swapped requests, no prefix caching,
-  no starvation-guard promotions pending).
-Then each step is exactly "every running request computes one token and emits one", and the whole stretch can be
-computed with a few array operations. The trace records every step of it, as the step loop would have: tests
-check that a run with fast-forwarding gives a trace identical to one without.
+- the head of the waiting queue is refused (there are no swapped requests and no prefix caching).
+Arrivals may come: ``_walk`` goes through the stretch step by step for the cheap part (arrivals, VTC lifts,
+starvation promotions, the head's refusal, counter charges), exactly as the step loop would, and stops before the
+first step whose head could be admitted. The batch's tokens and blocks for the whole stretch are then computed
+with a few array operations, and the trace records every step of it: tests check that a run with fast-forwarding
+gives a trace identical to one without.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from .config import Policy
 from .request import NO_STEP
 from .trace import SCHED_DECODE, SCHED_WASTED, STEP_COLUMNS
 
@@ -28,7 +27,6 @@ if TYPE_CHECKING:
 
 MIN_STEPS = 6  # shorter stretches cost more to set up than stepping through them
 _COLUMN_INDEX = {name: i for i, name in enumerate(STEP_COLUMNS)}
-_STATIC_ORDERS = (Policy.FCFS, Policy.PRIORITY, Policy.SJF, Policy.SJF_PREDICTED)
 
 
 def quiet_steps(engine: Engine, step: int, until_step: int | None) -> int:
@@ -38,17 +36,12 @@ def quiet_steps(engine: Engine, step: int, until_step: int | None) -> int:
     run = s.running
     if not len(run) or s.swapped or cfg.enable_prefix_caching or len(run) > cfg.max_num_batched_tokens:
         return 0
-    if cfg.starvation_threshold_steps and len(s.waiting):
-        return 0
     # Under load somebody finishes within a few steps almost every step: the cheapest test that fails first.
     # The stretch may end with the step in which the first requests generate their last token.
     last_in = int((t.target_len[run] - t.num_output_tokens[run]).min())
     if last_in < MIN_STEPS:
         return 0
     limits = [cfg.max_steps, step + last_in, engine.next_disconnect_step(after=step - 1)]
-    if cfg.policy not in _STATIC_ORDERS or cfg.starvation_threshold_steps:
-        # Arrivals move VTC counters (the lift), or start a starvation clock whose promotions reorder the queue.
-        limits.append(engine.next_arrival_step())
     d = min(x for x in limits if x is not None) - step
     if until_step is not None:
         d = min(d, until_step + 1 - step)
@@ -81,7 +74,7 @@ def advance(engine: Engine, step: int, d: int) -> int:
     """Run the quiet stretch from ``step`` for up to ``d`` steps; returns the number of steps recorded (0 if not
     even the first step is quiet). It stops early where the pool runs out or an arrival could be admitted."""
     kv, s = engine.kv, engine.scheduler
-    if len(s.waiting) and engine.config.policy in _STATIC_ORDERS:  # cheap filter: would the head start now?
+    if len(s.waiting):  # cheap filter: would the head start now? (free blocks only shrink from here)
         budget = engine.config.max_num_batched_tokens - len(s.running)
         if not s.admission_check(s.waiting.peek(), len(s.running), budget, kv.num_free_blocks)[0]:
             return 0
@@ -90,72 +83,55 @@ def advance(engine: Engine, step: int, d: int) -> int:
     if len(j_of) > free:  # stop before the step whose block would not fit (that step preempts)
         d = int(j_of[free])
     free_after = free - np.cumsum(np.bincount(j_of[j_of < d], minlength=d))  # [d] free after each allocation
-    n, num_waiting = _walk(engine, step, d, free_after)
-    if n == 0:
+    walked = _walk(engine, step, d, free_after)
+    if walked.num_steps == 0:
         return 0
+    n = walked.num_steps
     keep = j_of < n
     run = engine.scheduler.running
     _allocate(engine, run, j_of[keep], pos_of[keep], k_of[keep])
-    _record(engine, step, n, run, j_of[keep], pos_of[keep], free_after[:n], num_waiting)
+    _record(engine, step, n, run, j_of[keep], pos_of[keep], free_after[:n], walked)
     return n
 
 
-def _walk(engine: Engine, step: int, d: int, free_after: np.ndarray) -> tuple[int, list[int]]:
-    """Step through the stretch's admissions: queue each step's arrivals (as the step loop would, events and
-    all), and log the waiting head's refusal. Stops at the first step whose head could be admitted.
-    Returns (quiet steps, queue length in each)."""
+class _Walked(NamedTuple):
+    num_steps: int  # quiet steps
+    num_waiting: list[int]  # [num_steps] queue length in each step
+    counters: np.ndarray  # [num_steps, clients] virtual counters after each step
+    service: np.ndarray  # [num_steps, clients] weighted service after each step
+
+
+def _walk(engine: Engine, step: int, d: int, free_after: np.ndarray) -> _Walked:
+    """Step through the stretch as the step loop would, for everything but the batch's tokens and blocks:
+    queue each step's arrivals (events, rejections and VTC lifts included), let the queue promote starving
+    requests, log the head's refusal, and charge the step's tokens to the counters. Stops before the first step
+    whose head could be admitted (its arrivals are then already queued, which the step loop repeats harmlessly)."""
     s = engine.scheduler
-    r = len(s.running)
+    run = s.running
+    r = len(run)
     budget = engine.config.max_num_batched_tokens - r
-    heads = None if engine.config.policy in _STATIC_ORDERS else _heads(engine, d)
     refusals: dict[tuple[int, int], str] = {}
     events = engine.recorder.events
-    num_waiting = []
+    num_waiting: list[int] = []
+    counters = np.empty((d, len(s.counters)))
+    service = np.empty((d, len(s.counters)))
     for j in range(d):
         if j:
             engine.arrive(step + j)
+        s.waiting.on_step(step + j)
         if len(s.waiting):
-            row = s.waiting.peek() if heads is None else int(heads[j])
+            row = s.waiting.peek()
             key = (row, int(free_after[j]))
             if key not in refusals:
                 refusals[key] = s.admission_check(row, r, budget, key[1])[0]
             if not refusals[key]:
-                return j, num_waiting
+                return _Walked(j, num_waiting, counters[:j], service[:j])
             events.append((step + j, "blocked", row, refusals[key]))
         num_waiting.append(len(s.waiting))
-    return d, num_waiting
-
-
-def _heads(engine: Engine, d: int) -> np.ndarray:
-    """[d] the waiting queue's head at each step's admission: fixed for static orders; for VTC/LCF the head
-    request of the backlogged client with the lowest counter, counters growing as the batch is charged."""
-    s = engine.scheduler
-    if engine.config.policy in _STATIC_ORDERS:
-        return np.full(d, s.waiting.peek())
-    counters = _counter_rows(engine, s.counters, d)[:-1]  # before each step's execute
-    heads = np.array([q[0] if q else -1 for q in s.waiting.client_queues()], dtype=np.int64)
-    key = np.where(heads[None, :] >= 0, counters, np.inf)
-    best = key.min(axis=1)
-    candidates = np.where(key == best[:, None], heads[None, :], np.iinfo(np.int64).max)
-    return candidates.min(axis=1)
-
-
-def _charge_per_step(engine: Engine) -> np.ndarray:
-    """[clients] the output charge one step of this batch adds to each counter (as Scheduler.charge_output)."""
-    s, cfg = engine.scheduler, engine.config
-    if len(s.counters) == 1:
-        return np.array([len(s.running) * cfg.output_weight / s.client_weight[0]])
-    per_client = np.bincount(engine.table.client[s.running], minlength=len(s.counters))
-    return per_client * (cfg.output_weight / s.client_weight)
-
-
-def _counter_rows(engine: Engine, start: np.ndarray, d: int) -> np.ndarray:
-    """[d + 1, clients] counters at the start and after each of ``d`` steps, added one step at a time as the
-    step loop does (a cumulative sum adds in the same order, so the floats are identical)."""
-    rows = np.empty((d + 1, len(start)))
-    rows[0] = start
-    rows[1:] = _charge_per_step(engine)
-    return np.cumsum(rows, axis=0)
+        s.charge_output(run)  # every running request generates one token
+        counters[j] = s.counters
+        service[j] = s.service
+    return _Walked(d, num_waiting, counters, service)
 
 
 def _allocate(engine: Engine, run: np.ndarray, j_of: np.ndarray, pos_of: np.ndarray, k_of: np.ndarray) -> None:
@@ -169,7 +145,7 @@ def _allocate(engine: Engine, run: np.ndarray, j_of: np.ndarray, pos_of: np.ndar
 
 
 def _record(engine: Engine, step: int, d: int, run: np.ndarray, j_of: np.ndarray, pos_of: np.ndarray,
-            free_after: np.ndarray, num_waiting: list[int]) -> None:
+            free_after: np.ndarray, walked: _Walked) -> None:
     """Append the stretch's ``d`` steps to the trace and bring request state to the end of the stretch."""
     t, s, kv, cfg = engine.table, engine.scheduler, engine.kv, engine.config
     r, nc = len(run), engine.num_clients
@@ -178,8 +154,6 @@ def _record(engine: Engine, step: int, d: int, run: np.ndarray, j_of: np.ndarray
     if engine.may_waste:
         gone = t.disconnect_step[run] != NO_STEP
         wasted = gone[None, :] | ((t.num_output_tokens[run][None, :] + ramp[:, None]) > t.useful_len[run][None, :])
-    counters = _counter_rows(engine, s.counters, d)
-    service = _counter_rows(engine, s.service, d)
     # [d, r] blocks each request holds during each step: what it held before plus the blocks opened so far.
     grown = np.bincount(j_of * r + pos_of, minlength=d * r).reshape(d, r).cumsum(axis=0)
     held = None
@@ -190,7 +164,7 @@ def _record(engine: Engine, step: int, d: int, run: np.ndarray, j_of: np.ndarray
     values[:, col["step_ms"]] = cfg.cost.step_ms(0, r) + 0.0  # no prefill, r decodes, no swap
     for name in ("num_running", "num_scheduled", "num_decode_reqs", "num_output_tokens"):
         values[:, col[name]] = r
-    values[:, col["num_waiting"]] = num_waiting
+    values[:, col["num_waiting"]] = walked.num_waiting
     values[:, col["used_blocks"]] = cfg.num_blocks - free_after
     values[:, col["free_blocks_after"]] = free_after
     # Requests whose last token comes in the stretch's last step finish there: their blocks are free after it.
@@ -214,7 +188,7 @@ def _record(engine: Engine, step: int, d: int, run: np.ndarray, j_of: np.ndarray
         onehot[np.arange(r), t.client[run]] = 1.0
         blocks = held @ onehot  # [d, clients] blocks held per client
     running = np.broadcast_to(per_client, (d, nc))
-    client_values = [blocks, running, running, np.zeros((d, nc)), counters[1:], service[1:]]
+    client_values = [blocks, running, running, np.zeros((d, nc)), walked.counters, walked.service]
     kinds = np.full(d * r, SCHED_DECODE, dtype=np.int8) if wasted is None else \
         np.where(wasted, SCHED_WASTED, SCHED_DECODE).astype(np.int8).reshape(-1)
     engine.recorder.append_block(values, client_values, np.tile(run, d), np.ones(d * r, dtype=np.int64), kinds,
@@ -226,8 +200,6 @@ def _record(engine: Engine, step: int, d: int, run: np.ndarray, j_of: np.ndarray
     t.num_tokens[run] += d
     if wasted is not None:
         t.num_wasted_tokens[run] += wasted.sum(axis=0)
-    s.counters[:] = counters[-1]
-    s.service[:] = service[-1]
     s.waiting.on_scheduled_steps(run, d)
     engine.finish(step + d - 1, finished)
 
