@@ -92,6 +92,7 @@ class Engine:
         self.snapshot_every_steps = snapshot_every_steps
         self.check_invariants = check_invariants
         self.fast_forward = fast_forward  # skip through quiet stretches (same trace; tests compare both ways)
+        self.quiet_retry_step = 0  # the fast-forward need not look for a quiet stretch before this step
         # Arrivals in step order, file order within a step.
         self._arrival_order = np.argsort(t.arrival_step, kind="stable")
         self._next_arrival = 0
@@ -283,19 +284,19 @@ class Engine:
         emitted = rows[is_emitting]
         t.num_output_tokens[emitted] += 1
         t.num_tokens[emitted] += 1
-        fresh = emitted[t.first_token_step[emitted] == NO_STEP]
-        t.first_token_step[fresh] = step
+        num_output = t.num_output_tokens[emitted]
+        t.first_token_step[emitted[num_output == 1]] = step  # a recomputed request keeps its first token's step
         kind = is_emitting.view(np.int8) + decode.view(np.int8)  # SCHED_PREFILL / _PREFILL_DONE / _DECODE
         num_wasted = 0
         if self.may_waste:
-            is_wasted = (t.disconnect_step[emitted] != NO_STEP) | (t.num_output_tokens[emitted] > t.useful_len[emitted])
+            is_wasted = (t.disconnect_step[emitted] != NO_STEP) | (num_output > t.useful_len[emitted])
             wasted = emitted[is_wasted]
             t.num_wasted_tokens[wasted] += 1
             num_wasted = len(wasted)
             kind[is_emitting.nonzero()[0][is_wasted]] = SCHED_WASTED
         self.scheduler.charge_output(emitted)
         self.scheduler.waiting.on_scheduled(rows)
-        finished = emitted[t.num_output_tokens[emitted] >= t.target_len[emitted]]
+        finished = emitted[num_output >= t.target_len[emitted]]
         return _Executed(emitted, finished, decode, kind, num_wasted, int(_sum(after)))
 
     def finish(self, step: int, finished: np.ndarray) -> None:

@@ -34,12 +34,15 @@ def quiet_steps(engine: Engine, step: int, until_step: int | None) -> int:
     MIN_STEPS. Checks the cheap conditions first; ``advance`` checks admissions step by step."""
     s, t, cfg = engine.scheduler, engine.table, engine.config
     run = s.running
-    if not len(run) or s.swapped or cfg.enable_prefix_caching or len(run) > cfg.max_num_batched_tokens:
+    if step < engine.quiet_retry_step or not len(run) or s.swapped or cfg.enable_prefix_caching \
+            or len(run) > cfg.max_num_batched_tokens:
         return 0
     # Under load somebody finishes within a few steps almost every step: the cheapest test that fails first.
     # The stretch may end with the step in which the first requests generate their last token.
     last_in = int((t.target_len[run] - t.num_output_tokens[run]).min())
     if last_in < MIN_STEPS:
+        # That request keeps the batch from being quiet until it is gone: no need to look again before then.
+        engine.quiet_retry_step = step + last_in
         return 0
     limits = [cfg.max_steps, step + last_in, engine.next_disconnect_step(after=step - 1)]
     d = min(x for x in limits if x is not None) - step
