@@ -1,7 +1,6 @@
 """The Cancellation lesson driven through AppTest: every preset runs, the article's numbers are on screen, knobs
 rerun by key, URL values apply, and the rerun after a slider change is timed (printed with ``-s``)."""
 
-import time
 
 import pytest
 
@@ -143,16 +142,13 @@ def test_presentation_mode_runs():
     ("impatient_users", "cancellation.abandon_rate", (0.35, 0.4, 0.45)),
     ("stops", "cancellation.max_tokens", (528, 544, 560)),
 ])
-def test_rerun_time_after_a_slider_change(preset, key, values):
-    """Server-side rerun after a slider change (new simulations included); printed, bounded generously here:
-    the target (300 ms) depends on the machine and on the simulator's speed."""
+def test_slider_changes_rerun_cleanly(preset, key, values):
+    """Several slider moves in a row each rerun the page without an error and change what it shows. The rerun's
+    speed is measured by benchmarks/page_rerun.py, not here."""
     at = open_page(PAGE, {"preset": preset})
-    times = []
+    seen = [[m.value for m in at.metric]]
     for value in values:
-        start = time.perf_counter()
         at.slider(key=key).set_value(value).run()
-        times.append(time.perf_counter() - start)
         assert_clean(at)
-    print(f"\n{preset}: rerun after changing {key.split('.')[-1]}: "
-          + ", ".join(f"{1000 * t:.0f} ms" for t in times) + f" (best {1000 * min(times):.0f} ms)")
-    assert min(times) < 5.0
+        seen.append([m.value for m in at.metric])
+    assert len({tuple(v) for v in seen}) > 1  # the numbers followed the slider

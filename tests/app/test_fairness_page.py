@@ -2,7 +2,6 @@
 (engine, clients, weights, lift, rate limit), URL values apply, bad settings show a message, and the rerun after a
 slider change is timed (printed; run with -s to see it)."""
 
-import time
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -161,21 +160,19 @@ def test_zero_charges_are_refused_with_a_message():
 
 
 @pytest.mark.parametrize("preset", PRESETS)
-def test_rerun_time_after_a_slider_change(preset):
-    """Times the server-side rerun (AppTest) after a KV pool change: fresh simulations, then cached ones on the
-    way back. Printed for the record; the assertion is loose (the target, 300 ms, depends on the simulator)."""
+def test_a_pool_change_reruns_and_moving_back_restores_the_numbers(preset):
+    """A KV pool change reruns the page cleanly; moving the slider back gives the first numbers again (served
+    from the cache). The rerun's speed is measured by benchmarks/page_rerun.py, not here."""
     at = open_page(PAGE, {"preset": preset})
+    before = [m.value for m in at.metric]
     slider = at.slider(key="fairness.engine.num_blocks")
     old = slider.value
-    t0 = time.perf_counter()
     slider.set_value(old + 8).run()
-    fresh = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    at.slider(key="fairness.engine.num_blocks").set_value(old).run()
-    cached = time.perf_counter() - t0
     assert_clean(at)
-    print(f"\nfairness/{preset}: slider rerun {fresh * 1000:.0f} ms (new runs), {cached * 1000:.0f} ms (cached)")
-    assert cached < 5.0 and fresh < 30.0
+    assert at.query_params["num_blocks"] in (str(old + 8), [str(old + 8)])
+    at.slider(key="fairness.engine.num_blocks").set_value(old).run()
+    assert_clean(at)
+    assert [m.value for m in at.metric] == before
 
 
 def test_an_uploaded_request_list_runs_without_client_knobs():

@@ -7,7 +7,6 @@ from __future__ import annotations
 import copy
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pandas as pd
@@ -205,17 +204,15 @@ def test_segments_tile_each_life_exactly(key, overrides):
     assert not seg["row"].isin(rejected).any()
 
 
-def test_segments_for_500_requests_are_fast():
-    trace = run("returning_idle")  # 500 requests, ~1,900 steps, ~55,000 schedule entries
-    assert trace.num_requests == 500
-    best = min(_timed(request_segments, trace) for _ in range(3))
-    assert best < 0.1, f"request_segments took {best * 1000:.0f} ms"
-
-
-def _timed(fn, *args, **kwargs) -> float:
-    t = time.perf_counter()
-    fn(*args, **kwargs)
-    return time.perf_counter() - t
+def test_segments_for_a_large_run_cover_every_request():
+    # Speed is measured by benchmarks/page_rerun.py, not here: this checks the vectorised path on a big run.
+    trace = run("busy_server")  # 300 requests, thousands of steps, tens of thousands of schedule entries
+    seg = request_segments(trace)
+    assert set(seg["row"]) == set(range(trace.num_requests))
+    r = trace.requests
+    spans = seg.groupby("row").agg(start=("start_step", "min"), end=("end_step", "max"))
+    assert (spans["start"].to_numpy() == r["arrival_step"]).all()
+    assert (spans["end"].to_numpy() == r["finish_step"] + 1).all()
 
 
 # ---- gantt --------------------------------------------------------------------------------------------------------
@@ -297,12 +294,12 @@ def test_gantt_many_rows_hide_ids_and_cap_height(busy):
     assert set(np.concatenate([t.y for t in bars(small)])) == set(range(10))
 
 
-def test_gantt_for_500_requests_builds_quickly():
-    trace = run("returning_idle")
-    charts.gantt(trace, STYLE)  # warm plotly's validators
-    best = min(_timed(charts.gantt, trace, STYLE) for _ in range(3))
-    assert best < 1.0, f"gantt of 500 requests took {best * 1000:.0f} ms"
-    assert len(charts.gantt(trace, STYLE).to_json()) < 1_000_000
+def test_gantt_for_hundreds_of_requests_keeps_a_bounded_payload():
+    # What the browser receives stays well under a megabyte; build time is measured by benchmarks/page_rerun.py.
+    trace = run("busy_server")
+    fig = charts.gantt(trace, STYLE)
+    assert len(fig.to_json()) < 1_000_000
+    assert fig.layout.height <= MAX_HEIGHT
 
 
 def test_gantt_rejects_bad_arguments(toy):
