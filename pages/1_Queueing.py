@@ -2,42 +2,22 @@
 
 import streamlit as st
 
-from sim import presets
 from ui import charts, knobs, page, runner, sections
-from ui.controls import KnobPanel, preset_picker
+from ui.lesson import open_lesson, run_variants
 from ui.lessons import queueing as lesson
 
-style = page.setup("Queueing", ":material/hourglass_top:")
-st.title("Queueing: who waits, and in what order")
-st.markdown(lesson.QUESTION)
-
-preset = preset_picker(lesson.LESSON, presets.presets_for(lesson.LESSON))
-st.caption(preset.description)
-uploaded = sections.upload(lesson.LESSON)
-base = uploaded or preset.scenario
-scope = preset.key if uploaded is None else f"upload:{runner.scenario_key(uploaded)}"
-
-st.sidebar.subheader("Engine")
-engine = KnobPanel(f"{lesson.LESSON}.engine", knobs.engine_knobs(base.config), scope).render()
-workload = None
-if base.workload is not None:
-    st.sidebar.subheader("Workload")
-    workload = knobs.apply_workload(
-        base.workload, KnobPanel(f"{lesson.LESSON}.workload", knobs.workload_knobs(base.workload), scope).render())
-st.sidebar.subheader("Policies")
-own = KnobPanel(lesson.LESSON, lesson.knobs(preset), scope).render()
+lp = open_lesson(lesson.LESSON, "Queueing: who waits, and in what order", ":material/hourglass_top:",
+                 lesson.QUESTION)
+style, preset, base = lp.style, lp.preset, lp.base
+engine = lp.panel("Engine", f"{lesson.LESSON}.engine", knobs.engine_knobs(base.config))
+workload = lp.workload(lesson.LESSON)
+own = lp.panel("Policies", lesson.LESSON, lesson.knobs(preset))
 config = lesson.apply(knobs.apply_engine(base.config, engine), own)
 st.sidebar.caption(knobs.pool_caption(config))
 unit = own["unit"]
 
 scenario = page.guarded(lambda: knobs.scenario_with(base, config, workload))
-runs = page.guarded(lambda: [
-    lesson.Run(label, sc, tr := runner.run(sc), runner.summary(sc, tr))
-    for label, sc in lesson.variants(preset, scenario, own["policies"])
-])
-if not runs:
-    st.warning("Pick at least one policy to compare in the sidebar.", icon=":material/warning:")
-    st.stop()
+runs = run_variants(lesson.variants(preset, scenario, own["policies"]))
 
 # The numbers first: one column per policy.
 cols = st.columns(len(runs))
@@ -74,7 +54,7 @@ with right:
     page.show_chart(charts.queue_and_batch({run.label: run.trace for run in runs}, style, x_unit=unit),
                     "queue-and-batch", style)
 
-if "sigma_sweep" in preset.knobs and uploaded is None:
+if "sigma_sweep" in preset.knobs and not lp.is_uploaded:
     st.subheader("Prediction error: from SJF toward FCFS")
     sweep = lesson.sigma_sweep(scenario, preset.knobs["sigma_sweep"], runner.run)
     page.show_chart(charts.sweep_lines(

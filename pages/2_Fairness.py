@@ -4,28 +4,19 @@ import streamlit as st
 
 from ui import charts, knobs, page, runner, sections
 from ui.charts import fairness as fairness_charts
-from ui.controls import KnobPanel, preset_picker
+from ui.controls import KnobPanel
+from ui.lesson import open_lesson, run_variants
 from ui.lessons import fairness as lesson
 
-style = page.setup("Fairness", ":material/balance:")
-st.title("Fairness: per customer, not per request")
-st.markdown(lesson.QUESTION)
+lp = open_lesson(lesson.LESSON, "Fairness: per customer, not per request", ":material/balance:", lesson.QUESTION)
+style, preset, base, scope = lp.style, lp.preset, lp.base, lp.scope
 
-preset = preset_picker(lesson.LESSON, runner.presets_for(lesson.LESSON))
-st.caption(preset.description)
-uploaded = sections.upload(lesson.LESSON)
-base = uploaded or preset.scenario
-scope = preset.key if uploaded is None else f"upload:{runner.scenario_key(uploaded)}"
-
-st.sidebar.subheader("Engine")
-engine = KnobPanel(f"{lesson.LESSON}.engine", knobs.engine_knobs(base.config), scope).render()
+engine = lp.panel("Engine", f"{lesson.LESSON}.engine", knobs.engine_knobs(base.config))
 config = knobs.apply_engine(base.config, engine)
 workload = None
 if base.workload is not None:
     shares = lesson.as_shares(base.workload)
-    st.sidebar.subheader("Workload")
-    workload = knobs.apply_workload(
-        shares, KnobPanel(f"{lesson.LESSON}.workload", knobs.workload_knobs(shares), scope).render())
+    workload = lp.workload(lesson.LESSON, shares)
     st.sidebar.subheader("Clients")
     num_clients = KnobPanel(f"{lesson.LESSON}.clients", [lesson.num_clients_knob(shares)], scope).render()["clients"]
     specs = lesson.client_specs(shares, num_clients)
@@ -38,19 +29,14 @@ if base.workload is not None:
     workload = page.guarded(lambda: lesson.apply_clients(workload, specs, client_values))
     config = lesson.apply_client_weights(config, specs, client_values)
     st.sidebar.caption(lesson.describe_clients(workload))
-st.sidebar.subheader("Policies")
-own = KnobPanel(lesson.LESSON, lesson.knobs(preset, base.config), scope).render()
+own = lp.panel("Policies", lesson.LESSON, lesson.knobs(preset, base.config))
 config = page.guarded(lambda: lesson.apply(config, own))
 st.sidebar.caption(knobs.pool_caption(config))
 unit = own["unit"]
 
 scenario = page.guarded(lambda: lesson.in_client_order(knobs.scenario_with(base, config, workload)))
-runs = page.guarded(lambda: lesson.build_runs(
-    lesson.variants(preset, scenario, own["policies"], base.config, lift=own.get("lift", True)),
-    runner.run, runner.measure))
-if not runs:
-    st.warning("Pick at least one policy to compare in the sidebar.", icon=":material/warning:")
-    st.stop()
+runs = run_variants(lesson.variants(preset, scenario, own["policies"], base.config, lift=own.get("lift", True)),
+                    make=lesson.run_maker(runner.measure))
 
 # The numbers first: one column per policy.
 for col, run in zip(st.columns(len(runs)), runs, strict=True):

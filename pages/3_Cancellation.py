@@ -2,43 +2,23 @@
 
 import streamlit as st
 
-from ui import charts, knobs, page, runner, sections
+from ui import charts, knobs, page, sections
 from ui.charts import cancellation as cancel_charts
-from ui.controls import KnobPanel, preset_picker
+from ui.lesson import open_lesson, run_variants
 from ui.lessons import cancellation as lesson
 
-style = page.setup("Cancellation", ":material/content_cut:")
-st.title("Cancellation: work nobody reads")
-st.markdown(lesson.QUESTION)
-
-preset = preset_picker(lesson.LESSON, runner.presets_for(lesson.LESSON))
-st.caption(preset.description)
-uploaded = sections.upload(lesson.LESSON)
-base = uploaded or preset.scenario
-scope = preset.key if uploaded is None else f"upload:{runner.scenario_key(uploaded)}"
-
-st.sidebar.subheader("Engine")
-engine = KnobPanel(f"{lesson.LESSON}.engine", knobs.engine_knobs(base.config), scope).render()
-workload = None
-if base.workload is not None:
-    st.sidebar.subheader("Workload")
-    workload = knobs.apply_workload(
-        base.workload, KnobPanel(f"{lesson.LESSON}.workload", knobs.workload_knobs(base.workload), scope).render())
-st.sidebar.subheader("Users and servers")
-own = KnobPanel(lesson.LESSON, lesson.knobs(preset, base, uploaded is not None), scope).render()
+lp = open_lesson(lesson.LESSON, "Cancellation: work nobody reads", ":material/content_cut:", lesson.QUESTION)
+style, preset, base = lp.style, lp.preset, lp.base
+engine = lp.panel("Engine", f"{lesson.LESSON}.engine", knobs.engine_knobs(base.config))
+workload = lp.workload(lesson.LESSON)
+own = lp.panel("Users and servers", lesson.LESSON, lesson.knobs(preset, base, lp.is_uploaded))
 config = lesson.apply(knobs.apply_engine(base.config, engine), own)
 st.sidebar.caption(knobs.pool_caption(config))
 unit = own["unit"]
 
 scenario = page.guarded(lambda: lesson.apply_requests(
     knobs.scenario_with(base, config, lesson.apply_workload(workload, own)), own))
-runs = page.guarded(lambda: [
-    lesson.Run(label, sc, tr := runner.run(sc), runner.summary(sc, tr))
-    for label, sc in lesson.variants(preset, scenario, own)
-])
-if not runs:
-    st.warning("Pick at least one server to compare in the sidebar.", icon=":material/warning:")
-    st.stop()
+runs = run_variants(lesson.variants(preset, scenario, own), what="server")
 story = lesson.abandon_story(runs)
 styles = cancel_charts.server_styles({run.label: run.scenario.config for run in runs})
 summaries = {run.label: run.summary for run in runs}

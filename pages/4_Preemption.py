@@ -4,42 +4,23 @@ import streamlit as st
 
 from ui import knobs, page, runner, sections, theme
 from ui.charts import preemption as charts
-from ui.controls import Knob, KnobPanel, preset_picker
+from ui.controls import Knob, KnobPanel
+from ui.lesson import open_lesson, run_variants
 from ui.lessons import preemption as lesson
 
-style = page.setup("Preemption", ":material/autorenew:")
-st.title("Preemption: when KV memory runs out mid-answer")
-st.markdown(lesson.QUESTION)
-
-preset = preset_picker(lesson.LESSON, runner.presets_for(lesson.LESSON))
-st.caption(preset.description)
-uploaded = sections.upload(lesson.LESSON)
-base = uploaded or preset.scenario
-scope = preset.key if uploaded is None else f"upload:{runner.scenario_key(uploaded)}"
-
-st.sidebar.subheader("Engine")
-engine = KnobPanel(f"{lesson.LESSON}.engine", lesson.engine_knobs(base.config), scope).render()
-workload = None
-if base.workload is not None:
-    st.sidebar.subheader("Workload")
-    workload = knobs.apply_workload(
-        base.workload, KnobPanel(f"{lesson.LESSON}.workload", knobs.workload_knobs(base.workload), scope).render())
-st.sidebar.subheader("Preemption")
-own = KnobPanel(lesson.LESSON, lesson.knobs(preset, base.config), scope).render()
-st.sidebar.subheader("Swap")
-swap = KnobPanel(f"{lesson.LESSON}.swap", lesson.swap_knobs(base.config), scope).render()
+lp = open_lesson(lesson.LESSON, "Preemption: when KV memory runs out mid-answer", ":material/autorenew:",
+                 lesson.QUESTION)
+style, preset, base = lp.style, lp.preset, lp.base
+engine = lp.panel("Engine", f"{lesson.LESSON}.engine", lesson.engine_knobs(base.config))
+workload = lp.workload(lesson.LESSON)
+own = lp.panel("Preemption", lesson.LESSON, lesson.knobs(preset, base.config))
+swap = lp.panel("Swap", f"{lesson.LESSON}.swap", lesson.swap_knobs(base.config))
 config = page.guarded(lambda: lesson.apply(base.config, engine, own, swap))
 st.sidebar.caption(knobs.pool_caption(config))
 unit = own["unit"]
 
 scenario = page.guarded(lambda: knobs.scenario_with(base, config, workload))
-runs = page.guarded(lambda: [
-    lesson.Run(label, sc, tr := runner.run(sc), runner.summary(sc, tr))
-    for label, sc in lesson.variants(preset, scenario, own.get("compare"))
-])
-if not runs:
-    st.warning("Pick at least one run to compare in the sidebar.", icon=":material/warning:")
-    st.stop()
+runs = run_variants(lesson.variants(preset, scenario, own.get("compare")), make=lesson.Run, what="run")
 labels = [run.label for run in runs]
 columns = 1 if len(runs) == 1 else 2  # one run: full width
 
@@ -75,7 +56,7 @@ def show_kv() -> None:
         Knob("kv_by", "Stack by", "choice", "request", options=("request", "state"),
              labels={"request": "request", "state": "state (held / cached)"}, widget="segmented"),
         Knob("kv_unit", "Unit", "choice", "blocks", options=("blocks", "GiB", "%"), widget="segmented"),
-    ], scope).render(st.container(horizontal=True))
+    ], lp.scope).render(st.container(horizontal=True))
 
     def draw(label: str) -> None:
         run = next(r for r in runs if r.label == label)
@@ -98,7 +79,7 @@ def show_block_map() -> None:
     panel = KnobPanel(f"{lesson.LESSON}.map", [
         Knob("map_step", "Engine step", "int", lesson.first_map_step(traces), min=0, max=max(last, 1), step=1,
              help="The map shows the pool during this step, after scheduling (as the step inspector counts it)."),
-    ], f"{scope}|{runner.scenario_key(scenario)}")
+    ], f"{lp.scope}|{runner.scenario_key(scenario)}")
     state_key = panel.state_key(panel.knobs[0])
 
     def jump(direction: int) -> None:
@@ -180,7 +161,7 @@ def show_hits() -> None:
 
 
 def show_sweep() -> None:
-    if "pool_sweep_blocks" not in preset.knobs or uploaded is not None:
+    if "pool_sweep_blocks" not in preset.knobs or lp.is_uploaded:
         return
     st.subheader("Sizing: KV pool size x max_num_seqs")
     pools, seqs = lesson.sweep_axes(preset)

@@ -23,6 +23,7 @@ from sim.trace import Trace
 from sim.workload import ABANDON_POINTS, WorkloadSpec
 
 from ..controls import Knob
+from ..lesson import Run
 
 LESSON = "cancellation"
 QUESTION = (
@@ -36,14 +37,6 @@ ABANDON_POINT_LABELS = {"uniform": "anywhere in the answer", "early": "early (mo
 STOP_MARKERS = ("mixed", "token", "string")
 STOP_MARKER_LABELS = {"mixed": "half stop tokens, half stop strings", "token": "stop tokens",
                       "string": "stop strings (matched on text)"}
-
-
-@dataclass
-class Run:
-    label: str
-    scenario: Scenario
-    trace: Trace
-    summary: dict[str, Any]
 
 
 # ---- knobs ----------------------------------------------------------------------------------------------------------

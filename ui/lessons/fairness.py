@@ -26,6 +26,7 @@ from sim.trace import Trace
 from sim.workload import ClientSpec, WorkloadSpec, client_rates
 
 from ..controls import Knob
+from ..lesson import Run as LessonRun
 
 LESSON = "fairness"
 QUESTION = (
@@ -58,11 +59,7 @@ MeasureFn = Callable[..., Any]  # (scenario, fn, *args) -> fn(trace of scenario,
 
 
 @dataclass
-class Run:
-    label: str
-    scenario: Scenario
-    trace: Trace
-    summary: dict[str, Any]  # sim.metrics.summary
+class Run(LessonRun):
     clients: list[dict[str, Any]]  # sim.metrics.per_client rows
     stats: dict[str, Any]  # fairness_stats
 
@@ -299,9 +296,19 @@ def _vtc_change(default: EngineConfig, actual: EngineConfig, ids: Sequence[str])
     return ", ".join(parts)
 
 
+def run_maker(measure_fn: MeasureFn) -> Callable[[str, Scenario, Trace, dict[str, Any]], Run]:
+    """What ui.lesson.run_variants calls to wrap each run: adds the per-client rows and the fairness statistics
+    (computed once per run, through the page's cache)."""
+    def make(label: str, scenario: Scenario, trace: Trace, summary: dict[str, Any]) -> Run:
+        return Run(label, scenario, trace, summary, measure_fn(scenario, metrics.per_client),
+                   measure_fn(scenario, fairness_stats))
+    return make
+
+
 def build_runs(variants_: Sequence[tuple[str, Scenario]], run_fn: RunFn, measure_fn: MeasureFn) -> list[Run]:
-    return [Run(label, sc, run_fn(sc), measure_fn(sc, metrics.summary), measure_fn(sc, metrics.per_client),
-                measure_fn(sc, fairness_stats)) for label, sc in variants_]
+    """The runs without Streamlit (tests): the same records the page builds."""
+    make = run_maker(measure_fn)
+    return [make(label, sc, run_fn(sc), measure_fn(sc, metrics.summary)) for label, sc in variants_]
 
 
 # ---- statistics of one run (cached by the page through measure_fn) ----------------------------------------------

@@ -30,6 +30,7 @@ from sim.trace import Trace
 
 from ..controls import Knob
 from ..knobs import engine_knobs as shared_engine_knobs
+from ..lesson import Run as LessonRun
 
 LESSON = "preemption"
 QUESTION = (
@@ -44,12 +45,7 @@ DEFAULT_SWAP_GIB = 4.0  # vLLM's default swap_space, used when a scenario sets n
 
 
 @dataclass
-class Run:
-    label: str
-    scenario: Scenario
-    trace: Trace
-    summary: dict[str, Any]
-
+class Run(LessonRun):
     @cached_property
     def preempted(self) -> list[Preemption]:
         """The run's preemptions (rebuilt from the trace once, then shared by the notices and charts)."""

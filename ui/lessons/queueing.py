@@ -3,7 +3,6 @@ computed from the runs. No Streamlit calls here, so it is testable on its own.""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -15,6 +14,7 @@ from sim.scenario import Scenario
 from sim.trace import Trace
 
 from ..controls import Knob
+from ..lesson import Run
 
 LESSON = "queueing"
 QUESTION = (
@@ -22,14 +22,6 @@ QUESTION = (
     "everyone's latency. Which order does a server use, and what does a long request at the head of the line "
     "cost the short ones behind it?"
 )
-
-
-@dataclass
-class Run:
-    label: str
-    scenario: Scenario
-    trace: Trace
-    summary: dict[str, Any]
 
 
 def _policies(preset: Preset) -> set[str]:

@@ -1,0 +1,77 @@
+"""The skeleton every lesson page shares: its header (title, question, preset, upload), the sidebar panels for the
+engine and the workload, and the runs of the policy variants it compares.
+
+A page is then: ``page = open_lesson(...)``, its own knobs, ``run_variants(...)``, its charts and notices.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import streamlit as st
+
+from sim.presets import Preset
+from sim.scenario import Scenario
+from sim.trace import Trace
+from sim.workload import WorkloadSpec
+
+from . import knobs, page, runner, sections
+from .controls import Knob, KnobPanel, preset_picker
+from .theme import ChartStyle
+
+
+@dataclass
+class Run:
+    """One policy variant of a lesson, run on the lesson's workload."""
+
+    label: str
+    scenario: Scenario
+    trace: Trace
+    summary: dict[str, Any]  # sim.metrics.summary
+
+
+@dataclass(frozen=True)
+class LessonPage:
+    style: ChartStyle
+    preset: Preset
+    base: Scenario  # the preset's scenario, or the one the user uploaded
+    is_uploaded: bool
+    scope: str  # widget-state scope: a new preset (or uploaded file) resets the knobs to its defaults
+
+    def panel(self, title: str, key: str, knob_list: list[Knob]) -> dict[str, Any]:
+        """A titled group of knobs in the sidebar; returns their values."""
+        st.sidebar.subheader(title)
+        return KnobPanel(key, knob_list, self.scope).render()
+
+    def workload(self, lesson: str, workload: WorkloadSpec | None = None) -> WorkloadSpec | None:
+        """The shared workload knobs for a generated workload (``workload``, default the base scenario's)."""
+        spec = self.base.workload if workload is None else workload
+        if spec is None:
+            return None
+        return knobs.apply_workload(spec, self.panel("Workload", f"{lesson}.workload", knobs.workload_knobs(spec)))
+
+
+def open_lesson(lesson: str, title: str, icon: str, question: str) -> LessonPage:
+    """Set the page up and draw its header: title, the question, the preset picker and the upload box."""
+    style = page.setup(title.split(":")[0], icon)
+    st.title(title)
+    st.markdown(question)
+    preset = preset_picker(lesson, runner.presets_for(lesson))
+    st.caption(preset.description)
+    uploaded = sections.upload(lesson)
+    scope = preset.key if uploaded is None else f"upload:{runner.scenario_key(uploaded)}"
+    return LessonPage(style, preset, uploaded or preset.scenario, uploaded is not None, scope)
+
+
+def run_variants(variants: Sequence[tuple[str, Scenario]], make: Callable[..., Any] = Run,
+                 what: str = "policy") -> list[Any]:
+    """Run each ``(label, scenario)`` (cached) and wrap it with ``make(label, scenario, trace, summary)``; a bad
+    setting or a run that cannot finish stops the page with a clear message; no variant at all asks for one."""
+    runs = page.guarded(lambda: [make(label, sc, tr := runner.run(sc), runner.summary(sc, tr))
+                                 for label, sc in variants])
+    if not runs:
+        st.warning(f"Pick at least one {what} to compare in the sidebar.", icon=":material/warning:")
+        st.stop()
+    return runs
