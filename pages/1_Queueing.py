@@ -2,8 +2,8 @@
 
 import streamlit as st
 
-from ui import charts, knobs, page, runner, sections
-from ui.lesson import open_lesson, run_variants
+from ui import charts, knobs, page, runner
+from ui.lesson import footer, open_lesson, run_variants
 from ui.lessons import queueing as lesson
 
 lp = open_lesson(lesson.LESSON, "Queueing: who waits, and in what order", ":material/hourglass_top:",
@@ -67,11 +67,4 @@ if "sigma_sweep" in preset.knobs and not lp.is_uploaded:
 st.subheader("Metrics")
 page.show_metrics({run.label: run.summary for run in runs}, ("served", "throughput", "preemptions"))
 
-with st.expander("Step inspector: walk through the schedule", expanded=False):
-    sections.step_inspector({run.label: (run.scenario, run.trace) for run in runs}, lesson.LESSON)
-
-st.subheader("Take it with you")
-for run in runs:
-    st.caption(run.label)
-    sections.downloads(run.scenario, run.trace, f"queueing-{preset.key}-{run.label}".replace(" ", "_"),
-                       key=f"{lesson.LESSON}.{run.label}")
+footer(lesson.LESSON, preset, runs)

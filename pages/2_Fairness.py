@@ -2,10 +2,10 @@
 
 import streamlit as st
 
-from ui import charts, knobs, page, runner, sections
+from ui import charts, knobs, page, runner
 from ui.charts import fairness as fairness_charts
 from ui.controls import KnobPanel
-from ui.lesson import open_lesson, run_variants
+from ui.lesson import footer, open_lesson, run_variants
 from ui.lessons import fairness as lesson
 
 lp = open_lesson(lesson.LESSON, "Fairness: per customer, not per request", ":material/balance:", lesson.QUESTION)
@@ -112,11 +112,4 @@ st.subheader("Metrics")
 page.show_table(lesson.policy_table(runs), index=True)
 page.show_table(lesson.client_table(runs))
 
-with st.expander("Step inspector: walk through the schedule", expanded=False):
-    sections.step_inspector({run.label: (run.scenario, run.trace) for run in runs}, lesson.LESSON)
-
-st.subheader("Take it with you")
-for run in runs:
-    st.caption(run.label)
-    sections.downloads(run.scenario, run.trace, f"fairness-{preset.key}-{run.label}".replace(" ", "_"),
-                       key=f"{lesson.LESSON}.{run.label}")
+footer(lesson.LESSON, preset, runs)

@@ -2,9 +2,9 @@
 
 import streamlit as st
 
-from ui import charts, knobs, page, sections
+from ui import charts, knobs, page
 from ui.charts import cancellation as cancel_charts
-from ui.lesson import open_lesson, run_variants
+from ui.lesson import footer, open_lesson, run_variants
 from ui.lessons import cancellation as lesson
 
 lp = open_lesson(lesson.LESSON, "Cancellation: work nobody reads", ":material/content_cut:", lesson.QUESTION)
@@ -70,12 +70,4 @@ with cols[-1]:
 st.subheader("Metrics")
 page.show_metrics(summaries, ("served", "aborted", "wasted", "wasted_gpu", "goodput", "throughput", "peak_kv"))
 
-with st.expander("Step inspector: walk through the schedule", expanded=False):
-    sections.step_inspector({run.label: (run.scenario, run.trace) for run in runs}, lesson.LESSON,
-                            start_step=lesson.inspector_step)
-
-st.subheader("Take it with you")
-for run in runs:
-    st.caption(run.label)
-    sections.downloads(run.scenario, run.trace, f"cancellation-{preset.key}-{run.label}".replace(" ", "_"),
-                       key=f"{lesson.LESSON}.{run.label}")
+footer(lesson.LESSON, preset, runs, start_step=lesson.inspector_step)

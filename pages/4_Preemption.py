@@ -2,10 +2,10 @@
 
 import streamlit as st
 
-from ui import knobs, page, runner, sections, theme
+from ui import knobs, page, runner, theme
 from ui.charts import preemption as charts
 from ui.controls import Knob, KnobPanel
-from ui.lesson import open_lesson, run_variants
+from ui.lesson import footer, open_lesson, run_variants
 from ui.lessons import preemption as lesson
 
 lp = open_lesson(lesson.LESSON, "Preemption: when KV memory runs out mid-answer", ":material/autorenew:",
@@ -199,11 +199,4 @@ st.subheader("Metrics")
 page.show_metrics({run.label: run.summary for run in runs},
                   ("served", "throughput", "preemptions", "swaps", "recomputed", "peak_kv"))
 
-with st.expander("Step inspector: walk through the schedule", expanded=False):
-    sections.step_inspector({run.label: (run.scenario, run.trace) for run in runs}, lesson.LESSON)
-
-st.subheader("Take it with you")
-for run in runs:
-    st.caption(run.label)
-    sections.downloads(run.scenario, run.trace, f"preemption-{preset.key}-{run.label}".replace(" ", "_"),
-                       key=f"{lesson.LESSON}.{run.label}")
+footer(lesson.LESSON, preset, runs)

@@ -75,3 +75,14 @@ def run_variants(variants: Sequence[tuple[str, Scenario]], make: Callable[..., A
         st.warning(f"Pick at least one {what} to compare in the sidebar.", icon=":material/warning:")
         st.stop()
     return runs
+
+
+def footer(lesson: str, preset: Preset, runs: Sequence[Run], start_step: Callable[[Trace], int] | None = None) -> None:
+    """The end of every lesson page: the step inspector, then each run's scenario and trace to download."""
+    with st.expander("Step inspector: walk through the schedule", expanded=False):
+        sections.step_inspector({run.label: (run.scenario, run.trace) for run in runs}, lesson, start_step=start_step)
+    st.subheader("Take it with you")
+    for run in runs:
+        st.caption(run.label)
+        sections.downloads(run.scenario, run.trace, f"{lesson}-{preset.key}-{run.label}".replace(" ", "_"),
+                           key=f"{lesson}.{run.label}")

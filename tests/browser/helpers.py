@@ -123,3 +123,12 @@ def screenshot(page: Page, name: str) -> Path:
     else:
         page.screenshot(path=str(path), full_page=True)
     return path
+
+
+def wait_for_chart_title(page: Page, text: str, timeout_ms: float = 60_000) -> None:
+    """Wait until a fresh (not stale) plotly chart has ``text`` in its SVG title (text_content, not inner_text)."""
+    page.wait_for_function(
+        """(text) => [...document.querySelectorAll('[data-stale="false"] .js-plotly-plot .gtitle')]
+             .some(t => t.textContent.includes(text))""",
+        arg=text, timeout=timeout_ms, polling=200,
+    )

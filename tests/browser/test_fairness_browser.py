@@ -4,18 +4,11 @@ default preset, the changed weight, an extreme setting and presentation mode for
 
 from __future__ import annotations
 
-from tests.browser.helpers import assert_no_exception, open_app, screenshot, wait_for_app
+from tests.browser.helpers import assert_no_exception, open_app, screenshot, wait_for_app, wait_for_chart_title
 
 COUNTERS_TITLE = "Virtual token counter per client"
 
 
-def wait_for_chart_title(page, text: str, timeout_ms: float = 60_000) -> None:
-    """Wait until a fresh (not stale) plotly chart has ``text`` in its SVG title (text_content, not inner_text)."""
-    page.wait_for_function(
-        """(text) => [...document.querySelectorAll('[data-stale="false"] .js-plotly-plot .gtitle')]
-             .some(t => t.textContent.includes(text))""",
-        arg=text, timeout=timeout_ms, polling=200,
-    )
 
 
 def metric_labels(page) -> list[str]:
