@@ -37,8 +37,7 @@ for col, (path, icon, name, question, takeaway) in zip(cols, LESSONS, strict=Tru
         st.markdown(f"### {icon} {name}")
         st.markdown(f"**{question}**")
         st.markdown(takeaway)
-        if page.page_exists(path):
-            st.page_link(path, label="Open the lesson", icon=":material/arrow_forward:")
+        st.page_link(path, label="Open the lesson", icon=":material/arrow_forward:")
 
 st.subheader("One engine step, up close")
 st.markdown(

@@ -7,7 +7,6 @@ Every page (home included) calls ``setup`` itself, so a shared link to any page 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -36,7 +35,6 @@ html { font-size: 20px; }
 """
 
 
-_ROOT = Path(__file__).resolve().parent.parent
 PAGES = (
     ("app.py", "Home", ":material/home:"),
     ("pages/1_Queueing.py", "Queueing", ":material/hourglass_top:"),
@@ -51,17 +49,12 @@ def setup(title: str, icon: str) -> ChartStyle:
     st.set_page_config(page_title=f"{title} · Scheduler Lab", page_icon=icon, layout="wide")
     st.sidebar.markdown("### Scheduler Lab")
     for path, label, page_icon in PAGES:
-        if page_exists(path):
-            st.sidebar.page_link(path, label=label, icon=page_icon)
+        st.sidebar.page_link(path, label=label, icon=page_icon)
     with st.sidebar.expander("Display", expanded=False):
         values = KnobPanel("display", _DISPLAY_KNOBS).render(st.container())
     if values["present"]:
         st.markdown(_PRESENTATION_CSS, unsafe_allow_html=True)
     return ChartStyle(presentation=values["present"], export_format=values["export"])
-
-
-def page_exists(path: str) -> bool:
-    return (_ROOT / path).exists()
 
 
 def show_chart(fig: go.Figure, name: str, style: ChartStyle, key: str | None = None) -> None:
