@@ -122,6 +122,11 @@ class Engine:
     # ---- the loop -------------------------------------------------------------------------------------------
     def run(self, until_step: int | None = None) -> Trace:
         """Run to the end (or through step ``until_step``, then stop and return the partial trace)."""
+        self.advance(until_step)
+        return self.recorder.finish(self.config, self.table, self.name)
+
+    def advance(self, until_step: int | None = None) -> None:
+        """Step the engine to the end, or through step ``until_step`` (the state can then be inspected)."""
         n, step = len(self.table), self._next_step
         while self.num_done < n and (until_step is None or step <= until_step):
             if step >= self.config.max_steps:
@@ -147,7 +152,6 @@ class Engine:
                 continue
             self.step(step)
             step = self._next_step = step + 1
-        return self.recorder.finish(self.config, self.table, self.name)
 
     def queue_view(self) -> dict[str, list[str]]:
         """Request ids in the waiting queue (admission order), the running list and the swapped queue, now."""
@@ -400,7 +404,7 @@ _REJECT_TEXT = {
 def queues_after_step(config: EngineConfig, requests: Sequence[RequestSpec], step: int) -> dict[str, list[str]]:
     """Re-run up to the end of ``step`` and return the queues then (for the step inspector)."""
     engine = Engine(config, requests)
-    engine.run(until_step=step)
+    engine.advance(until_step=step)
     return engine.queue_view()
 
 

@@ -79,7 +79,11 @@ def run_variants(variants: Sequence[tuple[str, Scenario]], make: Callable[..., A
 
 def footer(lesson: str, preset: Preset, runs: Sequence[Run], start_step: Callable[[Trace], int] | None = None) -> None:
     """The end of every lesson page: the step inspector, then each run's scenario and trace to download."""
-    with st.expander("Step inspector: walk through the schedule", expanded=False):
+    st.subheader("Step inspector")
+    # Opt-in: showing the queue at a step re-runs the engine up to it, which costs nothing while this is off.
+    if st.toggle("Walk through the schedule step by step", key=f"{lesson}.inspector",
+                 help="Pick a step: who ran with how many tokens, the waiting queue in order, and why each "
+                      "request was admitted, refused or preempted."):
         sections.step_inspector({run.label: (run.scenario, run.trace) for run in runs}, lesson, start_step=start_step)
     st.subheader("Take it with you")
     for run in runs:

@@ -62,3 +62,17 @@ def test_no_policy_chosen_asks_for_one():
     at.multiselect(key="queueing.policies").set_value([]).run()
     assert_clean(at)
     assert any("at least one policy" in w.value for w in at.warning)
+
+
+def test_step_inspector_explains_the_schedule():
+    at = open_page(PAGE)
+    at.toggle(key="queueing.inspector").set_value(True).run()
+    assert_clean(at)
+    # The FCFS run opens at its first refusal to admit: step 0, where short1 and short2 find the one slot taken.
+    assert at.slider(key="queueing.inspect_step.FCFS").value == 0
+    text = " ".join(m.value for m in at.markdown)
+    assert "all 1 batch slots (max_num_seqs) are taken" in text
+    at.slider(key="queueing.inspect_step.FCFS").set_value(1000).run()
+    assert_clean(at)
+    text = " ".join(m.value for m in at.markdown)
+    assert "short1" in text and "admitted" in text
