@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
+from .config import Policy
 from .request import NO_STEP
 from .trace import SCHED_DECODE, SCHED_WASTED, STEP_COLUMNS
 
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 
 MIN_STEPS = 6  # shorter stretches cost more to set up than stepping through them
 _COLUMN_INDEX = {name: i for i, name in enumerate(STEP_COLUMNS)}
+_STATIC_ORDERS = (Policy.FCFS, Policy.PRIORITY, Policy.SJF, Policy.SJF_PREDICTED)  # the head moves only on arrival
 
 
 def quiet_steps(engine: Engine, step: int, until_step: int | None) -> int:
@@ -108,33 +110,54 @@ def _walk(engine: Engine, step: int, d: int, free_after: np.ndarray) -> _Walked:
     """Step through the stretch as the step loop would, for everything but the batch's tokens and blocks:
     queue each step's arrivals (events, rejections and VTC lifts included), let the queue promote starving
     requests, log the head's refusal, and charge the step's tokens to the counters. Stops before the first step
-    whose head could be admitted (its arrivals are then already queued, which the step loop repeats harmlessly)."""
-    s = engine.scheduler
+    whose head could be admitted (its arrivals are then already queued, which the step loop repeats harmlessly).
+    Between arrivals the head of a FCFS, priority or SJF queue cannot change, so those stretches go in bulk."""
+    s, cfg = engine.scheduler, engine.config
     run = s.running
     r = len(run)
-    budget = engine.config.max_num_batched_tokens - r
+    budget = cfg.max_num_batched_tokens - r
+    charge = s.output_charge(run)  # every running request generates one token a step
+    # The starvation guard only reorders SJF queues (its clock promotes requests between arrivals).
+    guarded = cfg.starvation_threshold_steps and cfg.policy in (Policy.SJF, Policy.SJF_PREDICTED)
+    in_bulk = cfg.policy in _STATIC_ORDERS and not guarded
     refusals: dict[tuple[int, int], str] = {}
     events = engine.recorder.events
-    num_waiting: list[int] = []
+    num_waiting = np.empty(d, dtype=np.int64)
     counters = np.empty((d, len(s.counters)))
     service = np.empty((d, len(s.counters)))
-    for j in range(d):
+    j = 0
+    while j < d:
         if j:
             engine.arrive(step + j)
-        s.waiting.on_step(step + j)
+        end = j + 1
+        if in_bulk:  # to the next arrival
+            nxt = engine.next_arrival_step()
+            end = d if nxt is None else max(min(d, nxt - step), j + 1)
+        else:
+            s.waiting.on_step(step + j)
         if len(s.waiting):
             row = s.waiting.peek()
-            key = (row, int(free_after[j]))
-            if key not in refusals:
-                refusals[key] = s.admission_check(row, r, budget, key[1])[0]
-            if not refusals[key]:
-                return _Walked(j, num_waiting, counters[:j], service[:j])
-            events.append((step + j, "blocked", row, refusals[key]))
-        num_waiting.append(len(s.waiting))
-        s.charge_output(run)  # every running request generates one token
-        counters[j] = s.counters
-        service[j] = s.service
-    return _Walked(d, num_waiting, counters, service)
+            frees = free_after[j:end].tolist()
+            for f in dict.fromkeys(frees):  # free blocks only shrink: if the head fits at all, it fits first
+                if (row, f) not in refusals:
+                    refusals[row, f] = s.admission_check(row, r, budget, f)[0]
+            if not refusals[row, frees[0]]:
+                return _Walked(j, num_waiting[:j].tolist(), counters[:j], service[:j])
+            events.extend([(step + i, "blocked", row, refusals[row, f]) for i, f in zip(range(j, end), frees,
+                                                                                       strict=True)])
+        num_waiting[j:end] = len(s.waiting)
+        for total, out in ((s.counters, counters), (s.service, service)):
+            if end == j + 1:
+                total += charge
+                out[j] = total
+                continue
+            steps = np.empty((end - j + 1, len(total)))
+            steps[0], steps[1:] = total, charge
+            np.cumsum(steps, axis=0, out=steps)  # one addition a step, in order: the step loop's floats
+            out[j:end] = steps[1:]
+            total[:] = steps[-1]
+        j = end
+    return _Walked(d, num_waiting.tolist(), counters, service)
 
 
 def _allocate(engine: Engine, run: np.ndarray, j_of: np.ndarray, pos_of: np.ndarray, k_of: np.ndarray) -> None:

@@ -354,14 +354,16 @@ class Scheduler:
         self.running = self.running[~self._is_leaving[self.running]]
         self._is_leaving[rows] = False
 
-    def charge_output(self, rows: np.ndarray) -> None:
-        """VTC: ``output_weight`` per generated token (the first included), divided by the client's weight."""
+    def output_charge(self, rows: np.ndarray) -> np.ndarray:
+        """[clients] what one token for each of ``rows`` adds to the counters: ``output_weight`` per generated
+        token (the first included), divided by the client's weight."""
         if len(self.counters) == 1:
-            charge = len(rows) * self.config.output_weight / self.client_weight[0]
-            self.counters[0] += charge
-            self.service[0] += charge
-        elif len(rows):
-            per_client = np.bincount(self.table.client[rows], minlength=len(self.counters))
-            charge = per_client * (self.config.output_weight / self.client_weight)
+            return np.array([len(rows) * self.config.output_weight / self.client_weight[0]])
+        per_client = np.bincount(self.table.client[rows], minlength=len(self.counters))
+        return per_client * (self.config.output_weight / self.client_weight)
+
+    def charge_output(self, rows: np.ndarray) -> None:
+        if len(rows):
+            charge = self.output_charge(rows)
             self.counters += charge
             self.service += charge
