@@ -18,7 +18,7 @@ from . import fast_forward
 from .block_pool import NO_HASH
 from .config import EngineConfig, StopCheck
 from .kv_cache_manager import KVCacheManager
-from .request import NO_STEP, RequestSpec, RequestStatus, RequestTable
+from .request import FINISHED_STATUSES, NO_STEP, RequestSpec, RequestStatus, RequestTable
 from .scheduler import Scheduler, SchedulerOutput
 from .trace import SCHED_WASTED, Trace, TraceRecorder
 
@@ -383,9 +383,7 @@ class Engine:
         waiting = counts[RequestStatus.WAITING] + counts[RequestStatus.PREEMPTED]
         if waiting != len(s.waiting) or counts[RequestStatus.SWAPPED] != len(s.swapped):
             raise AssertionError("queue lengths disagree with request statuses")
-        done = sum(counts[st] for st in (RequestStatus.FINISHED_STOPPED, RequestStatus.FINISHED_LENGTH_CAPPED,
-                                         RequestStatus.FINISHED_ABORTED, RequestStatus.REJECTED))
-        if done != self.num_done:
+        if counts[list(FINISHED_STATUSES)].sum() != self.num_done:
             raise AssertionError("a request was lost")
         if s.num_cpu_blocks_used != int(s.swapped_blocks.sum()) or s.num_cpu_blocks_used > self.config.num_cpu_blocks:
             raise AssertionError("CPU swap space accounting is off")
