@@ -41,6 +41,7 @@ class KVCacheManager:
         enable_caching: bool,
     ):
         self.block_size = block_size
+        self._block_shift = block_size.bit_length() - 1 if block_size & (block_size - 1) == 0 else -1
         self.pool = BlockPool(num_blocks, enable_caching)
         self.enable_caching = enable_caching
         self.block_table = np.full((num_slots, max_blocks_per_req), -1, dtype=np.int32)  # [slots, max_blocks] -1
@@ -51,6 +52,12 @@ class KVCacheManager:
         self._free_slots = list(range(num_slots - 1, -1, -1))
         self._prefix_group = prefix_group  # [rows] int64, -1 = no shared prefix
         self._prefix_len = prefix_len  # [rows] int64 tokens
+
+    def blocks_for(self, num_tokens: np.ndarray) -> np.ndarray:
+        """ceil(num_tokens / block_size), elementwise (a shift when block_size is a power of two)."""
+        if self._block_shift >= 0:
+            return (num_tokens + (self.block_size - 1)) >> self._block_shift
+        return (num_tokens + (self.block_size - 1)) // self.block_size
 
     @property
     def num_free_blocks(self) -> int:

@@ -94,7 +94,7 @@ class Scheduler:
             return budget
         if not self.use_fast_path:
             return self._schedule_running_loop(budget, out, parts)
-        t, kv, bs = self.table, self.kv, self.kv.block_size
+        t, kv = self.table, self.kv
         run = self.running
         seq_len = t.num_tokens[run]
         computed = t.num_computed_tokens[run]
@@ -109,7 +109,7 @@ class Scheduler:
             sched, computed, seq_len = sched[:k], computed[:k], seq_len[:k]
             after = computed + sched
         held = kv.num_blocks_held[run[:k]]
-        new_blocks = (after + (bs - 1)) // bs - held
+        new_blocks = kv.blocks_for(after) - held
         if _sum(new_blocks) > kv.num_free_blocks:
             if self.config.policy is Policy.PRIORITY:  # victims may come from anywhere in the list
                 return self._schedule_running_loop(budget, out, parts)
@@ -363,7 +363,11 @@ class Scheduler:
         return per_client * (self.config.output_weight / self.client_weight)
 
     def charge_output(self, rows: np.ndarray) -> None:
-        if len(rows):
+        if len(self.counters) == 1:  # the same float as output_charge, without building an array
+            charge = len(rows) * self.config.output_weight / self.client_weight[0]
+            self.counters[0] += charge
+            self.service[0] += charge
+        elif len(rows):
             charge = self.output_charge(rows)
             self.counters += charge
             self.service += charge
