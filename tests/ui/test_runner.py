@@ -1,0 +1,16 @@
+"""The cached runner's key: two scenarios that would run differently never share a cached trace."""
+
+import dataclasses
+
+from sim import presets
+from ui.runner import scenario_key
+
+
+def test_edited_requests_of_a_generated_workload_get_their_own_key():
+    # Lessons edit or reorder generated requests (the workload spec stays the same): the key must see that.
+    sc = presets.get("returning_idle").scenario
+    reordered = dataclasses.replace(sc, requests=tuple(reversed(sc.requests)))
+    assert reordered.workload == sc.workload
+    assert scenario_key(reordered) != scenario_key(sc)
+    assert scenario_key(dataclasses.replace(sc)) == scenario_key(sc)
+    assert scenario_key(sc.with_config(max_num_seqs=3)) != scenario_key(sc)
