@@ -177,26 +177,16 @@ def vtc_bound(trace: Trace) -> float:
 
 def service_gap(trace: Trace, a: int = 0, b: int = 1) -> dict[str, Any]:
     """Largest difference in weighted service between clients ``a`` and ``b`` over any interval in which both
-    are backlogged: max over common-backlog periods of (max - min) of service_a - service_b.
-    Returns the gap, per-step difference (NaN where not both backlogged) and the bound."""
-    backlog = client_backlog(trace)
-    both = (backlog[:, a] > 0) & (backlog[:, b] > 0)
-    svc = trace.clients["client_service"]
-    diff = svc[:, a] - svc[:, b]
-    gap, start = 0.0, None
-    for t in range(trace.num_steps + 1):
-        inside = t < trace.num_steps and both[t]
-        if inside and start is None:
-            start = t
-        elif not inside and start is not None:
-            # The period's service is measured from the step before it began.
-            lo = start - 1
-            seg = diff[max(lo, 0) : t]
-            base = diff[lo] if lo >= 0 else 0.0
-            seg = np.concatenate([[base], seg])
-            gap = max(gap, float(seg.max() - seg.min()))
-            start = None
-    return {"gap": gap, "diff": np.where(both, diff, np.nan), "bound": vtc_bound(trace)}
+    are backlogged: the largest range, within one common-backlog stretch, of ``service_difference`` (which starts
+    each stretch from 0). Returns the gap, that curve (``difference``) and the paper's bound."""
+    difference = service_difference(trace, a, b)
+    inside = np.isfinite(difference)
+    edges = np.flatnonzero(np.diff(np.concatenate([[False], inside, [False]]).astype(np.int8)))
+    gap = 0.0
+    for lo, hi in zip(edges[::2], edges[1::2], strict=True):  # each stretch [lo, hi)
+        seg = difference[lo:hi]
+        gap = max(gap, float(max(seg.max(), 0.0) - min(seg.min(), 0.0)))
+    return {"gap": gap, "difference": difference, "bound": vtc_bound(trace)}
 
 
 def past_end_kv_tokens(trace: Trace) -> np.ndarray:

@@ -214,13 +214,6 @@ class VTCQueue(RequestQueue):
         clients = sorted((c for c, q in enumerate(self._queues) if q), key=lambda c: (self._counters[c], c))
         return [row for c in clients for row in self._queues[c]]
 
-    def client_backlog(self) -> list[int]:
-        return [len(q) for q in self._queues]
-
-    def client_queues(self) -> list[deque[int]]:
-        """Each client's waiting requests in order (read-only view for the fast-forward)."""
-        return self._queues
-
 
 def predicted_lengths(table: RequestTable, sigma: float, seed: int) -> np.ndarray:
     """[rows] int64: each answer's true length times a lognormal error (median 1), at least 1 token."""

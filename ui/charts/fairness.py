@@ -350,7 +350,8 @@ def service_gap_chart(traces: Mapping[str, Trace], style: ChartStyle, *, a: int 
             diff, gap_value, bound = precomputed[label]
             gap = {"gap": gap_value, "bound": bound}
         else:
-            diff, gap = metrics.service_difference(trace, a, b), metrics.service_gap(trace, a, b)
+            gap = metrics.service_gap(trace, a, b)
+            diff = gap["difference"]
         x, _ = step_axis(trace, x_unit)
         keep = np.isfinite(diff)
         xs = np.where(keep, x, np.nan)  # NaN breaks the line between stretches

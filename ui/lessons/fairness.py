@@ -338,8 +338,9 @@ def fairness_stats(trace: Trace) -> dict[str, Any]:
         idle = ~waiting[:, c] & (running[:, c] == 0)
         batch_when_idle.append(float(num_running[idle].mean()) if idle.any() else float("nan"))
     pair = gap_pair(ids)
-    gap = metrics.service_gap(trace, *pair) if pair else {"gap": float("nan"), "bound": metrics.vtc_bound(trace)}
-    difference = metrics.service_difference(trace, *pair) if pair else np.full(n, np.nan)
+    gap = metrics.service_gap(trace, *pair) if pair else {"gap": float("nan"), "difference": np.full(n, np.nan),
+                                                           "bound": metrics.vtc_bound(trace)}
+    difference = gap["difference"]
     fair = metrics.fair_share_index(trace, FAIRNESS_WINDOW_STEPS)
     return {
         "client_ids": list(ids),
