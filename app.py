@@ -16,23 +16,25 @@ st.markdown(
     "way vLLM's scheduler makes them, and change the knobs yourself."
 )
 
-LESSONS = (
-    ("pages/1_Queueing.py", ":material/hourglass_top:", "Queueing", "Who waits, and in what order?",
-     "One long answer at the head of the line makes everyone behind it wait: shortest-job-first cuts the "
-     "average from 1,100 to 500 steps in the article's example, at the long request's expense."),
-    ("pages/2_Fairness.py", ":material/balance:", "Fairness", "Fair to whom: requests or customers?",
-     "FCFS is fair to requests, not to customers: a client sending 90% of the traffic crowds out a trickle. "
-     "The Virtual Token Counter serves the least-served customer first and keeps the GPU busy."),
-    ("pages/3_Cancellation.py", ":material/content_cut:", "Cancellation", "What happens when the user closes the tab?",
-     "Tokens nobody reads are pure waste: abort at once and the slot and KV are free on the next step; "
-     "stop at the stop token, not at max_tokens."),
-    ("pages/4_Preemption.py", ":material/autorenew:", "Preemption", "What if KV memory runs out mid-answer?",
-     "The scheduler evicts a running request and later recomputes (or swaps back) its KV. Constant "
-     "preemption is a sizing problem: a bigger pool or fewer slots stops it."),
-)
+# Each lesson's question and takeaway; its file, name and icon come from the navigation (page.PAGES).
+LESSONS = {
+    "Queueing": ("Who waits, and in what order?",
+                 "One long answer at the head of the line makes everyone behind it wait: shortest-job-first cuts "
+                 "the average from 1,100 to 500 steps in the article's example, at the long request's expense."),
+    "Fairness": ("Fair to whom: requests or customers?",
+                 "FCFS is fair to requests, not to customers: a client sending 90% of the traffic crowds out a "
+                 "trickle. The Virtual Token Counter serves the least-served customer first and keeps the GPU busy."),
+    "Cancellation": ("What happens when the user closes the tab?",
+                     "Tokens nobody reads are pure waste: abort at once and the slot and KV are free on the next "
+                     "step; stop at the stop token, not at max_tokens."),
+    "Preemption": ("What if KV memory runs out mid-answer?",
+                   "The scheduler evicts a running request and later recomputes (or swaps back) its KV. Constant "
+                   "preemption is a sizing problem: a bigger pool or fewer slots stops it."),
+}
 
-cols = st.columns(4)
-for col, (path, icon, name, question, takeaway) in zip(cols, LESSONS, strict=True):
+lessons = [p for p in page.PAGES if p[1] in LESSONS]
+for col, (path, name, icon) in zip(st.columns(len(lessons)), lessons, strict=True):
+    question, takeaway = LESSONS[name]
     with col.container(border=True):
         st.markdown(f"### {icon} {name}")
         st.markdown(f"**{question}**")

@@ -10,6 +10,8 @@ def test_home_page_runs_and_links_every_page():
     assert at.title[0].value == "Scheduler Lab"
     for path, _, _ in PAGES:
         assert (ROOT / path).exists(), path  # every page the navigation names exists
+    cards = [m.value for m in at.markdown if m.value.startswith("### :material/")]
+    assert cards == [f"### {icon} {name}" for _, name, icon in PAGES[1:]]  # one card per lesson, in order
 
 
 def test_engine_step_slider_moves_the_picture():
