@@ -12,6 +12,9 @@ middle of the queue; we do that lazily:
     _queue_pos[b] == i  <=> the entry at index i is b's live entry (-1: b is not in the queue)
 
 so a taken block's old entry is skipped when the head reaches it. The array is compacted when the tail hits the end.
+
+Without prefix caching no block is shared or taken from the middle, so the free queue alone says which blocks are
+used: ``ref_cnt`` is then derived from it when read instead of being kept up to date on every allocation and free.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ class BlockPool:
         # Without prefix caching no block is ever taken from the middle of the queue, so every entry in
         # [head, tail) is live and the positions need no upkeep.
         self._track_positions = enable_caching
-        self.ref_cnt = np.zeros(num_blocks, dtype=np.int32)  # [num_blocks] int32, 0 = free
+        self._ref_cnt = np.zeros(num_blocks, dtype=np.int32)  # [num_blocks] int32, 0 = free (kept with caching)
         self.block_hash = np.full(num_blocks, NO_HASH, dtype=np.int64)  # [num_blocks] int64, NO_HASH = uncached
         self.cached: dict[int, int] = {}  # block hash -> block id (full blocks whose KV can be reused)
         self._capacity = 2 * num_blocks + 64
@@ -39,6 +42,15 @@ class BlockPool:
         self._tail = num_blocks
         self._num_stale = 0  # entries in [head, tail) that are not live
         self.num_free = num_blocks
+
+    @property
+    def ref_cnt(self) -> np.ndarray:
+        """[num_blocks] int32: block-table entries naming each block (0 = free)."""
+        if self._track_positions:
+            return self._ref_cnt
+        used = np.ones(self.num_blocks, dtype=np.int32)
+        used[self._queue[self._head : self._tail]] = 0
+        return used
 
     @property
     def num_used(self) -> int:
@@ -57,7 +69,7 @@ class BlockPool:
             blocks = self._pop_skipping_stale(n)
         if self._track_positions:
             self._queue_pos[blocks] = -1
-        self.ref_cnt[blocks] = 1
+            self._ref_cnt[blocks] = 1
         self.num_free -= n
         if self.cached:
             self._evict(blocks)
@@ -88,14 +100,13 @@ class BlockPool:
                 del self.cached[h]
         self.block_hash[blocks] = NO_HASH
 
-    def free(self, blocks: np.ndarray, may_be_shared: bool = True) -> None:
+    def free(self, blocks: np.ndarray) -> None:
         """Drop one reference to each of ``blocks`` (distinct ids); append those now unused, in the given order.
         Without prefix caching no block is shared, so every block is released."""
-        if may_be_shared:
-            self.ref_cnt[blocks] -= 1
-            released = blocks[self.ref_cnt[blocks] == 0]
+        if self._track_positions:
+            self._ref_cnt[blocks] -= 1
+            released = blocks[self._ref_cnt[blocks] == 0]
         else:
-            self.ref_cnt[blocks] = 0
             released = blocks
         k = len(released)
         if k == 0:
@@ -112,11 +123,11 @@ class BlockPool:
         """Take a reference to cached ``blocks`` (a prefix-cache hit); free ones leave the free queue."""
         if not self._track_positions:
             raise RuntimeError("touch() needs a pool created with enable_caching=True")
-        was_free = blocks[self.ref_cnt[blocks] == 0]
+        was_free = blocks[self._ref_cnt[blocks] == 0]
         self._queue_pos[was_free] = -1
         self._num_stale += len(was_free)
         self.num_free -= len(was_free)
-        self.ref_cnt[blocks] += 1
+        self._ref_cnt[blocks] += 1
 
     def cache_block(self, block: int, block_hash: int) -> None:
         """Make a full block findable by its hash. A second block with the same tokens stays uncached

@@ -94,7 +94,9 @@ class Engine:
         self.fast_forward = fast_forward  # skip through quiet stretches (same trace; tests compare both ways)
         self.quiet_retry_step = 0  # the fast-forward need not look for a quiet stretch before this step
         # Arrivals in step order, file order within a step.
-        self._arrival_order = np.argsort(t.arrival_step, kind="stable")
+        arrival_order = np.argsort(t.arrival_step, kind="stable")
+        self._arrival_steps = t.arrival_step[arrival_order].tolist()  # ascending, as Python ints
+        self._arrival_rows = arrival_order.tolist()
         self._next_arrival = 0
         # Client disconnects (tab closed, timeout) and the steps the server notices them.
         self._disconnects: dict[int, list[tuple[int, str]]] = defaultdict(list)
@@ -123,7 +125,7 @@ class Engine:
     def run(self, until_step: int | None = None) -> Trace:
         """Run to the end (or through step ``until_step``, then stop and return the partial trace)."""
         self.advance(until_step)
-        return self.recorder.finish(self.config, self.table, self.name)
+        return self.recorder.finish(self.config, self.table, self.name, complete=self.num_done == len(self.table))
 
     def advance(self, until_step: int | None = None) -> None:
         """Step the engine to the end, or through step ``until_step`` (the state can then be inspected)."""
@@ -189,8 +191,8 @@ class Engine:
 
     def next_arrival_step(self) -> int | None:
         """The step of the next arrival not yet in the waiting queue."""
-        if self._next_arrival < len(self._arrival_order):
-            return int(self.table.arrival_step[self._arrival_order[self._next_arrival]])
+        if self._next_arrival < len(self._arrival_steps):
+            return self._arrival_steps[self._next_arrival]
         return None
 
     def next_disconnect_step(self, after: int) -> int | None:
@@ -213,9 +215,9 @@ class Engine:
 
     # ---- arrivals and disconnects ---------------------------------------------------------------------------
     def arrive(self, step: int) -> None:
-        t, order = self.table, self._arrival_order
-        while self._next_arrival < len(order) and t.arrival_step[order[self._next_arrival]] == step:
-            row = int(order[self._next_arrival])
+        t, steps = self.table, self._arrival_steps
+        while self._next_arrival < len(steps) and steps[self._next_arrival] == step:
+            row = self._arrival_rows[self._next_arrival]
             self._next_arrival += 1
             why = self.rejection[row] or self._rate_limited(row, step)
             if why:
@@ -286,9 +288,9 @@ class Engine:
         # A decode computes exactly the one token generated last step (costed per request, not per token).
         decode = is_emitting & (toks == 1)
         emitted = rows[is_emitting]
-        t.num_output_tokens[emitted] += 1
+        num_output = t.num_output_tokens[emitted] + 1
+        t.num_output_tokens[emitted] = num_output
         t.num_tokens[emitted] += 1
-        num_output = t.num_output_tokens[emitted]
         t.first_token_step[emitted[num_output == 1]] = step  # a recomputed request keeps its first token's step
         kind = is_emitting.view(np.int8) + decode.view(np.int8)  # SCHED_PREFILL / _PREFILL_DONE / _DECODE
         num_wasted = 0
@@ -341,9 +343,10 @@ class Engine:
             num_scheduled, num_prefill, num_decode, len(emitted), done.num_wasted, kv.pool.num_used, kv_tokens,
             orphan_blocks, orphan_kv_tokens, s.num_cpu_blocks_used, out.num_preempted, out.num_admitted,
         )
-        counters, service = s.counters.copy(), s.service.copy()
         if self._scalar_client_values:
-            return values, (kv.pool.num_used, len(run), len(emitted), num_prefill, counters, service)
+            return values, (kv.pool.num_used, len(run), len(emitted), num_prefill, float(s.counters[0]),
+                            float(s.service[0]))
+        counters, service = s.counters.copy(), s.service.copy()
         nc, client_run, prefill = self.num_clients, t.client[run], ~decode
         return values, (
             np.bincount(client_run, weights=kv.num_blocks_held[run], minlength=nc),
@@ -363,9 +366,12 @@ class Engine:
         cached_free = int(self._cached_free_mask().sum()) if cfg.enable_prefix_caching else 0
         values = (cfg.cost.step_base_ms, 0.0, 0, 0, len(s.swapped), 0, 0, 0, 0, 0, kv.pool.num_used, 0, 0, 0,
                   s.num_cpu_blocks_used, 0, 0, kv.num_free_blocks, 0, cached_free)
-        zeros = 0 if self._scalar_client_values else np.zeros(self.num_clients)
-        self.recorder.append_idle(last - first + 1, values,
-                                  (zeros, zeros, zeros, zeros, s.counters.copy(), s.service.copy()))
+        if self._scalar_client_values:
+            client_values = (0, 0, 0, 0, float(s.counters[0]), float(s.service[0]))
+        else:
+            zeros = np.zeros(self.num_clients)
+            client_values = (zeros, zeros, zeros, zeros, s.counters.copy(), s.service.copy())
+        self.recorder.append_idle(last - first + 1, values, client_values)
 
     # ---- invariants -----------------------------------------------------------------------------------------
     def _check_invariants(self) -> None:

@@ -141,23 +141,20 @@ class KVCacheManager:
             for i in np.flatnonzero(full > self.num_hashed_blocks[rows]).tolist():
                 self._hash_full_blocks(int(rows[i]), int(num_tokens_known[i]))
 
-    def free(self, row: int) -> int:
-        """Release a request's blocks, tail first (so its prefix stays cached longest), and its slot.
-        Returns how many blocks became free."""
+    def free(self, row: int) -> None:
+        """Release a request's blocks, tail first (so its prefix stays cached longest), and its slot."""
         slot = int(self.slot_of_row[row])
         if slot < 0:
-            return 0
+            return
         held = int(self.num_blocks_held[row])
-        before = self.pool.num_free
         if held:
-            self.pool.free(self.block_table[slot, :held][::-1].copy(), may_be_shared=self.enable_caching)
+            self.pool.free(self.block_table[slot, held - 1 :: -1])  # tail first; the pool copies the ids
         self.block_table[slot, :held] = -1
         self.num_blocks_held[row] = 0
         self.num_hashed_blocks[row] = 0
         self.slot_of_row[row] = -1
         self.row_of_slot[slot] = -1
         self._free_slots.append(slot)
-        return self.pool.num_free - before
 
     # ---- views --------------------------------------------------------------------------------------------
     def owner_map(self) -> np.ndarray:

@@ -50,8 +50,9 @@ class Scheduler:
         self.kv = kv
         self.counters = np.zeros(num_clients, dtype=np.float64)  # [clients] virtual token counters (with lifts)
         self.service = np.zeros(num_clients, dtype=np.float64)  # [clients] weighted tokens served (no lifts)
-        weights = [config.client_weight(c) for c in table.client_ids]
+        weights = [float(config.client_weight(c)) for c in table.client_ids]
         self.client_weight = np.array(weights, dtype=np.float64)  # [clients]
+        self._client_weights = weights  # the same, as Python floats: same arithmetic, no numpy scalar overhead
         self.waiting = make_queue(config, table, self.counters)
         self.running = np.empty(0, dtype=np.int64)  # [num_running] rows in running-list order
         self.swapped: deque[int] = deque()
@@ -319,8 +320,8 @@ class Scheduler:
         out.num_admitted += 1
         if t.first_scheduled_step[row] == NO_STEP:
             t.first_scheduled_step[row] = self._step
-            c = t.client[row]
-            charge = cfg.input_weight * t.prompt_len[row] / self.client_weight[c]
+            c = int(t.client[row])
+            charge = cfg.input_weight * int(t.prompt_len[row]) / self._client_weights[c]
             self.counters[c] += charge
             self.service[c] += charge
         hit = f", {num_hit_tokens} tokens from the prefix cache" if num_hit_tokens else ""
@@ -363,8 +364,8 @@ class Scheduler:
         return per_client * (self.config.output_weight / self.client_weight)
 
     def charge_output(self, rows: np.ndarray) -> None:
-        if len(self.counters) == 1:  # the same float as output_charge, without building an array
-            charge = len(rows) * self.config.output_weight / self.client_weight[0]
+        if len(self._client_weights) == 1:  # the same float as output_charge, without building an array
+            charge = len(rows) * self.config.output_weight / self._client_weights[0]
             self.counters[0] += charge
             self.service[0] += charge
         elif len(rows):

@@ -8,6 +8,7 @@ during the run; ``Trace`` is what metrics, the CLI and the charts read. pandas i
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -103,16 +104,19 @@ class TraceRecorder:
         """Turn the pending per-step tuples into one block."""
         if not self._rows:
             return
-        n, nc = len(self._rows), self.num_clients
-        self._chunks.append(np.array(self._rows, dtype=np.float64).reshape(n, len(STEP_COLUMNS)))
-        self._client_chunks.append([
-            np.array([r[i] for r in self._client_rows], dtype=np.float64).reshape(n, nc)
-            for i in range(len(CLIENT_COLUMNS))
-        ])
+        n, nc, ncols = len(self._rows), self.num_clients, len(STEP_COLUMNS)
+        flat = np.fromiter(chain.from_iterable(self._rows), dtype=np.float64, count=n * ncols)
+        self._chunks.append(flat.reshape(n, ncols))
+        # Per-client values are all scalars (one client) or all [clients] arrays: one conversion either way.
+        client = np.array(self._client_rows, dtype=np.float64).reshape(n, len(CLIENT_COLUMNS), nc)
+        self._client_chunks.append([client[:, i, :] for i in range(len(CLIENT_COLUMNS))])
         self._rows, self._client_rows = [], []
 
-    def finish(self, config: EngineConfig, table: RequestTable, scenario_name: str) -> Trace:
+    def finish(self, config: EngineConfig, table: RequestTable, scenario_name: str, complete: bool = False) -> Trace:
+        """The trace so far. ``complete``: every request has ended, so the table's per-request step lists never
+        change again and the trace may share them instead of copying."""
         self._flush()
+        lists = (lambda xs: xs) if complete else (lambda xs: [list(x) for x in xs])  # noqa: E731
         n = self.num_steps
         empty = np.empty((0, len(STEP_COLUMNS)))
         table_ = np.concatenate(self._chunks) if self._chunks else empty
@@ -125,7 +129,8 @@ class TraceRecorder:
             clients[name] = col if name in ("client_counters", "client_service") else col.astype(np.int64)
         offsets = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(self._sched_counts, out=offsets[1:])
-        join = lambda parts, dtype: np.concatenate(parts).astype(dtype) if parts else np.empty(0, dtype)  # noqa: E731
+        join = lambda parts, dtype: (  # noqa: E731
+            np.concatenate(parts).astype(dtype, copy=False) if parts else np.empty(0, dtype))
         return Trace(
             name=scenario_name,
             config=config,
@@ -134,10 +139,10 @@ class TraceRecorder:
             steps=steps,
             clients=clients,
             requests=_request_arrays(table),
-            preempted_at_steps=[list(x) for x in table.preempted_at_steps],
-            resumed_at_steps=[list(x) for x in table.resumed_at_steps],
-            swapped_out_at_steps=[list(x) for x in table.swapped_out_at_steps],
-            swapped_in_at_steps=[list(x) for x in table.swapped_in_at_steps],
+            preempted_at_steps=lists(table.preempted_at_steps),
+            resumed_at_steps=lists(table.resumed_at_steps),
+            swapped_out_at_steps=lists(table.swapped_out_at_steps),
+            swapped_in_at_steps=lists(table.swapped_in_at_steps),
             finish_reason=list(table.finish_reason),
             events=self.events,
             sched_rows=join(self._sched_rows, np.int64),
