@@ -54,6 +54,15 @@ def rejection_reason(spec: RequestSpec, config: EngineConfig) -> str:
     return ""
 
 
+def rejection_reasons(t: RequestTable, config: EngineConfig) -> list[str]:
+    """``rejection_reason`` of every request in the table, computed on its arrays."""
+    reason = np.where(t.max_blocks > config.num_blocks, "exceeds_kv_pool", "")
+    if not config.chunked_prefill:
+        too_long = (reason == "") & (t.prompt_len > config.max_num_batched_tokens)
+        reason = np.where(too_long, "exceeds_token_budget", reason)
+    return reason.tolist()
+
+
 def rejection_message(spec: RequestSpec, config: EngineConfig) -> str:
     reason = rejection_reason(spec, config)
     if reason == "exceeds_kv_pool":
@@ -82,9 +91,9 @@ class Engine:
         self.num_clients = len(t.client_ids)
         groups = {g: i for i, g in enumerate(dict.fromkeys(r.prefix_group for r in requests if r.prefix_group))}
         prefix_group = np.array([groups.get(r.prefix_group, -1) for r in requests], dtype=np.int64)
-        self.rejection = [rejection_reason(r, config) for r in self.specs]
-        max_blocks = max([r.max_blocks(config) for r, why in zip(self.specs, self.rejection, strict=True)
-                          if not why] or [1])
+        self.rejection = rejection_reasons(t, config)  # [rows] str, '' for a request that can run
+        fits = t.max_blocks <= config.num_blocks
+        max_blocks = int(t.max_blocks[fits].max()) if fits.any() else 1
         self.kv = KVCacheManager(config.num_blocks, config.block_size, config.max_num_seqs, max_blocks, len(t),
                                  prefix_group, t.prefix_len, config.enable_prefix_caching)
         self.scheduler = Scheduler(config, t, self.kv, self.num_clients)

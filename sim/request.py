@@ -132,15 +132,23 @@ class RequestTable:
         self.ids = [s.request_id for s in specs]
         self.client_ids = list(client_ids)
         client_index = {c: i for i, c in enumerate(client_ids)}
-        # Static, [n] int64 unless noted.
-        self.arrival_step = np.array([s.arrival_step for s in specs], dtype=np.int64)
-        self.prompt_len = np.array([s.prompt_len for s in specs], dtype=np.int64)
-        self.useful_len = np.array([s.useful_len for s in specs], dtype=np.int64)
-        self.target_len = np.array([s.generated_len(config.stop_check) for s in specs], dtype=np.int64)
+        # Static, [n] int64 unless noted. RequestSpec's length rules, for all requests at once (tests compare).
+        fields = np.array([(s.arrival_step, s.prompt_len, s.output_len, -1 if s.max_tokens is None else s.max_tokens,
+                            s.priority, s.prefix_len, s.stop_type is StopType.STRING) for s in specs],
+                          dtype=np.int64).reshape(n, 7)
+        self.arrival_step, self.prompt_len, output_len, max_tokens, self.priority, self.prefix_len, is_string = (
+            np.ascontiguousarray(col) for col in fields.T)
+        limit_tokens = np.where(max_tokens < 0, output_len, max_tokens)
+        self.ends_on_stop = limit_tokens > output_len  # [n] bool
+        self.useful_len = np.minimum(output_len, limit_tokens)
+        if config.stop_check is StopCheck.AT_MAX_TOKENS:
+            self.target_len = limit_tokens  # tokens generated if never aborted (RequestSpec.generated_len)
+        else:
+            self.target_len = np.where(self.ends_on_stop, np.minimum(output_len + is_string, limit_tokens),
+                                       limit_tokens)
+        # Blocks held at the longest (RequestSpec.max_blocks): the last token generated is never fed back.
+        self.max_blocks = -(-(self.prompt_len + self.target_len - 1) // config.block_size)
         self.client = np.array([client_index[s.client_id] for s in specs], dtype=np.int32)  # [n] int32
-        self.priority = np.array([s.priority for s in specs], dtype=np.int64)
-        self.prefix_len = np.array([s.prefix_len for s in specs], dtype=np.int64)
-        self.ends_on_stop = np.array([s.ends_on_stop for s in specs], dtype=bool)
         self.predicted_len = self.target_len.copy()  # what sjf_predicted believes; set by the queue
         # Dynamic.
         self.status = np.full(n, RequestStatus.NOT_ARRIVED, dtype=np.int8)  # [n] RequestStatus

@@ -8,6 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sim import EngineConfig, RequestSpec, RequestStatus, metrics, simulate
+from sim.engine import client_ids_of, rejection_reason, rejection_reasons
+from sim.request import RequestTable
 from tests.sim.factories import assert_same_trace, run
 from tests.sim.strategies import scenarios
 
@@ -30,6 +32,21 @@ def test_invariants_hold_and_every_request_ends_with_a_reason(case):
     assert (t.steps["used_blocks"] <= cfg.num_blocks).all()
     assert (t.steps["num_running"] <= cfg.max_num_seqs).all()
     assert (t.steps["cpu_blocks_used"] <= cfg.num_cpu_blocks).all()
+
+
+@settings(max_examples=200, deadline=None)
+@given(case=scenarios())
+def test_request_table_follows_the_request_specs_length_rules(case):
+    # The table computes every request's lengths on arrays; RequestSpec states the rules one request at a time.
+    cfg, reqs = case
+    t = RequestTable(reqs, cfg, client_ids_of(reqs))
+    assert t.useful_len.tolist() == [r.useful_len for r in reqs]
+    assert t.target_len.tolist() == [r.generated_len(cfg.stop_check) for r in reqs]
+    assert t.ends_on_stop.tolist() == [r.ends_on_stop for r in reqs]
+    assert t.max_blocks.tolist() == [r.max_blocks(cfg) for r in reqs]
+    assert rejection_reasons(t, cfg) == [rejection_reason(r, cfg) for r in reqs]
+    assert t.arrival_step.tolist() == [r.arrival_step for r in reqs]
+    assert t.prefix_len.tolist() == [r.prefix_len for r in reqs] and t.priority.tolist() == [r.priority for r in reqs]
 
 
 @settings(max_examples=40, deadline=None)
