@@ -336,7 +336,7 @@ class Engine:
         run, emitted, decode = s.running, done.emitted, done.decode
         num_scheduled = len(out.rows)
         num_decode = int(np.count_nonzero(decode))
-        num_prefill = int(_sum(out.num_tokens)) - num_decode if num_scheduled else 0
+        num_prefill = out.num_scheduled_tokens - num_decode
         swap_ms = cfg.cost.swap_ms(out.num_swap_blocks, cfg.block_bytes) if out.num_swap_blocks else 0.0
         if num_scheduled == len(run):  # everybody ran: their KV is what they computed
             kv_tokens = done.kv_tokens_scheduled

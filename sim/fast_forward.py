@@ -213,7 +213,7 @@ def _record(engine: Engine, step: int, d: int, run: np.ndarray, j_of: np.ndarray
         onehot = np.zeros((r, nc))
         onehot[np.arange(r), t.client[run]] = 1.0
         blocks = held @ onehot  # [d, clients] blocks held per client
-    running = np.broadcast_to(per_client, (d, nc))
+    running = np.repeat(per_client[None, :], d, axis=0)  # [d, clients] (np.broadcast_to costs ~20 us a call)
     client_values = [blocks, running, running, np.zeros((d, nc)), walked.counters, walked.service]
     kinds = np.full(d * r, SCHED_DECODE, dtype=np.int8) if wasted is None else \
         np.where(wasted, SCHED_WASTED, SCHED_DECODE).astype(np.int8).reshape(-1)

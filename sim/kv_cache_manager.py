@@ -119,23 +119,25 @@ class KVCacheManager:
         if self.enable_caching:
             self._hash_full_blocks(row, min(num_tokens_after, num_tokens_known))
 
-    def grow_many(self, rows: np.ndarray, new_blocks: np.ndarray, held: np.ndarray,
+    def grow_many(self, rows: np.ndarray, new_blocks: np.ndarray, held: np.ndarray, total: int,
                   num_tokens_known: np.ndarray | None) -> None:
         """Vectorised ``grow`` for running requests: ``new_blocks[i]`` more blocks for ``rows[i]``, which holds
-        ``held[i]`` now. ``num_tokens_known`` (needed only with prefix caching) caps which blocks count as full."""
-        growing = new_blocks.nonzero()[0]
-        if len(growing):  # usually a few decoding requests crossing a block boundary
-            rows_g, new_g, held_g = rows[growing], new_blocks[growing], held[growing]
-            total = int(np.add.reduce(new_g))
+        ``held[i]`` now, ``total`` = sum(new_blocks) in all. ``num_tokens_known`` (needed only with prefix caching)
+        caps which blocks count as full."""
+        if total:
+            growing = new_blocks.nonzero()[0]  # usually a few decoding requests crossing a block boundary
+            rows_g, held_g = rows[growing], held[growing]
             blocks = self.pool.allocate(total)
             if total == len(growing):  # one block each
                 self.block_table[self.slot_of_row[rows_g], held_g] = blocks
+                self.num_blocks_held[rows_g] = held_g + 1
             else:
+                new_g = new_blocks[growing]
                 owner_rows = np.repeat(rows_g, new_g)
                 starts = np.cumsum(new_g) - new_g
                 cols = np.repeat(held_g - starts, new_g) + np.arange(total)
                 self.block_table[self.slot_of_row[owner_rows], cols] = blocks
-            self.num_blocks_held[rows_g] = held_g + new_g
+                self.num_blocks_held[rows_g] = held_g + new_g
         if self.enable_caching and num_tokens_known is not None:
             full = num_tokens_known // self.block_size
             for i in np.flatnonzero(full > self.num_hashed_blocks[rows]).tolist():

@@ -40,6 +40,7 @@ class SchedulerOutput:
     num_preempted: int = 0
     num_admitted: int = 0
     num_swap_blocks: int = 0  # blocks copied between GPU and CPU this step (both directions)
+    num_scheduled_tokens: int = 0  # sum(num_tokens)
     events: list[Event] = field(default_factory=list)
 
 
@@ -77,7 +78,8 @@ class Scheduler:
             if self.swapped and len(self.waiting):
                 self._blocked(out, "swapped requests resume before any waiting request")
             elif not self.swapped:
-                self._schedule_waiting(budget, out, parts)
+                budget = self._schedule_waiting(budget, out, parts)
+        out.num_scheduled_tokens = int(self.config.max_num_batched_tokens - budget)
         if len(parts) == 1:
             out.rows, out.num_tokens, out.num_computed_before, out.seq_len_before = parts[0]
         elif parts:
@@ -109,16 +111,20 @@ class Scheduler:
             k = int(np.count_nonzero(sched))
             sched, computed, seq_len = sched[:k], computed[:k], seq_len[:k]
             after = computed + sched
-        held = kv.num_blocks_held[run[:k]]
+        rows = run[:k]
+        held = kv.num_blocks_held[rows]
         new_blocks = kv.blocks_for(after) - held
-        if _sum(new_blocks) > kv.num_free_blocks:
+        total = int(_sum(new_blocks))
+        if total > kv.pool.num_free:
             if self.config.policy is Policy.PRIORITY:  # victims may come from anywhere in the list
                 return self._schedule_running_loop(budget, out, parts)
-            k = self._preempt_from_tail(_cumsum(new_blocks), k, out)
+            cum_blocks = _cumsum(new_blocks)
+            k = self._preempt_from_tail(cum_blocks, k, out)
+            total = int(cum_blocks[k - 1]) if k else 0
             sched, computed, seq_len, after, new_blocks, held = (
                 a[:k] for a in (sched, computed, seq_len, after, new_blocks, held))
-        rows = self.running[:k]
-        kv.grow_many(rows, new_blocks, held, np.minimum(after, seq_len) if kv.enable_caching else None)
+            rows = self.running[:k]
+        kv.grow_many(rows, new_blocks, held, total, np.minimum(after, seq_len) if kv.enable_caching else None)
         parts.append((rows, sched, computed, seq_len))
         return budget - _sum(sched)
 
@@ -282,7 +288,7 @@ class Scheduler:
         return self._no_room(need, num_running, free), hits, min(num_new, budget)
 
     # ---- phase 3: waiting -----------------------------------------------------------------------------------
-    def _schedule_waiting(self, budget: int, out: SchedulerOutput, parts: list) -> None:
+    def _schedule_waiting(self, budget: int, out: SchedulerOutput, parts: list) -> int:
         t, kv, queue = self.table, self.kv, self.waiting
         queue.on_step(self._step)
         rows: list[int] = []
@@ -310,6 +316,7 @@ class Scheduler:
             r = np.array(rows, np.int64)
             self.running = np.concatenate([self.running, r])
             parts.append((r, np.array(toks, np.int64), np.array(hit_tokens, np.int64), np.array(seq_lens, np.int64)))
+        return budget
 
     def _start_running(self, row: int, num_hit_tokens: int, chunk: int, out: SchedulerOutput) -> None:
         t, cfg = self.table, self.config
@@ -351,6 +358,9 @@ class Scheduler:
         """Free the blocks of requests that finished this step (vectorised removal from the running list)."""
         for row in rows.tolist():
             self.kv.free(row)
+        if len(rows) == 1:
+            self.running = self.running[self.running != rows[0]]
+            return
         self._is_leaving[rows] = True
         self.running = self.running[~self._is_leaving[self.running]]
         self._is_leaving[rows] = False

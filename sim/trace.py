@@ -59,10 +59,9 @@ class TraceRecorder:
     def __init__(self, num_clients: int):
         self.num_clients = num_clients
         self.num_steps = 0
-        self._rows: list[tuple] = []  # pending per-step tuples, not yet in _chunks
+        self._rows: list[tuple] = []  # per-step tuples of the steps not in a block, in step order
         self._client_rows: list[tuple] = []
-        self._chunks: list[np.ndarray] = []  # [steps, len(STEP_COLUMNS)] float64 blocks, in step order
-        self._client_chunks: list[list[np.ndarray]] = []  # per block: one [steps, clients] array per column
+        self._blocks: list[tuple[int, np.ndarray, list[np.ndarray]]] = []  # (first step, values, client values)
         self.events: list[tuple[int, str, int, str]] = []  # (step, kind, row, why)
         self._sched_rows: list[np.ndarray] = []
         self._sched_tokens: list[np.ndarray] = []
@@ -91,41 +90,46 @@ class TraceRecorder:
                      sched_tokens: np.ndarray, sched_kind: np.ndarray, sched_counts: list[int]) -> None:
         """Several steps at once: ``values`` [steps, len(STEP_COLUMNS)], one [steps, clients] array per client
         column, and the steps' schedule entries concatenated with their per-step counts."""
-        self._flush()
-        self._chunks.append(values)
-        self._client_chunks.append(client_values)
+        self._blocks.append((self.num_steps, values, client_values))
         self._sched_rows.append(sched_rows)
         self._sched_tokens.append(sched_tokens)
         self._sched_kind.append(sched_kind)
         self._sched_counts.extend(sched_counts)
         self.num_steps += len(values)
 
-    def _flush(self) -> None:
-        """Turn the pending per-step tuples into one block."""
-        if not self._rows:
-            return
-        n, nc, ncols = len(self._rows), self.num_clients, len(STEP_COLUMNS)
-        flat = np.fromiter(chain.from_iterable(self._rows), dtype=np.float64, count=n * ncols)
-        self._chunks.append(flat.reshape(n, ncols))
-        # Per-client values are all scalars (one client) or all [clients] arrays: one conversion either way.
-        client = np.array(self._client_rows, dtype=np.float64).reshape(n, len(CLIENT_COLUMNS), nc)
-        self._client_chunks.append([client[:, i, :] for i in range(len(CLIENT_COLUMNS))])
-        self._rows, self._client_rows = [], []
+    def _columns(self) -> tuple[np.ndarray, list[np.ndarray]]:
+        """The [steps, len(STEP_COLUMNS)] table and one [steps, clients] array per client column: the blocks in
+        place, the per-step tuples (converted in one go) in the steps between them."""
+        n, nc, ncols, nclient = self.num_steps, self.num_clients, len(STEP_COLUMNS), len(CLIENT_COLUMNS)
+        table = np.empty((n, ncols))
+        clients = [np.empty((n, nc)) for _ in range(nclient)]
+        in_block = np.zeros(n, dtype=bool)
+        for start, values, client_values in self._blocks:
+            end = start + len(values)
+            table[start:end] = values
+            for col, block in zip(clients, client_values, strict=True):
+                col[start:end] = block
+            in_block[start:end] = True
+        m = len(self._rows)
+        if m:
+            table[~in_block] = np.fromiter(chain.from_iterable(self._rows), dtype=np.float64,
+                                           count=m * ncols).reshape(m, ncols)
+            # Per-client values are all scalars (one client) or all [clients] arrays: one conversion either way.
+            rest = np.array(self._client_rows, dtype=np.float64).reshape(m, nclient, nc)
+            for i, col in enumerate(clients):
+                col[~in_block] = rest[:, i, :]
+        return table, clients
 
     def finish(self, config: EngineConfig, table: RequestTable, scenario_name: str, complete: bool = False) -> Trace:
         """The trace so far. ``complete``: every request has ended, so the table's per-request step lists never
         change again and the trace may share them instead of copying."""
-        self._flush()
         lists = (lambda xs: xs) if complete else (lambda xs: [list(x) for x in xs])  # noqa: E731
         n = self.num_steps
-        empty = np.empty((0, len(STEP_COLUMNS)))
-        table_ = np.concatenate(self._chunks) if self._chunks else empty
+        table_, client_cols = self._columns()
         steps = {name: table_[:, i].astype(dt) for i, (name, dt) in enumerate(STEP_COLUMNS.items())}
         steps["time_ms"] = np.cumsum(steps["step_ms"])
         clients = {}
-        for i, name in enumerate(CLIENT_COLUMNS):
-            parts = [chunk[i] for chunk in self._client_chunks]
-            col = np.concatenate(parts) if parts else np.empty((0, self.num_clients))
+        for name, col in zip(CLIENT_COLUMNS, client_cols, strict=True):
             clients[name] = col if name in ("client_counters", "client_service") else col.astype(np.int64)
         offsets = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(self._sched_counts, out=offsets[1:])
