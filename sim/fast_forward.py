@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 
 MIN_STEPS = 6  # shorter stretches cost more to set up than stepping through them
 _COLUMN_INDEX = {name: i for i, name in enumerate(STEP_COLUMNS)}
-_STATIC_ORDERS = (Policy.FCFS, Policy.PRIORITY, Policy.SJF, Policy.SJF_PREDICTED)  # the head moves only on arrival
+# The head of these queues moves only on an arrival or a starvation-guard promotion (the queue says when).
+_STATIC_ORDERS = (Policy.FCFS, Policy.PRIORITY, Policy.SJF, Policy.SJF_PREDICTED)
 
 
 def quiet_steps(engine: Engine, step: int, until_step: int | None) -> int:
@@ -111,15 +112,14 @@ def _walk(engine: Engine, step: int, d: int, free_after: np.ndarray) -> _Walked:
     queue each step's arrivals (events, rejections and VTC lifts included), let the queue promote starving
     requests, log the head's refusal, and charge the step's tokens to the counters. Stops before the first step
     whose head could be admitted (its arrivals are then already queued, which the step loop repeats harmlessly).
-    Between arrivals the head of a FCFS, priority or SJF queue cannot change, so those stretches go in bulk."""
+    Between arrivals and starvation-guard promotions the head of a FCFS, priority or SJF queue cannot change, so
+    those stretches go in bulk."""
     s, cfg = engine.scheduler, engine.config
     run = s.running
     r = len(run)
     budget = cfg.max_num_batched_tokens - r
     charge = s.output_charge(run)  # every running request generates one token a step
-    # The starvation guard only reorders SJF queues (its clock promotes requests between arrivals).
-    guarded = cfg.starvation_threshold_steps and cfg.policy in (Policy.SJF, Policy.SJF_PREDICTED)
-    in_bulk = cfg.policy in _STATIC_ORDERS and not guarded
+    in_bulk = cfg.policy in _STATIC_ORDERS
     refusals: dict[tuple[int, int], str] = {}
     events = engine.recorder.events
     num_waiting = np.empty(d, dtype=np.int64)
@@ -129,12 +129,12 @@ def _walk(engine: Engine, step: int, d: int, free_after: np.ndarray) -> _Walked:
     while j < d:
         if j:
             engine.arrive(step + j)
+        s.waiting.on_step(step + j)  # the starvation guard's promotions due now (a no-op for other orders)
         end = j + 1
-        if in_bulk:  # to the next arrival
-            nxt = engine.next_arrival_step()
-            end = d if nxt is None else max(min(d, nxt - step), j + 1)
-        else:
-            s.waiting.on_step(step + j)
+        if in_bulk:  # to the next arrival or promotion
+            changes = [x - step for x in (engine.next_arrival_step(), s.waiting.next_promotion_step())
+                       if x is not None]
+            end = max(min([d, *changes]), j + 1)
         if len(s.waiting):
             row = s.waiting.peek()
             frees = free_after[j:end].tolist()

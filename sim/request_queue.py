@@ -58,6 +58,10 @@ class RequestQueue:
     def on_step(self, step: int) -> None:
         """Called before admission each step (time-driven orders use it)."""
 
+    def next_promotion_step(self) -> int | None:
+        """The first step at which ``on_step`` may reorder the queue (None: never, until something is added)."""
+        return None
+
     def on_scheduled(self, rows: np.ndarray) -> None:
         """Called with the rows that ran this step."""
 
@@ -151,6 +155,10 @@ class KeyedQueue(RequestQueue):
                 self._size -= 1
                 self.quantum_left[row] = self._quantum
                 self._promoted.append(row)
+
+    def next_promotion_step(self) -> int | None:
+        # The oldest entry may be stale (its request already left): then the answer is merely early.
+        return self._by_wait[0][0] + self._threshold if self.has_guard and self._by_wait else None
 
     def on_scheduled(self, rows: np.ndarray) -> None:
         self.on_scheduled_steps(rows, 1)
