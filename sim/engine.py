@@ -291,9 +291,9 @@ class Engine:
         t, rows, toks = self.table, out.rows, out.num_tokens
         if not len(rows):
             return _Executed(rows, rows, np.zeros(0, dtype=bool), _NO_KIND, 0, 0)
-        after = out.num_computed_before + toks
+        after = t.num_computed_tokens[rows] + toks
         t.num_computed_tokens[rows] = after
-        is_emitting = after == out.seq_len_before
+        is_emitting = after == t.num_tokens[rows]
         # A decode computes exactly the one token generated last step (costed per request, not per token).
         decode = is_emitting & (toks == 1)
         emitted = rows[is_emitting]

@@ -34,9 +34,7 @@ _cumsum = np.add.accumulate
 @dataclass
 class SchedulerOutput:
     rows: np.ndarray  # [k] int64 scheduled rows: running-list order, then swapped-in, then admitted
-    num_tokens: np.ndarray  # [k] int64 tokens scheduled for each row
-    num_computed_before: np.ndarray  # [k] int64 each row's num_computed_tokens before this step
-    seq_len_before: np.ndarray  # [k] int64 each row's num_tokens (prompt + output) before this step
+    num_tokens: np.ndarray  # [k] int64 tokens scheduled for each row (on top of its num_computed_tokens)
     num_preempted: int = 0
     num_admitted: int = 0
     num_swap_blocks: int = 0  # blocks copied between GPU and CPU this step (both directions)
@@ -66,9 +64,9 @@ class Scheduler:
     # ---- the step --------------------------------------------------------------------------------------------
     def schedule(self, step: int) -> SchedulerOutput:
         self._step = step
-        out = SchedulerOutput(_NO_ROWS, _NO_ROWS, _NO_ROWS, _NO_ROWS)
+        out = SchedulerOutput(_NO_ROWS, _NO_ROWS)
         budget = self.config.max_num_batched_tokens
-        parts: list[tuple[np.ndarray, ...]] = []  # (rows, num_tokens, num_computed_before, seq_len_before)
+        parts: list[tuple[np.ndarray, np.ndarray]] = []  # (rows, num_tokens) per phase
         budget = self._schedule_running(budget, out, parts)
         if out.num_preempted:
             if len(self.waiting) or self.swapped:
@@ -81,10 +79,10 @@ class Scheduler:
                 budget = self._schedule_waiting(budget, out, parts)
         out.num_scheduled_tokens = int(self.config.max_num_batched_tokens - budget)
         if len(parts) == 1:
-            out.rows, out.num_tokens, out.num_computed_before, out.seq_len_before = parts[0]
+            out.rows, out.num_tokens = parts[0]
         elif parts:
-            out.rows, out.num_tokens, out.num_computed_before, out.seq_len_before = (
-                np.concatenate(cols) for cols in zip(*parts, strict=True))
+            out.rows = np.concatenate([p[0] for p in parts])
+            out.num_tokens = np.concatenate([p[1] for p in parts])
         return out
 
     def _blocked(self, out: SchedulerOutput, why: str) -> None:
@@ -125,7 +123,7 @@ class Scheduler:
                 a[:k] for a in (sched, computed, seq_len, after, new_blocks, held))
             rows = self.running[:k]
         kv.grow_many(rows, new_blocks, held, total, np.minimum(after, seq_len) if kv.enable_caching else None)
-        parts.append((rows, sched, computed, seq_len))
+        parts.append((rows, sched))
         return budget - _sum(sched)
 
     def _preempt_from_tail(self, cum_blocks: np.ndarray, k: int, out: SchedulerOutput) -> int:
@@ -175,9 +173,7 @@ class Scheduler:
             budget -= num_new
             i += 1
         self.running = np.array(running, dtype=np.int64)
-        rows = np.array(list(scheduled), dtype=np.int64)
-        computed = t.num_computed_tokens[rows]
-        parts.append((rows, np.array(list(scheduled.values()), dtype=np.int64), computed, t.num_tokens[rows]))
+        parts.append((np.array(list(scheduled), dtype=np.int64), np.array(list(scheduled.values()), dtype=np.int64)))
         return budget
 
     def _victim(self, running: list[int]) -> int:
@@ -248,8 +244,7 @@ class Scheduler:
             budget -= num_new
             out.events.append(("swap_in", row, f"{blocks} blocks copied back from CPU memory"))
         if rows:
-            r = np.array(rows, np.int64)
-            parts.append((r, np.array(toks, np.int64), t.num_computed_tokens[r], t.num_tokens[r]))
+            parts.append((np.array(rows, np.int64), np.array(toks, np.int64)))
         return budget
 
     def _no_slot(self, num_running: int | None = None) -> str:
@@ -293,8 +288,6 @@ class Scheduler:
         queue.on_step(self._step)
         rows: list[int] = []
         toks: list[int] = []
-        hit_tokens: list[int] = []
-        seq_lens: list[int] = []
         num_running = len(self.running)
         while len(queue):
             row = queue.peek()
@@ -309,13 +302,11 @@ class Scheduler:
             num_running += 1
             rows.append(row)
             toks.append(chunk)
-            hit_tokens.append(num_hit_tokens)
-            seq_lens.append(num_tokens)
             budget -= chunk
         if rows:
             r = np.array(rows, np.int64)
             self.running = np.concatenate([self.running, r])
-            parts.append((r, np.array(toks, np.int64), np.array(hit_tokens, np.int64), np.array(seq_lens, np.int64)))
+            parts.append((r, np.array(toks, np.int64)))
         return budget
 
     def _start_running(self, row: int, num_hit_tokens: int, chunk: int, out: SchedulerOutput) -> None:
