@@ -57,13 +57,15 @@ class BlockPool:
         return self.num_blocks - self.num_free
 
     def allocate(self, n: int) -> np.ndarray:
-        """Take ``n`` blocks from the head of the free queue, evicting their cached hashes. Caller checks room."""
+        """Take ``n`` blocks from the head of the free queue, evicting their cached hashes. Caller checks room.
+        The result may be a view of the queue: store it (in a block table) before the pool changes again."""
         if n > self.num_free:
             raise RuntimeError(f"allocate({n}) with only {self.num_free} free blocks")
         if n == 0:
             return np.empty(0, dtype=np.int32)
         if self._num_stale == 0:  # fast path: every entry is live
-            blocks = self._queue[self._head : self._head + n].copy()
+            blocks = self._queue[self._head : self._head + n]  # entries before the head are not reused until
+            # a compaction, which only a later free() can trigger
             self._head += n
         else:
             blocks = self._pop_skipping_stale(n)

@@ -101,7 +101,8 @@ class Scheduler:
         computed = t.num_computed_tokens[run]
         need = seq_len - computed  # >= 1 for every running request
         k = len(run)
-        if _sum(need) <= budget:  # the common case: everybody gets all it needs
+        used = int(_sum(need))  # tokens scheduled: sum(sched)
+        if used <= budget:  # the common case: everybody gets all it needs
             sched, after = need, seq_len
         else:  # the budget runs out part-way down the running list
             cum = _cumsum(need)
@@ -109,6 +110,7 @@ class Scheduler:
             k = int(np.count_nonzero(sched))
             sched, computed, seq_len = sched[:k], computed[:k], seq_len[:k]
             after = computed + sched
+            used = budget
         rows = run[:k]
         held = kv.num_blocks_held[rows]
         new_blocks = kv.blocks_for(after) - held
@@ -122,9 +124,10 @@ class Scheduler:
             sched, computed, seq_len, after, new_blocks, held = (
                 a[:k] for a in (sched, computed, seq_len, after, new_blocks, held))
             rows = self.running[:k]
+            used = int(_sum(sched))
         kv.grow_many(rows, new_blocks, held, total, np.minimum(after, seq_len) if kv.enable_caching else None)
         parts.append((rows, sched))
-        return budget - _sum(sched)
+        return budget - used
 
     def _preempt_from_tail(self, cum_blocks: np.ndarray, k: int, out: SchedulerOutput) -> int:
         """vLLM's loop, vectorised: find the first running request whose blocks do not fit, preempt the tail of
