@@ -320,7 +320,7 @@ class Engine:
         t = self.table
         stops_early = self.config.stop_check is StopCheck.EVERY_STEP
         for row in finished.tolist():
-            if t.ends_on_stop[row] and stops_early:
+            if stops_early and t.ends_on_stop[row]:
                 status, reason = RequestStatus.FINISHED_STOPPED, "stop"
             else:
                 status, reason = RequestStatus.FINISHED_LENGTH_CAPPED, "length"

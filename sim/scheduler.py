@@ -31,7 +31,7 @@ _sum = np.add.reduce  # the ufunc methods skip numpy's Python wrappers: this loo
 _cumsum = np.add.accumulate
 
 
-@dataclass
+@dataclass(slots=True)
 class SchedulerOutput:
     rows: np.ndarray  # [k] int64 scheduled rows: running-list order, then swapped-in, then admitted
     num_tokens: np.ndarray  # [k] int64 tokens scheduled for each row (on top of its num_computed_tokens)
@@ -58,6 +58,7 @@ class Scheduler:
         self.swapped_blocks = np.zeros(len(table), dtype=np.int64)  # [rows] blocks parked in CPU memory
         self.num_cpu_blocks_used = 0
         self._is_leaving = np.zeros(len(table), dtype=bool)  # [rows] scratch mask for remove_finished
+        self._watermark_blocks = config.watermark_blocks
         self.use_fast_path = True  # tests turn this off to check the vectorised path against the plain loop
         self._step = 0
 
@@ -257,13 +258,13 @@ class Scheduler:
 
     def _no_room(self, blocks_needed: int, num_running: int | None = None, free: int | None = None) -> str:
         """Why a request needing ``blocks_needed`` free blocks cannot start now ('' if it can)."""
-        cfg = self.config
-        free = self.kv.num_free_blocks if free is None else free
+        free = self.kv.pool.num_free if free is None else free
         if blocks_needed > free:
             return f"needs {blocks_needed} KV blocks for its whole sequence, only {free} free"
         num_running = len(self.running) if num_running is None else num_running
-        if cfg.watermark_blocks and num_running and free - blocks_needed < cfg.watermark_blocks:
-            return f"would leave {free - blocks_needed} free blocks, below the watermark of {cfg.watermark_blocks}"
+        watermark = self._watermark_blocks
+        if watermark and num_running and free - blocks_needed < watermark:
+            return f"would leave {free - blocks_needed} free blocks, below the watermark of {watermark}"
         return ""
 
     def admission_check(self, row: int, num_running: int, budget: int, free: int) -> tuple[str, np.ndarray, int]:
@@ -294,7 +295,7 @@ class Scheduler:
         num_running = len(self.running)
         while len(queue):
             row = queue.peek()
-            why, hits, chunk = self.admission_check(row, num_running, budget, kv.num_free_blocks)
+            why, hits, chunk = self.admission_check(row, num_running, budget, kv.pool.num_free)
             if why:
                 out.events.append(("blocked", row, why))
                 break
