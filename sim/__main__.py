@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--steps", action="store_true", help="include per-step records")
     bench = sub.add_parser("bench", help="time the simulator on the benchmark workloads")
     bench.add_argument("files", nargs="*", help="scenario files (default: ../shared/scenarios/bench/*.json)")
-    bench.add_argument("--repeat", type=int, default=3, help="runs per file; the fastest is reported")
+    bench.add_argument("--repeat", type=int, default=5, help="runs per file; the fastest is reported")
     args = parser.parse_args(argv)
     if args.command == "run":
         return _run(args)

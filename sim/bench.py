@@ -39,7 +39,7 @@ def peak_memory_mb(sc: scenario.Scenario) -> float:
     return peak / 1e6
 
 
-def main(files: list[str], repeat: int = 3) -> int:
+def main(files: list[str], repeat: int = 5) -> int:
     paths = [Path(f) for f in files] or sorted(DEFAULT_DIR.glob("*.json"))
     if not paths:
         print(f"no benchmark scenarios found in {DEFAULT_DIR}")

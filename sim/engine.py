@@ -347,13 +347,14 @@ class Engine:
             orphans = run[t.disconnect_step[run] != NO_STEP]
             orphan_blocks = int(_sum(kv.num_blocks_held[orphans]))
             orphan_kv_tokens = int(_sum(t.num_computed_tokens[orphans]))
+        used_blocks = kv.pool.num_used
         values = (
             cfg.cost.step_ms(num_prefill, num_decode) + swap_ms, swap_ms, len(run), len(s.waiting), len(s.swapped),
-            num_scheduled, num_prefill, num_decode, len(emitted), done.num_wasted, kv.pool.num_used, kv_tokens,
+            num_scheduled, num_prefill, num_decode, len(emitted), done.num_wasted, used_blocks, kv_tokens,
             orphan_blocks, orphan_kv_tokens, s.num_cpu_blocks_used, out.num_preempted, out.num_admitted,
         )
         if self._scalar_client_values:
-            return values, (kv.pool.num_used, len(run), len(emitted), num_prefill, float(s.counters[0]),
+            return values, (used_blocks, len(run), len(emitted), num_prefill, float(s.counters[0]),
                             float(s.service[0]))
         counters, service = s.counters.copy(), s.service.copy()
         nc, client_run, prefill = self.num_clients, t.client[run], ~decode
