@@ -151,15 +151,19 @@ def client_backlog(trace: Trace) -> np.ndarray:
     r = trace.requests
     n, nc = trace.num_steps, len(trace.client_ids)
     diff = np.zeros((n + 1, nc), dtype=np.int64)
+    # Python lists: this loop visits every request (numpy scalars, and comparing them with an IntEnum, are slow).
+    rejected = (r["status"] == int(RequestStatus.REJECTED)).tolist()
+    client, arrival, first, finish = (r[k].tolist() for k in ("client", "arrival_step", "first_scheduled_step",
+                                                               "finish_step"))
     for i in range(trace.num_requests):
-        c = r["client"][i]
-        starts = [r["arrival_step"][i]] + list(trace.preempted_at_steps[i])
-        ends = [r["first_scheduled_step"][i]] + list(trace.resumed_at_steps[i])
+        if rejected[i]:
+            continue
+        c = client[i]
+        starts = [arrival[i], *trace.preempted_at_steps[i]]
+        ends = [first[i], *trace.resumed_at_steps[i]]
         for k, start in enumerate(starts):
-            end = ends[k] if k < len(ends) and ends[k] != NO_STEP else r["finish_step"][i]
+            end = ends[k] if k < len(ends) and ends[k] != NO_STEP else finish[i]
             if end == NO_STEP or end < start:
-                continue
-            if r["status"][i] == RequestStatus.REJECTED:
                 continue
             diff[start, c] += 1
             diff[min(end, n), c] -= 1

@@ -82,8 +82,11 @@ class Scheduler:
         if len(parts) == 1:
             out.rows, out.num_tokens = parts[0]
         elif parts:
-            out.rows = np.concatenate([p[0] for p in parts])
             out.num_tokens = np.concatenate([p[1] for p in parts])
+            # Each phase schedules a prefix of what it appends to the running list, so when everybody runs the
+            # scheduled rows are the running list itself.
+            same = len(out.num_tokens) == len(self.running)
+            out.rows = self.running if same else np.concatenate([p[0] for p in parts])
         return out
 
     def _blocked(self, out: SchedulerOutput, why: str) -> None:
@@ -338,7 +341,7 @@ class Scheduler:
     # ---- removal (finish, abort) ----------------------------------------------------------------------------
     def remove(self, row: int) -> None:
         """Take a request out of whichever queue holds it and free its blocks (finish or abort)."""
-        status = self.table.status[row]
+        status = int(self.table.status[row])  # a Python int: numpy scalars compare slowly with an IntEnum
         if status == RequestStatus.RUNNING:
             self.kv.free(row)
             self.running = self.running[self.running != row]
