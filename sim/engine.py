@@ -154,7 +154,9 @@ class Engine:
                     step = self._next_step = last + 1
                     continue
             self.arrive(step)  # arrivals come first in every step; the fast-forward decides after them
-            quiet = fast_forward.quiet_steps(self, step, until_step) if self.fast_forward else 0
+            # (quiet_steps itself says when to look again: skip the call until then)
+            quiet = (fast_forward.quiet_steps(self, step, until_step)
+                     if self.fast_forward and step >= self.quiet_retry_step else 0)
             done = fast_forward.advance(self, step, quiet) if quiet else 0
             if done:
                 step = self._next_step = step + done
@@ -174,7 +176,8 @@ class Engine:
         self.arrive(step)  # a no-op if the run loop already admitted this step's arrivals to the queue
         num_aborted = self._disconnect(step)
         out = self.scheduler.schedule(step)
-        self.recorder.events.extend([(step, kind, row, why) for kind, row, why in out.events])
+        if out.events:
+            self.recorder.events.extend([(step, kind, row, why) for kind, row, why in out.events])
         done = self._execute(step, out)
         values, client_values = self._measure(out, done)
         if self.snapshot_every_steps and step % self.snapshot_every_steps == 0:
@@ -252,6 +255,8 @@ class Engine:
 
     def _disconnect(self, step: int) -> int:
         """Mark clients that left at ``step``; abort those the server notices now. Returns how many aborted."""
+        if not self._disconnects and not self._detections:  # nobody leaves in this run (or nobody is left)
+            return 0
         t, cfg = self.table, self.config
         num_aborted = 0
         for row, reason in self._disconnects.pop(step, []):

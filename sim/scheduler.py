@@ -73,7 +73,8 @@ class Scheduler:
             if len(self.waiting) or self.swapped:
                 self._blocked(out, "a preemption happened this step, so nothing is admitted")
         else:
-            budget = self._schedule_swapped(budget, out, parts)
+            if self.swapped:
+                budget = self._schedule_swapped(budget, out, parts)
             if self.swapped and len(self.waiting):
                 self._blocked(out, "swapped requests resume before any waiting request")
             elif not self.swapped:
