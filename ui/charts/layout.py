@@ -8,6 +8,7 @@ number of points, so a 20,000-step trace sends a few kB instead of a few MB to t
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -161,7 +162,7 @@ def _policy_key(trace: Trace) -> str:
 def fmt_num(value: float, decimals: int | None = None) -> str:
     """A number for legends and hover text: thousands separators, NaN as an em dash. Without ``decimals``, as
     many as a reader needs: none from 100 up, one from 10, two below (9,498 ms; 23.5 ms; 5.75 ms)."""
-    if value is None or not np.isfinite(value):
+    if value is None or not math.isfinite(value):  # math, not numpy: this runs for every hover line
         return "\u2014"
     if decimals is None:
         decimals = 0 if abs(value) >= 100 else 1 if abs(value) >= 10 else 2
