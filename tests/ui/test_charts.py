@@ -15,7 +15,7 @@ import pytest
 
 from sim import metrics, presets
 from sim.config import EngineConfig
-from sim.engine import simulate
+from sim.engine import Engine, simulate
 from sim.request import RequestStatus
 from sim.scenario import load
 from sim.trace import SCHED_DECODE, SCHED_PREFILL_DONE, Trace
@@ -282,6 +282,21 @@ def test_gantt_hover_shows_the_numbers(hol):
     short1 = next(t for t in texts if t.startswith("short1"))
     assert "steps 1,001 to 1,099" in short1 and "prompt 4 tokens, output 100 tokens" in short1
     assert "finished at step 1,099: 1,100 steps" in short1 and "preemptions: 0" in short1
+
+
+def test_gantt_of_a_partial_trace_and_its_hover_times_in_ms():
+    # A run stopped early (as the step inspector's are): later requests have not arrived, finished ones show the
+    # time from arrival to their last token in ms.
+    sc = presets.get("busy_server").scenario
+    trace = Engine(sc.config, sc.requests).run(until_step=200)
+    r = trace.requests
+    assert (r["arrival_step"] > trace.num_steps).any()
+    fig = charts.gantt(trace, STYLE)
+    texts = [" ".join(map(str, row)) for b in bars(fig) for row in b.customdata]
+    i = int(np.flatnonzero(r["finish_step"] >= 0)[0])
+    took = float(trace.end_ms(r["finish_step"][i]) - trace.start_ms(r["arrival_step"][i]))
+    rid = trace.request_ids[i]
+    assert any(t.startswith(f"{rid} ") and f"{took:,.1f} ms after arrival" in t for t in texts)
 
 
 def test_gantt_many_rows_hide_ids_and_cap_height(busy):

@@ -129,18 +129,25 @@ def _request_info(trace: Trace, rows: np.ndarray) -> np.ndarray:
     """[requests] str, filled for ``rows``: prompt, output, finish time, preemptions, one hover line each."""
     r = trace.requests
     out = np.full(trace.num_requests, "", dtype=object)
-    for i in rows:
-        finish, arrival = int(r["finish_step"][i]), int(r["arrival_step"][i])
-        status = RequestStatus(int(r["status"][i]))
-        if finish == NO_STEP:
+    # Python lists and one vectorised clock lookup: this loop visits every request shown.
+    finish, arrival, status, prompt, output, preemptions = (r[k].tolist() for k in (
+        "finish_step", "arrival_step", "status", "prompt_len", "num_output_tokens", "num_preemptions"))
+    took_ms = [0.0] * trace.num_requests  # arrival to the end of the last step, used where the request finished
+    if trace.num_steps:
+        # (clipped: in a partial trace a request may arrive after the last step recorded)
+        start = trace.start_ms(np.minimum(r["arrival_step"], trace.num_steps))
+        took_ms = (trace.end_ms(np.maximum(r["finish_step"], 0)) - start).tolist()
+    for i in rows.tolist():
+        state = RequestStatus(status[i])
+        if finish[i] == NO_STEP:
             done = "not finished when the run ended"
-        elif status in (RequestStatus.FINISHED_ABORTED, RequestStatus.REJECTED):
-            done = f"{status.name.lower().replace('finished_', '')} at step {finish:,} ({trace.finish_reason[i]})"
+        elif state in (RequestStatus.FINISHED_ABORTED, RequestStatus.REJECTED):
+            done = f"{state.name.lower().replace('finished_', '')} at step {finish[i]:,} ({trace.finish_reason[i]})"
         else:
-            ms = float(trace.end_ms(finish) - trace.start_ms(arrival))
-            done = f"finished at step {finish:,}: {finish - arrival + 1:,} steps, {fmt_num(ms, 1)} ms after arrival"
-        out[i] = (f"prompt {int(r['prompt_len'][i]):,} tokens, output {int(r['num_output_tokens'][i]):,} tokens"
-                  f"<br>{done}<br>preemptions: {int(r['num_preemptions'][i])}")
+            done = (f"finished at step {finish[i]:,}: {finish[i] - arrival[i] + 1:,} steps, "
+                    f"{fmt_num(took_ms[i], 1)} ms after arrival")
+        out[i] = (f"prompt {prompt[i]:,} tokens, output {output[i]:,} tokens"
+                  f"<br>{done}<br>preemptions: {preemptions[i]}")
     return out
 
 
