@@ -364,17 +364,20 @@ class Scheduler:
         self.running = self.running[~self._is_leaving[self.running]]
         self._is_leaving[rows] = False
 
+    def _one_client_output_charge(self, num_tokens: int) -> float:
+        return num_tokens * self.config.output_weight / self._client_weights[0]
+
     def output_charge(self, rows: np.ndarray) -> np.ndarray:
         """[clients] what one token for each of ``rows`` adds to the counters: ``output_weight`` per generated
         token (the first included), divided by the client's weight."""
-        if len(self.counters) == 1:
-            return np.array([len(rows) * self.config.output_weight / self.client_weight[0]])
+        if len(self._client_weights) == 1:
+            return np.array([self._one_client_output_charge(len(rows))])
         per_client = np.bincount(self.table.client[rows], minlength=len(self.counters))
         return per_client * (self.config.output_weight / self.client_weight)
 
     def charge_output(self, rows: np.ndarray) -> None:
-        if len(self._client_weights) == 1:  # the same float as output_charge, without building an array
-            charge = len(rows) * self.config.output_weight / self._client_weights[0]
+        if len(self._client_weights) == 1:  # output_charge's float, without building an array
+            charge = self._one_client_output_charge(len(rows))
             self.counters[0] += charge
             self.service[0] += charge
         elif len(rows):
