@@ -22,6 +22,11 @@ def open_page(page: str | None = None, query: dict[str, str] | None = None, time
     return at
 
 
+def metric_values(at: AppTest) -> dict[str, str]:
+    """Every st.metric on the page: label -> shown value."""
+    return {m.label: m.value for m in at.metric}
+
+
 def assert_clean(at: AppTest) -> None:
     """No exception and no error box on the page."""
     assert not at.exception, [e.value for e in at.exception]

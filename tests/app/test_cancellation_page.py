@@ -5,13 +5,9 @@ rerun by key, URL values apply, and the rerun after a slider change is timed (pr
 import pytest
 
 from sim import presets
-from tests.app.conftest import assert_clean, open_page
+from tests.app.conftest import assert_clean, metric_values, open_page
 
 PAGE = "pages/3_Cancellation.py"
-
-
-def metric_values(at) -> dict[str, str]:
-    return {m.label: m.value for m in at.metric}
 
 
 def notice(at) -> str:

@@ -7,14 +7,10 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from sim import presets
-from tests.app.conftest import ROOT, assert_clean, open_page
+from tests.app.conftest import ROOT, assert_clean, metric_values, open_page
 
 PAGE = "pages/2_Fairness.py"
 PRESETS = [p.key for p in presets.presets_for("fairness")]
-
-
-def metric_values(at) -> dict[str, str]:
-    return {m.label: m.value for m in at.metric}
 
 
 def notice(at) -> str:

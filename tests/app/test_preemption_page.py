@@ -4,13 +4,9 @@ by key (pool, block size, bandwidth, CPU swap space, model, policy), and URL set
 import pytest
 
 from sim import presets
-from tests.app.conftest import assert_clean, open_page
+from tests.app.conftest import assert_clean, metric_values, open_page
 
 PAGE = "pages/4_Preemption.py"
-
-
-def metric_values(at) -> dict[str, str]:
-    return {m.label: m.value for m in at.metric}
 
 
 def notices(at) -> str:

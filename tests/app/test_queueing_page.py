@@ -3,13 +3,9 @@
 import pytest
 
 from sim import presets
-from tests.app.conftest import assert_clean, open_page
+from tests.app.conftest import assert_clean, metric_values, open_page
 
 PAGE = "pages/1_Queueing.py"
-
-
-def metric_values(at) -> dict[str, str]:
-    return {m.label: m.value for m in at.metric}
 
 
 def test_article_preset_shows_1100_and_500():
