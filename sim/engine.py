@@ -23,6 +23,7 @@ from .scheduler import Scheduler, SchedulerOutput
 from .trace import SCHED_WASTED, Trace, TraceRecorder
 
 _sum = np.add.reduce
+_min = np.minimum.reduce
 _NO_KIND = np.empty(0, dtype=np.int8)
 
 
@@ -31,6 +32,7 @@ class _Executed(NamedTuple):
     finished: np.ndarray  # rows that generated their last token
     decode: np.ndarray  # [len(out.rows)] bool: decoded one token (else prefill)
     kind: np.ndarray  # [len(out.rows)] int8 SCHED_* per scheduled row
+    num_decode: int  # rows that decoded one token
     num_wasted: int  # tokens generated that nobody reads
     kv_tokens_scheduled: int  # KV tokens held by the scheduled rows after the step
 
@@ -293,31 +295,40 @@ class Engine:
     # ---- execute and finish ---------------------------------------------------------------------------------
     def _execute(self, step: int, out: SchedulerOutput) -> _Executed:
         """Advance every scheduled request; each that has computed all its tokens emits one new token."""
-        t, rows, toks = self.table, out.rows, out.num_tokens
+        t, rows, toks, after = self.table, out.rows, out.num_tokens, out.num_computed_after
         if not len(rows):
-            return _Executed(rows, rows, np.zeros(0, dtype=bool), _NO_KIND, 0, 0)
-        after = t.num_computed_tokens[rows] + toks
+            return _Executed(rows, rows, np.zeros(0, dtype=bool), _NO_KIND, 0, 0, 0)
         t.num_computed_tokens[rows] = after
-        is_emitting = after == t.num_tokens[rows]
-        # A decode computes exactly the one token generated last step (costed per request, not per token).
-        decode = is_emitting & (toks == 1)
-        emitted = rows[is_emitting]
+        if out.all_emit:  # the common step: no row-selection needed
+            emitted, is_emitting = rows, None
+            t.num_tokens[rows] = after + 1
+            decode = toks == 1
+        else:
+            is_emitting = after == t.num_tokens[rows]
+            # A decode computes exactly the one token generated last step (costed per request, not per token).
+            decode = is_emitting & (toks == 1)
+            emitted = rows[is_emitting]
+            t.num_tokens[emitted] += 1
         num_output = t.num_output_tokens[emitted] + 1
         t.num_output_tokens[emitted] = num_output
-        t.num_tokens[emitted] += 1
-        t.first_token_step[emitted[num_output == 1]] = step  # a recomputed request keeps its first token's step
-        kind = is_emitting.view(np.int8) + decode.view(np.int8)  # SCHED_PREFILL / _PREFILL_DONE / _DECODE
+        num_decode = int(np.count_nonzero(decode))
+        if len(num_output) and _min(num_output) == 1:  # a first token (a recomputed request keeps its step)
+            t.first_token_step[emitted[num_output == 1]] = step
+        if is_emitting is None:
+            kind = decode.view(np.int8) + 1  # SCHED_PREFILL_DONE / _DECODE
+        else:
+            kind = is_emitting.view(np.int8) + decode.view(np.int8)  # SCHED_PREFILL / _PREFILL_DONE / _DECODE
         num_wasted = 0
         if self.may_waste:
             is_wasted = (t.disconnect_step[emitted] != NO_STEP) | (num_output > t.useful_len[emitted])
             wasted = emitted[is_wasted]
             t.num_wasted_tokens[wasted] += 1
             num_wasted = len(wasted)
-            kind[is_emitting.nonzero()[0][is_wasted]] = SCHED_WASTED
+            kind[is_wasted if is_emitting is None else is_emitting.nonzero()[0][is_wasted]] = SCHED_WASTED
         self.scheduler.charge_output(emitted)
         self.scheduler.waiting.on_scheduled(rows)
         finished = emitted[num_output >= t.target_len[emitted]]
-        return _Executed(emitted, finished, decode, kind, num_wasted, int(_sum(after)))
+        return _Executed(emitted, finished, decode, kind, num_decode, num_wasted, int(_sum(after)))
 
     def finish(self, step: int, finished: np.ndarray) -> None:
         if not len(finished):
@@ -340,7 +351,7 @@ class Engine:
         t, s, kv, cfg = self.table, self.scheduler, self.kv, self.config
         run, emitted, decode = s.running, done.emitted, done.decode
         num_scheduled = len(out.rows)
-        num_decode = int(np.count_nonzero(decode))
+        num_decode = done.num_decode
         num_prefill = out.num_scheduled_tokens - num_decode
         swap_ms = cfg.cost.swap_ms(out.num_swap_blocks, cfg.block_bytes) if out.num_swap_blocks else 0.0
         if num_scheduled == len(run):  # everybody ran: their KV is what they computed

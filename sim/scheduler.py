@@ -25,6 +25,8 @@ from .request import NO_STEP, RequestStatus, RequestTable
 from .request_queue import make_queue
 
 Event = tuple[str, int, str]  # (kind, row, why)
+# What one phase scheduled: rows, tokens each, num_computed_tokens each after the step, whether all of them emit.
+_Part = tuple[np.ndarray, np.ndarray, np.ndarray, bool]
 _NO_BLOCKS = np.empty(0, dtype=np.int32)
 _NO_ROWS = np.empty(0, dtype=np.int64)
 _sum = np.add.reduce  # the ufunc methods skip numpy's Python wrappers: this loop runs thousands of times a second
@@ -35,6 +37,8 @@ _cumsum = np.add.accumulate
 class SchedulerOutput:
     rows: np.ndarray  # [k] int64 scheduled rows: running-list order, then swapped-in, then admitted
     num_tokens: np.ndarray  # [k] int64 tokens scheduled for each row (on top of its num_computed_tokens)
+    num_computed_after: np.ndarray  # [k] int64 each row's num_computed_tokens once the step has run
+    all_emit: bool = True  # every scheduled row computes all its tokens, so each generates one (a common step)
     num_preempted: int = 0
     num_admitted: int = 0
     num_swap_blocks: int = 0  # blocks copied between GPU and CPU this step (both directions)
@@ -65,9 +69,9 @@ class Scheduler:
     # ---- the step --------------------------------------------------------------------------------------------
     def schedule(self, step: int) -> SchedulerOutput:
         self._step = step
-        out = SchedulerOutput(_NO_ROWS, _NO_ROWS)
+        out = SchedulerOutput(_NO_ROWS, _NO_ROWS, _NO_ROWS)
         budget = self.config.max_num_batched_tokens
-        parts: list[tuple[np.ndarray, np.ndarray]] = []  # (rows, num_tokens) per phase
+        parts: list[_Part] = []  # one per phase that scheduled something
         budget = self._schedule_running(budget, out, parts)
         if out.num_preempted:
             if len(self.waiting) or self.swapped:
@@ -81,9 +85,11 @@ class Scheduler:
                 budget = self._schedule_waiting(budget, out, parts)
         out.num_scheduled_tokens = int(self.config.max_num_batched_tokens - budget)
         if len(parts) == 1:
-            out.rows, out.num_tokens = parts[0]
+            out.rows, out.num_tokens, out.num_computed_after, out.all_emit = parts[0]
         elif parts:
             out.num_tokens = np.concatenate([p[1] for p in parts])
+            out.num_computed_after = np.concatenate([p[2] for p in parts])
+            out.all_emit = all(p[3] for p in parts)
             # Each phase schedules a prefix of what it appends to the running list, so when everybody runs the
             # scheduled rows are the running list itself.
             same = len(out.num_tokens) == len(self.running)
@@ -107,7 +113,8 @@ class Scheduler:
         need = seq_len - computed  # >= 1 for every running request
         k = len(run)
         used = int(_sum(need))  # tokens scheduled: sum(sched)
-        if used <= budget:  # the common case: everybody gets all it needs
+        all_emit = used <= budget
+        if all_emit:  # the common case: everybody gets all it needs
             sched, after = need, seq_len
         else:  # the budget runs out part-way down the running list
             cum = _cumsum(need)
@@ -131,7 +138,7 @@ class Scheduler:
             rows = self.running[:k]
             used = int(_sum(sched))
         kv.grow_many(rows, new_blocks, held, total, np.minimum(after, seq_len) if kv.enable_caching else None)
-        parts.append((rows, sched))
+        parts.append((rows, sched, after, all_emit))
         return budget - used
 
     def _preempt_from_tail(self, cum_blocks: np.ndarray, k: int, out: SchedulerOutput) -> int:
@@ -181,7 +188,10 @@ class Scheduler:
             budget -= num_new
             i += 1
         self.running = np.array(running, dtype=np.int64)
-        parts.append((np.array(list(scheduled), dtype=np.int64), np.array(list(scheduled.values()), dtype=np.int64)))
+        rows = np.array(list(scheduled), dtype=np.int64)
+        num_new = np.array(list(scheduled.values()), dtype=np.int64)
+        after = t.num_computed_tokens[rows] + num_new
+        parts.append((rows, num_new, after, bool((after == t.num_tokens[rows]).all())))
         return budget
 
     def _victim(self, running: list[int]) -> int:
@@ -228,6 +238,8 @@ class Scheduler:
         t, kv = self.table, self.kv
         rows: list[int] = []
         toks: list[int] = []
+        after: list[int] = []
+        all_emit = True
         while self.swapped and budget > 0:
             row = self.swapped[0]
             computed, seq_len = int(t.num_computed_tokens[row]), int(t.num_tokens[row])
@@ -249,10 +261,12 @@ class Scheduler:
             self.running = np.append(self.running, row)
             rows.append(row)
             toks.append(num_new)
+            after.append(computed + num_new)
+            all_emit = all_emit and computed + num_new == seq_len
             budget -= num_new
             out.events.append(("swap_in", row, f"{blocks} blocks copied back from CPU memory"))
         if rows:
-            parts.append((np.array(rows, np.int64), np.array(toks, np.int64)))
+            parts.append((np.array(rows, np.int64), np.array(toks, np.int64), np.array(after, np.int64), all_emit))
         return budget
 
     def _no_slot(self, num_running: int | None = None) -> str:
@@ -296,6 +310,8 @@ class Scheduler:
         queue.on_step(self._step)
         rows: list[int] = []
         toks: list[int] = []
+        after: list[int] = []
+        all_emit = True
         num_running = len(self.running)
         while len(queue):
             row = queue.peek()
@@ -305,16 +321,19 @@ class Scheduler:
                 break
             queue.pop()
             num_tokens, num_hit_tokens = int(t.num_tokens[row]), len(hits) * kv.block_size
-            kv.admit(row, hits, num_hit_tokens + chunk, min(num_hit_tokens + chunk, num_tokens))
+            computed = num_hit_tokens + chunk
+            kv.admit(row, hits, computed, min(computed, num_tokens))
             self._start_running(row, num_hit_tokens, chunk, out)
             num_running += 1
             rows.append(row)
             toks.append(chunk)
+            after.append(computed)
+            all_emit = all_emit and computed == num_tokens
             budget -= chunk
         if rows:
             r = np.array(rows, np.int64)
             self.running = np.concatenate([self.running, r])
-            parts.append((r, np.array(toks, np.int64)))
+            parts.append((r, np.array(toks, np.int64), np.array(after, np.int64), all_emit))
         return budget
 
     def _start_running(self, row: int, num_hit_tokens: int, chunk: int, out: SchedulerOutput) -> None:
