@@ -42,7 +42,8 @@ def quiet_steps(engine: Engine, step: int, until_step: int | None) -> int:
         return 0
     # Under load somebody finishes within a few steps almost every step: the cheapest test that fails first.
     # The stretch may end with the step in which the first requests generate their last token.
-    last_in = int((t.target_len[run] - t.num_output_tokens[run]).min())
+    left = t.target_len[run] - t.num_output_tokens[run]
+    last_in = int(left[left.argmin()])  # argmin: several times cheaper than a min reduction on small arrays
     if last_in < MIN_STEPS:
         # That request keeps the batch from being quiet until it is gone: no need to look again before then.
         engine.quiet_retry_step = step + last_in

@@ -105,9 +105,14 @@ class KVCacheManager:
         if k:
             self.pool.touch(cached_blocks)
             self.block_table[slot, :k] = cached_blocks
+        target = -(-num_tokens_after // self.block_size)  # as grow() from k held blocks
+        if target > k:
+            self.block_table[slot, k:target] = self.pool.allocate(target - k)
+            k = target
         self.num_blocks_held[row] = k
-        self.num_hashed_blocks[row] = k
-        self.grow(row, num_tokens_after, num_tokens_known)
+        self.num_hashed_blocks[row] = len(cached_blocks)
+        if self.enable_caching:
+            self._hash_full_blocks(row, min(num_tokens_after, num_tokens_known))
 
     def grow(self, row: int, num_tokens_after: int, num_tokens_known: int) -> None:
         """Allocate the blocks one request needs to hold ``num_tokens_after`` computed tokens."""

@@ -56,6 +56,7 @@ class Scheduler:
         weights = [float(config.client_weight(c)) for c in table.client_ids]
         self.client_weight = np.array(weights, dtype=np.float64)  # [clients]
         self._client_weights = weights  # the same, as Python floats: same arithmetic, no numpy scalar overhead
+        self._output_charge_per_token = config.output_weight / self.client_weight  # [clients]
         self.waiting = make_queue(config, table, self.counters)
         self.running = np.empty(0, dtype=np.int64)  # [num_running] rows in running-list order
         self.swapped: deque[int] = deque()
@@ -289,9 +290,10 @@ class Scheduler:
         """Can waiting request ``row`` start now? Returns (why not, or ''; its prefix-cache hits; first chunk).
         The rules of DESIGN.md section 2, step 5, with ``free`` free blocks and ``budget`` tokens left."""
         t, kv, cfg = self.table, self.kv, self.config
-        why = self._no_slot(num_running) if budget > 0 else "the step's token budget is used up"
-        if why:
-            return why, _NO_BLOCKS, 0
+        if budget <= 0:
+            return "the step's token budget is used up", _NO_BLOCKS, 0
+        if num_running >= cfg.max_num_seqs:
+            return self._no_slot(num_running), _NO_BLOCKS, 0
         num_tokens = int(t.num_tokens[row])
         hits = kv.find_cached_blocks(row, num_tokens) if kv.enable_caching else _NO_BLOCKS
         num_new = num_tokens - len(hits) * kv.block_size
@@ -340,7 +342,8 @@ class Scheduler:
         t, cfg = self.table, self.config
         is_resume = t.num_preemptions[row] > 0
         t.num_computed_tokens[row] = num_hit_tokens
-        t.num_cached_tokens[row] += num_hit_tokens
+        if num_hit_tokens:
+            t.num_cached_tokens[row] += num_hit_tokens
         t.status[row] = RequestStatus.RUNNING
         out.num_admitted += 1
         if t.first_scheduled_step[row] == NO_STEP:
@@ -392,7 +395,7 @@ class Scheduler:
         if len(self._client_weights) == 1:
             return np.array([self._one_client_output_charge(len(rows))])
         per_client = np.bincount(self.table.client[rows], minlength=len(self.counters))
-        return per_client * (self.config.output_weight / self.client_weight)
+        return per_client * self._output_charge_per_token
 
     def charge_output(self, rows: np.ndarray) -> None:
         if len(self._client_weights) == 1:  # output_charge's float, without building an array
