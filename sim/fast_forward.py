@@ -122,6 +122,7 @@ def _walk(engine: Engine, step: int, d: int, free_after: np.ndarray) -> _Walked:
     charge = s.output_charge(run)  # every running request generates one token a step
     in_bulk = cfg.policy in _STATIC_ORDERS
     refusals: dict[tuple[int, int], str] = {}
+    no_room_for_anyone = s.no_slot_or_budget(r, budget)  # the head's refusal then depends on nothing else
     events = engine.recorder.events
     num_waiting = np.empty(d, dtype=np.int64)
     counters = np.empty((d, len(s.counters)))
@@ -138,14 +139,17 @@ def _walk(engine: Engine, step: int, d: int, free_after: np.ndarray) -> _Walked:
             end = max(min([d, *changes]), j + 1)
         if len(s.waiting):
             row = s.waiting.peek()
-            frees = free_after[j:end].tolist()
-            for f in dict.fromkeys(frees):  # free blocks only shrink: if the head fits at all, it fits first
-                if (row, f) not in refusals:
-                    refusals[row, f] = s.admission_check(row, r, budget, f)[0]
-            if not refusals[row, frees[0]]:
-                return _Walked(j, num_waiting[:j].tolist(), counters[:j], service[:j])
-            events.extend([(step + i, "blocked", row, refusals[row, f]) for i, f in zip(range(j, end), frees,
-                                                                                       strict=True)])
+            if no_room_for_anyone:
+                events.extend([(step + i, "blocked", row, no_room_for_anyone) for i in range(j, end)])
+            else:
+                frees = free_after[j:end].tolist()
+                for f in dict.fromkeys(frees):  # free blocks only shrink: if the head fits at all, it fits first
+                    if (row, f) not in refusals:
+                        refusals[row, f] = s.admission_check(row, r, budget, f)[0]
+                if not refusals[row, frees[0]]:
+                    return _Walked(j, num_waiting[:j].tolist(), counters[:j], service[:j])
+                events.extend([(step + i, "blocked", row, refusals[row, f]) for i, f in zip(range(j, end), frees,
+                                                                                           strict=True)])
         num_waiting[j:end] = len(s.waiting)
         for total, out in ((s.counters, counters), (s.service, service)):
             if end == j + 1:
@@ -181,10 +185,9 @@ def _record(engine: Engine, step: int, d: int, run: np.ndarray, j_of: np.ndarray
     if engine.may_waste:
         gone = t.disconnect_step[run] != NO_STEP
         wasted = gone[None, :] | ((t.num_output_tokens[run][None, :] + ramp[:, None]) > t.useful_len[run][None, :])
-    # [d, r] blocks each request holds during each step: what it held before plus the blocks opened so far.
-    grown = np.bincount(j_of * r + pos_of, minlength=d * r).reshape(d, r).cumsum(axis=0)
-    held = None
-    if nc > 1 or engine.any_disconnect:
+    held = None  # [d, r] blocks each request holds during each step (needed per client or per orphan only)
+    if nc > 1 or engine.any_disconnect:  # what it held before plus the blocks opened so far
+        grown = np.bincount(j_of * r + pos_of, minlength=d * r).reshape(d, r).cumsum(axis=0)
         held = grown + (kv.num_blocks_held[run] - grown[-1])[None, :]
     values = np.zeros((d, len(STEP_COLUMNS)))  # STEP_COLUMNS as the step loop records them (zeros: nothing)
     col = _COLUMN_INDEX

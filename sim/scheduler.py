@@ -286,14 +286,19 @@ class Scheduler:
             return f"would leave {free - blocks_needed} free blocks, below the watermark of {watermark}"
         return ""
 
+    def no_slot_or_budget(self, num_running: int, budget: int) -> str:
+        """Why no waiting request can start, whatever its size ('' if one may): the first two admission rules."""
+        if budget <= 0:
+            return "the step's token budget is used up"
+        return self._no_slot(num_running)
+
     def admission_check(self, row: int, num_running: int, budget: int, free: int) -> tuple[str, np.ndarray, int]:
         """Can waiting request ``row`` start now? Returns (why not, or ''; its prefix-cache hits; first chunk).
         The rules of DESIGN.md section 2, step 5, with ``free`` free blocks and ``budget`` tokens left."""
         t, kv, cfg = self.table, self.kv, self.config
-        if budget <= 0:
-            return "the step's token budget is used up", _NO_BLOCKS, 0
-        if num_running >= cfg.max_num_seqs:
-            return self._no_slot(num_running), _NO_BLOCKS, 0
+        why = self.no_slot_or_budget(num_running, budget)
+        if why:
+            return why, _NO_BLOCKS, 0
         num_tokens = int(t.num_tokens[row])
         hits = kv.find_cached_blocks(row, num_tokens) if kv.enable_caching else _NO_BLOCKS
         num_new = num_tokens - len(hits) * kv.block_size
