@@ -26,6 +26,7 @@ from .trace import SCHED_DECODE, SCHED_WASTED, STEP_COLUMNS
 if TYPE_CHECKING:
     from .engine import Engine
 
+_cumsum = np.add.accumulate  # np.cumsum without its Python wrapper
 MIN_STEPS = 6  # shorter stretches cost more to set up than stepping through them
 _COLUMN_INDEX = {name: i for i, name in enumerate(STEP_COLUMNS)}
 # The head of these queues moves only on an arrival or a starvation-guard promotion (the queue says when).
@@ -71,7 +72,7 @@ def _block_events(engine: Engine, d: int) -> tuple[np.ndarray, np.ndarray, np.nd
     first = (-computed) % bs  # the step at which computing token `computed + j` opens a new block
     count = np.where(first < d, (d - 1 - first) // bs + 1, 0)
     pos = np.repeat(np.arange(len(computed)), count)
-    k = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
+    k = np.arange(int(count.sum())) - np.repeat(_cumsum(count) - count, count)
     j = first[pos] + bs * k
     order = np.lexsort((pos, j))
     return j[order], pos[order], k[order]
@@ -89,7 +90,7 @@ def advance(engine: Engine, step: int, d: int) -> int:
     free = kv.num_free_blocks
     if len(j_of) > free:  # stop before the step whose block would not fit (that step preempts)
         d = int(j_of[free])
-    free_after = free - np.cumsum(np.bincount(j_of[j_of < d], minlength=d))  # [d] free after each allocation
+    free_after = free - _cumsum(np.bincount(j_of[j_of < d], minlength=d))  # [d] free after each allocation
     walked = _walk(engine, step, d, free_after)
     if walked.num_steps == 0:
         return 0
@@ -158,7 +159,7 @@ def _walk(engine: Engine, step: int, d: int, free_after: np.ndarray) -> _Walked:
                 continue
             steps = np.empty((end - j + 1, len(total)))
             steps[0], steps[1:] = total, charge
-            np.cumsum(steps, axis=0, out=steps)  # one addition a step, in order: the step loop's floats
+            _cumsum(steps, axis=0, out=steps)  # one addition a step, in order: the step loop's floats
             out[j:end] = steps[1:]
             total[:] = steps[-1]
         j = end
@@ -221,8 +222,8 @@ def _record(engine: Engine, step: int, d: int, run: np.ndarray, j_of: np.ndarray
     client_values = [blocks, running, running, np.zeros((d, nc)), walked.counters, walked.service]
     kinds = np.full(d * r, SCHED_DECODE, dtype=np.int8) if wasted is None else \
         np.where(wasted, SCHED_WASTED, SCHED_DECODE).astype(np.int8).reshape(-1)
-    engine.recorder.append_block(values, client_values, np.tile(run, d), np.ones(d * r, dtype=np.int64), kinds,
-                                 [r] * d)
+    rows = np.repeat(run[None, :], d, axis=0).ravel()  # the running list once a step (np.tile, minus its wrapper)
+    engine.recorder.append_block(values, client_values, rows, np.ones(d * r, dtype=np.int64), kinds, [r] * d)
     fresh = run[t.first_token_step[run] == NO_STEP]  # a prompt whose last token is computed in the first step
     t.first_token_step[fresh] = step
     t.num_computed_tokens[run] += d
