@@ -9,6 +9,7 @@ head-of-line blocker) get a black outline and a bold tick label or a note at the
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -17,8 +18,8 @@ import plotly.graph_objects as go
 from sim.request import NO_STEP, RequestStatus
 from sim.trace import Trace
 from ui import theme
-from ui.charts.layout import NO_FILL, fmt_num, style_figure, time_title
-from ui.charts.segments import life_spans, request_segments
+from ui.charts.layout import NO_FILL, fmt_num, styled_layout, time_title, trusted_figure
+from ui.charts.segments import STATES, life_spans, request_segments, segment_intervals
 from ui.theme import ChartStyle
 
 __all__ = ["gantt", "request_segments"]
@@ -28,6 +29,8 @@ ROW_PX, MIN_HEIGHT, MAX_HEIGHT = 34, 420, 800  # plot height grows with the rows
 LEGEND_PX = 190  # title and a legend that may wrap to several lines in a half-width column
 MIN_PLOT_PX = 500  # the narrowest plot area expected (a half-width column); notes must fit beside the bars
 RUNNING_STATES = ("prefill", "decode", "stalled")  # coloured by client when color_by="client"
+_STATE_LABELS = np.asarray([theme.STATE_LABELS[s] for s in STATES], dtype=object)  # [state code] str
+_RUNNING_CODES = [STATES.index(s) for s in RUNNING_STATES]
 _HOVER = ("<b>%{customdata[0]}</b> (client %{customdata[1]})<br>%{customdata[2]}: %{customdata[3]}<br>"
           "%{customdata[4]}<extra></extra>")
 
@@ -53,22 +56,21 @@ def gantt(
     pos[rows] = np.arange(len(rows))
     many = len(rows) > MAX_TICK_LABELS
     highlights = _highlights(highlight_ids)
-    seg = request_segments(trace) if segments is None else segments
-    seg = seg[pos[seg["row"].to_numpy()] >= 0]
-    info = _request_info(trace, rows)
-    fig = go.Figure()
-    for name, color, pattern, part in _bar_groups(seg, color_by, trace):
-        fig.add_trace(_bars(part, pos, info, x_unit, name, color, pattern, many_rows=many))
-    fig.add_traces(_event_markers(trace, pos, x_unit, style, many_rows=many))
+    seg = _shown_segments(trace, pos, segments)
+    requests = _request_hover(trace, rows)
+    # Traces and layout are plain dicts handed to plotly once (see trusted_figure): a page draws several of these
+    # charts on every rerun, and plotly validating and copying every value as it was set took most of the time.
+    data = [_bars(part, pos, requests, x_unit, name, color, pattern, many_rows=many)
+            for name, color, pattern, part in _bar_groups(seg, color_by, trace)]
+    data += _event_markers(trace, pos, x_unit, style, many_rows=many)
     shown = f" (first {len(rows)} of {trace.num_requests})" if len(rows) < trace.num_requests else ""
-    style_figure(fig, style, title=title + shown, x_title=x_title, y_title="requests (in arrival order)",
-                 height=_height(len(rows)))
-    fig.update_layout(barmode="overlay")  # a row's states must not be pushed side by side
-    _row_axis(fig, trace, rows, highlights)
-    _outline_highlights(fig, trace, pos, x_unit, highlights, style, many)
-    fig.update_xaxes(range=[0, _x_max(trace, x_unit)])
-    fig.update_yaxes(showgrid=False)
-    return fig
+    x_max = _x_max(trace, x_unit)
+    layout = styled_layout(style, title=title + shown, x_title=x_title, y_title="requests (in arrival order)",
+                           height=_height(len(rows)), xaxis={"range": [0, x_max]},
+                           yaxis=_row_axis(trace, rows, highlights),
+                           layout={"barmode": "overlay"})  # a row's states must not be pushed side by side
+    _outline_highlights(layout, trace, pos, x_unit, x_max, highlights, style, many)
+    return trusted_figure(data, layout)
 
 
 def arrival_order(trace: Trace) -> np.ndarray:
@@ -76,53 +78,80 @@ def arrival_order(trace: Trace) -> np.ndarray:
     return np.argsort(trace.requests["arrival_step"], kind="stable")
 
 
-def _bar_groups(seg: pd.DataFrame, color_by: str, trace: Trace):
+def _shown_segments(trace: Trace, pos: np.ndarray, segments: pd.DataFrame | None) -> dict[str, np.ndarray]:
+    """The segments of the requests shown, as named [segments] arrays: row, client (index into trace.client_ids),
+    state (index into STATES), start_step, end_step, start_ms, end_ms. Plain numpy: this runs on every rerun."""
+    if segments is None:
+        row, start, end, state = segment_intervals(trace)
+    else:
+        row, start, end = (segments[c].to_numpy() for c in ("row", "start_step", "end_step"))
+        state = pd.Index(STATES).get_indexer(segments["state"])
+    keep = pos[row] >= 0
+    row, start, end, state = row[keep], start[keep], end[keep], state[keep]
+    return {"row": row, "client": trace.requests["client"][row], "state": state, "start_step": start,
+            "end_step": end, "start_ms": trace.start_ms(start), "end_ms": trace.start_ms(end)}
+
+
+def _bar_groups(seg: dict[str, np.ndarray], color_by: str, trace: Trace):
     """(legend name, colour, pattern shape, segments) per bar trace, in legend order."""
-    states = seg["state"].to_numpy()
+    states = seg["state"]
     for state, color in theme.STATE_COLORS.items():
         if color_by == "client" and state in RUNNING_STATES:
             if state == RUNNING_STATES[0]:
-                yield from _client_groups(seg[np.isin(states, RUNNING_STATES)], trace)
+                yield from _client_groups(_take(seg, np.isin(states, _RUNNING_CODES)), trace)
             continue
-        part = seg[states == state]
-        if len(part):
+        part = _take(seg, states == STATES.index(state))
+        if len(part["row"]):
             yield theme.STATE_LABELS[state], color, theme.STATE_PATTERNS.get(state, ""), part
 
 
-def _client_groups(seg: pd.DataFrame, trace: Trace):
-    clients = seg["client"].to_numpy()
+def _client_groups(seg: dict[str, np.ndarray], trace: Trace):
     for c, client_id in enumerate(trace.client_ids):
-        part = seg[clients == client_id]
-        if len(part):
+        part = _take(seg, seg["client"] == c)
+        if len(part["row"]):
             yield f"client {client_id} (running)", theme.client_color(c), "", part
 
 
-def _bars(seg: pd.DataFrame, pos: np.ndarray, info: np.ndarray, x_unit: str, name: str, color: str,
-          pattern: str, *, many_rows: bool) -> go.Bar:
+def _take(seg: dict[str, np.ndarray], mask: np.ndarray) -> dict[str, np.ndarray]:
+    return {column: values[mask] for column, values in seg.items()}
+
+
+def _bars(seg: dict[str, np.ndarray], pos: np.ndarray, requests: np.ndarray, x_unit: str, name: str, color: str,
+          pattern: str, *, many_rows: bool) -> dict[str, Any]:
     """One legend entry of bars; with many rows they touch (no gap), so a thin row still shows its colour."""
     col = "step" if x_unit == "steps" else "ms"
-    start, end = seg[f"start_{col}"].to_numpy(), seg[f"end_{col}"].to_numpy()
-    rows = seg["row"].to_numpy()
-    return go.Bar(
-        orientation="h", y=pos[rows], x=end - start, base=start, width=1.0 if many_rows else 0.8, name=name,
-        marker={"color": color, "line": {"width": 0},
-                "pattern": {"shape": pattern, "fillmode": "overlay", "size": 7, "solidity": 0.35,
-                            "fgcolor": theme.LIGHT_GREY if color == theme.BLACK else theme.BLACK}},
-        customdata=_segment_hover(seg, info), hovertemplate=_HOVER,
-    )
+    start, end = seg[f"start_{col}"], seg[f"end_{col}"]
+    return {
+        "type": "bar", "orientation": "h", "y": pos[seg["row"]], "x": end - start,
+        "base": start.astype(object),  # as plotly's validation makes it: sent as a JSON list, not in binary
+        "width": 1.0 if many_rows else 0.8, "name": name,
+        "marker": {"color": color, "line": {"width": 0},
+                   "pattern": {"shape": pattern, "fillmode": "overlay", "size": 7, "solidity": 0.35,
+                               "fgcolor": theme.LIGHT_GREY if color == theme.BLACK else theme.BLACK}},
+        "customdata": _segment_hover(seg, requests), "hovertemplate": _HOVER,
+    }
 
 
-def _segment_hover(seg: pd.DataFrame, info: np.ndarray) -> np.ndarray:
-    """[segments, 5] str: id, client, state label, "steps a to b (n steps, x to y ms)", request summary."""
-    labels = seg["state"].map(theme.STATE_LABELS).to_numpy()
-    columns = (seg[c].to_numpy().tolist() for c in ("start_step", "end_step", "start_ms", "end_ms"))  # Python
-    spans = [  # scalars: formatting them is several times faster than formatting numpy ones
+def _segment_hover(seg: dict[str, np.ndarray], requests: np.ndarray) -> np.ndarray:
+    """[segments, 5] str: id, client, state label, "steps a to b (n steps, x to y ms)", request summary (the last
+    from ``requests``, _request_hover()'s)."""
+    columns = (seg[c].tolist() for c in ("start_step", "end_step", "start_ms", "end_ms"))  # Python scalars:
+    spans = [  # formatting them is several times faster than formatting numpy ones
         f"steps {a:,} to {b - 1:,} ({b - a:,} steps, {fmt_num(x, 1)} to {fmt_num(y, 1)} ms)"
         for a, b, x, y in zip(*columns, strict=True)
     ]
-    request_info = info[seg["row"].to_numpy()]
-    return np.column_stack([seg["request_id"].to_numpy(), seg["client"].to_numpy(), labels,
-                            np.asarray(spans, dtype=object), request_info])
+    who = requests[seg["row"]]
+    text = np.column_stack([who[:, :2], _STATE_LABELS[seg["state"]], np.asarray(spans, dtype=object), who[:, 2]])
+    # A string array, not object: plotly deep-copies customdata when it builds the figure and again in to_dict()
+    # (as Streamlit sends it), one Python object at a time for an object array. It still goes out as a JSON list.
+    return text.astype(np.dtypes.StringDType())
+
+
+def _request_hover(trace: Trace, rows: np.ndarray) -> np.ndarray:
+    """[requests, 3] str: id, client, summary (_request_info(), "" for a request not in ``rows``)."""
+    return np.column_stack([np.asarray(trace.request_ids, dtype=object),
+                            np.asarray(trace.client_ids, dtype=object)[trace.requests["client"]],
+                            _request_info(trace, rows)])
 
 
 def _request_info(trace: Trace, rows: np.ndarray) -> np.ndarray:
@@ -152,7 +181,7 @@ def _request_info(trace: Trace, rows: np.ndarray) -> np.ndarray:
 
 
 def _event_markers(trace: Trace, pos: np.ndarray, x_unit: str, style: ChartStyle, *,
-                   many_rows: bool) -> list[go.Scatter]:
+                   many_rows: bool) -> list[dict[str, Any]]:
     """Preemptions (a red triangle pointing down onto the row), rejections and aborts (a black cross); smaller
     when rows are thin, so hundreds of them do not merge into one black band."""
     size = style.marker_size if many_rows else style.marker_size + 4
@@ -175,13 +204,13 @@ def _event_markers(trace: Trace, pos: np.ndarray, x_unit: str, style: ChartStyle
         rows, steps = rows[keep], steps[keep]
         x = steps if x_unit == "steps" else trace.start_ms(steps)
         ids = np.asarray(trace.request_ids, dtype=object)[rows]
-        out.append(go.Scatter(
-            x=x, y=pos[rows] + dy, mode="markers", name=name, cliponaxis=False,
-            marker={"symbol": symbol, "color": color, "size": size,
-                    "line": {"color": theme.BLACK, "width": 1.5 if symbol != "x-thin" else 3}},
-            customdata=np.column_stack([ids, steps]),
-            hovertemplate=f"<b>%{{customdata[0]}}</b>: {name} at step %{{customdata[1]:,}}<extra></extra>",
-        ))
+        out.append({
+            "type": "scatter", "x": x, "y": pos[rows] + dy, "mode": "markers", "name": name, "cliponaxis": False,
+            "marker": {"symbol": symbol, "color": color, "size": size,
+                       "line": {"color": theme.BLACK, "width": 1.5 if symbol != "x-thin" else 3}},
+            "customdata": np.column_stack([ids, steps]),
+            "hovertemplate": f"<b>%{{customdata[0]}}</b>: {name} at step %{{customdata[1]:,}}<extra></extra>",
+        })
     return out
 
 
@@ -191,42 +220,47 @@ def _highlights(highlight_ids: Sequence[str] | Mapping[str, str]) -> dict[str, s
     return {rid: "" for rid in highlight_ids}
 
 
-def _row_axis(fig: go.Figure, trace: Trace, rows: np.ndarray, highlights: dict[str, str]) -> None:
+def _row_axis(trace: Trace, rows: np.ndarray, highlights: dict[str, str]) -> dict[str, Any]:
     """Reversed numeric y axis (first arrival at the top); request ids as tick labels when they fit."""
     n = len(rows)
-    axis = {"range": [n - 0.5, -0.5], "zeroline": False, "ticks": ""}
+    axis = {"range": [n - 0.5, -0.5], "zeroline": False, "ticks": "", "showgrid": False}
     if n <= MAX_TICK_LABELS:
         ids = [trace.request_ids[r] for r in rows]
         text = [f"<b>{rid}</b>" if rid in highlights else rid for rid in ids]
         axis.update(tickmode="array", tickvals=list(range(n)), ticktext=text)
     else:
         axis.update(showticklabels=False)
-    fig.update_yaxes(**axis)
+    return axis
 
 
-def _outline_highlights(fig: go.Figure, trace: Trace, pos: np.ndarray, x_unit: str, highlights: dict[str, str],
-                        style: ChartStyle, many_rows: bool) -> None:
-    """A black box around each highlighted request's whole life, and its note (or id, when ticks are hidden)
-    to the right of it; the right margin grows when a note would run off the figure."""
+def _outline_highlights(layout: dict[str, Any], trace: Trace, pos: np.ndarray, x_unit: str, x_max: float,
+                        highlights: dict[str, str], style: ChartStyle, many_rows: bool) -> None:
+    """Add to ``layout`` a black box around each highlighted request's whole life, and its note (or id, when ticks
+    are hidden) to the right of it; the right margin grows when a note would run off the figure."""
     index = {rid: i for i, rid in enumerate(trace.request_ids)}
     start, end = life_spans(trace)
-    x_max, margin = _x_max(trace, x_unit), fig.layout.margin.r
+    shapes, notes, margin = [], [], layout["margin"]["r"]
     for rid, note in highlights.items():
         row = index.get(rid)
         if row is None or pos[row] < 0:
             continue
-        x0, x1 = (start[row], end[row]) if x_unit == "steps" else trace.start_ms(np.array([start[row], end[row]]))
+        x0, x1 = (start[row], end[row]) if x_unit == "steps" else \
+            trace.start_ms(np.minimum([start[row], end[row]], trace.num_steps))  # a partial run's clock ends
         y = int(pos[row])
-        fig.add_shape(type="rect", x0=x0, x1=x1, y0=y - 0.5, y1=y + 0.5, layer="above",
-                      fillcolor=NO_FILL, opacity=1, line={"color": theme.BLACK, "width": 2.5})
+        shapes.append({"type": "rect", "x0": x0, "x1": x1, "y0": y - 0.5, "y1": y + 0.5, "layer": "above",
+                       "fillcolor": NO_FILL, "opacity": 1, "line": {"color": theme.BLACK, "width": 2.5}})
         text = note or (rid if many_rows else "")
         if text:
-            fig.add_annotation(x=x1, y=y, text=f"\u2190 {text}", showarrow=False, xanchor="left",
-                               font={"color": theme.BLACK})
+            notes.append({"x": x1, "y": y, "text": f"\u2190 {text}", "showarrow": False, "xanchor": "left",
+                          "font": {"color": theme.BLACK}})
             text_px = (len(text) + 3) * style.font_size * 0.6  # a rough width of sans-serif text
             room_px = (1 - float(x1) / x_max) * MIN_PLOT_PX
             margin = max(margin, int(text_px - room_px) + 12)
-    fig.update_layout(margin_r=margin)
+    layout["margin"]["r"] = margin
+    if shapes:
+        layout["shapes"] = shapes
+    if notes:
+        layout["annotations"] = notes
 
 
 def _x_max(trace: Trace, x_unit: str) -> float:

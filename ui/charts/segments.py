@@ -44,7 +44,10 @@ def scheduled_runs(trace: Trace) -> Intervals:
     steps, rows, _, kinds = trace.schedule_entries()
     if not len(steps):
         return _empty()
-    order = np.argsort(rows, kind="stable")  # entries are in step order, so each row's steps stay sorted
+    # Entries are in step order, so a stable sort keeps each row's steps sorted. Sorting 16-bit keys is a radix sort,
+    # about 3x faster than sorting the int64 rows (tens of thousands of entries on every page rerun).
+    keys = rows.astype(np.uint16) if trace.num_requests <= 1 << 16 else rows
+    order = np.argsort(keys, kind="stable")
     row, step, state = rows[order], steps[order], _KIND_TO_STATE[kinds[order]]
     new = np.ones(len(row), dtype=bool)
     new[1:] = (row[1:] != row[:-1]) | (step[1:] != step[:-1] + 1) | (state[1:] != state[:-1])
@@ -90,11 +93,7 @@ def stalled_holes(spans: Intervals, life_start: np.ndarray, life_end: np.ndarray
 
 def request_segments(trace: Trace) -> pd.DataFrame:
     """One row per contiguous segment: SEGMENT_COLUMNS, sorted by request row then start step."""
-    life_start, life_end = life_spans(trace)
-    runs = scheduled_runs(trace)
-    life_end = _extend_to_runs(life_end, runs)
-    spans = _sorted(_concat(runs, parked_intervals(trace, life_end)))
-    row, start, end, state = _merge_adjacent(_sorted(_concat(spans, stalled_holes(spans, life_start, life_end))))
+    row, start, end, state = segment_intervals(trace)
     clients = np.asarray(trace.client_ids, dtype=object)[trace.requests["client"][row]]
     return pd.DataFrame({
         "row": row,
@@ -106,6 +105,16 @@ def request_segments(trace: Trace) -> pd.DataFrame:
         "start_ms": trace.start_ms(start),
         "end_ms": trace.start_ms(end),  # the clock at the start of end_step = the end of the segment's last step
     })
+
+
+def segment_intervals(trace: Trace) -> Intervals:
+    """The segments of request_segments() as bare arrays (row, start_step, end_step, state code), in the same order:
+    for builders that only index them, a data frame is overhead."""
+    life_start, life_end = life_spans(trace)
+    runs = scheduled_runs(trace)
+    life_end = _extend_to_runs(life_end, runs)
+    spans = _sorted(_concat(runs, parked_intervals(trace, life_end)))
+    return _merge_adjacent(_sorted(_concat(spans, stalled_holes(spans, life_start, life_end))))
 
 
 def _extend_to_runs(life_end: np.ndarray, runs: Intervals) -> np.ndarray:
