@@ -56,7 +56,7 @@ with right:
 
 if "sigma_sweep" in preset.knobs and not lp.is_uploaded:
     st.subheader("Prediction error: from SJF toward FCFS")
-    sweep = lesson.sigma_sweep(scenario, preset.knobs["sigma_sweep"], runner.run)
+    sweep = lesson.sigma_sweep(scenario, preset.knobs["sigma_sweep"], runner.run, runner.prefetch)
     page.show_chart(charts.sweep_lines(
         sweep["sigma"], {"SJF on predicted lengths": sweep["predicted"]}, style,
         references={"SJF, true lengths": sweep["sjf"][0], "FCFS": sweep["fcfs"][0]},

@@ -48,11 +48,12 @@ for col, run in zip(st.columns(len(runs)), runs, strict=True):
 limits = weights = None
 if "limit_sweep" in preset.knobs and "limit" in own:
     limits = page.guarded(lambda: lesson.limit_sweep(
-        scenario, lesson.sweep_values(preset, "limit_sweep", own["limit"]), runner.measure))
+        scenario, lesson.sweep_values(preset, "limit_sweep", own["limit"]), runner.measure, runner.prefetch))
 vtc = next((r for r in runs if r.config.policy.value in ("vtc", "lcf")), None)
 if "output_weight_sweep" in preset.knobs and vtc is not None:
     weights = page.guarded(lambda: lesson.weight_sweep(
-        vtc.scenario, lesson.sweep_values(preset, "output_weight_sweep", vtc.config.output_weight), runner.measure))
+        vtc.scenario, lesson.sweep_values(preset, "output_weight_sweep", vtc.config.output_weight), runner.measure,
+        runner.prefetch))
 page.notice(lesson.notices(runs, limits, weights))
 
 if limits is not None:

@@ -69,6 +69,7 @@ def run_variants(variants: Sequence[tuple[str, Scenario]], make: Callable[..., A
                  what: str = "policy") -> list[Any]:
     """Run each ``(label, scenario)`` (cached) and wrap it with ``make(label, scenario, trace, summary)``; a bad
     setting or a run that cannot finish stops the page with a clear message; no variant at all asks for one."""
+    runner.prefetch([sc for _, sc in variants])
     runs = page.guarded(lambda: [make(label, sc, tr := runner.run(sc), runner.summary(sc, tr))
                                  for label, sc in variants])
     if not runs:

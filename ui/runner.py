@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import streamlit as st
@@ -19,15 +19,44 @@ from sim.engine import Engine, queues_after_step, simulate
 from sim.scenario import Scenario
 from sim.trace import Trace
 
+from . import background
+
 
 def scenario_key(scenario: Scenario) -> str:
     """What a run depends on: the config and the request list (not the workload spec: a lesson may edit or
-    reorder generated requests). Hashing 500 requests' repr takes about a millisecond."""
-    return hashlib.sha256(f"{scenario.config!r}|{scenario.requests!r}".encode()).hexdigest()
+    reorder generated requests)."""
+    return hashlib.sha256(f"{scenario.config!r}|{_requests_digest(scenario.requests)}".encode()).hexdigest()
+
+
+_REQUESTS_DIGESTS: dict[int, tuple[tuple, str]] = {}  # id(requests) -> (requests, digest)
+
+
+def _requests_digest(requests: tuple) -> str:
+    """The hash of a request tuple's repr (300 requests: ~2 ms), remembered for the tuple itself: a page's
+    variants share one, and a rerun asks for each run's key several times. The entry keeps the tuple alive, so
+    its id cannot be reused by another."""
+    hit = _REQUESTS_DIGESTS.get(id(requests))
+    if hit is not None and hit[0] is requests:
+        return hit[1]
+    digest = hashlib.sha256(repr(requests).encode()).hexdigest()
+    if not isinstance(requests, tuple):  # a list could change in place: never remembered
+        return digest
+    if len(_REQUESTS_DIGESTS) >= 64:
+        _REQUESTS_DIGESTS.clear()
+    _REQUESTS_DIGESTS[id(requests)] = (requests, digest)
+    return digest
+
+
+_PREFETCHER = background.Prefetcher()
+_PREFETCHER.warm_up()
 
 
 @st.cache_data(max_entries=256, show_spinner=False)
 def _run(key: str, _scenario: Scenario, snapshot_every_steps: int) -> Trace:
+    if not snapshot_every_steps:
+        trace = _PREFETCHER.take(key)  # a worker's run, if one started it
+        if trace is not None:
+            return trace
     return simulate(_scenario.config, _scenario.requests, name=_scenario.name,
                     snapshot_every_steps=snapshot_every_steps)
 
@@ -35,6 +64,12 @@ def _run(key: str, _scenario: Scenario, snapshot_every_steps: int) -> Trace:
 def run(scenario: Scenario, snapshot_every_steps: int = 0) -> Trace:
     """Simulate ``scenario`` (cached). Raises sim.SimulationError for a run that cannot finish."""
     return _run(scenario_key(scenario), scenario, snapshot_every_steps)
+
+
+def prefetch(scenarios: Sequence[Scenario]) -> None:
+    """About to ``run`` (or ``measure``) each of ``scenarios``, in this order: start the ones never run in this
+    process on the other cores (ui.background), so the page's own thread shares the work."""
+    _PREFETCHER.prefetch((scenario_key(sc), sc) for sc in scenarios)
 
 
 @st.cache_data(max_entries=256, show_spinner=False)

@@ -14,3 +14,12 @@ def test_edited_requests_of_a_generated_workload_get_their_own_key():
     assert scenario_key(reordered) != scenario_key(sc)
     assert scenario_key(dataclasses.replace(sc)) == scenario_key(sc)
     assert scenario_key(sc.with_config(max_num_seqs=3)) != scenario_key(sc)
+
+
+def test_the_key_follows_a_request_list_changed_in_place():
+    sc = presets.get("article_hol").scenario
+    requests = list(sc.requests)
+    as_list = dataclasses.replace(sc, requests=requests)
+    before = scenario_key(as_list)
+    requests.reverse()
+    assert scenario_key(as_list) != before

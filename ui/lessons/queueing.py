@@ -3,6 +3,7 @@ computed from the runs. No Streamlit calls here, so it is testable on its own.""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -159,11 +160,15 @@ def _priority_notice(runs: list[Run]) -> list[str]:
     return out
 
 
-def sigma_sweep(base: Scenario, sigmas: tuple[float, ...], run_fn: Any) -> dict[str, list[float]]:
-    """Mean finish time (steps) of predicted SJF at each prediction error, plus the SJF and FCFS references."""
-    sjf = run_fn(base.with_config(policy="sjf"))
-    fcfs = run_fn(base.with_config(policy="fcfs"))
-    predicted = [run_fn(base.with_config(policy="sjf_predicted", prediction_error_sigma=float(s))) for s in sigmas]
+def sigma_sweep(base: Scenario, sigmas: tuple[float, ...], run_fn: Any,
+                prefetch: Callable[[list[Scenario]], None] | None = None) -> dict[str, list[float]]:
+    """Mean finish time (steps) of predicted SJF at each prediction error, plus the SJF and FCFS references.
+    ``prefetch`` (the page's runner.prefetch) is told the runs first, so they can go in parallel."""
+    scenarios = [base.with_config(policy="sjf"), base.with_config(policy="fcfs"),
+                 *(base.with_config(policy="sjf_predicted", prediction_error_sigma=float(s)) for s in sigmas)]
+    if prefetch is not None:
+        prefetch(scenarios)
+    sjf, fcfs, *predicted = [run_fn(sc) for sc in scenarios]
     mean = lambda tr: metrics.summary(tr)["finish_steps"]["mean"]  # noqa: E731
     return {"sigma": list(sigmas), "predicted": [mean(t) for t in predicted], "sjf": [mean(sjf)] * len(sigmas),
             "fcfs": [mean(fcfs)] * len(sigmas)}

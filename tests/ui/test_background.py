@@ -1,0 +1,88 @@
+"""Runs prefetched in a worker process: the same traces as running them here, errors passed on, never a wait for
+work nobody started."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from sim import presets
+from sim.engine import SimulationError, simulate
+from ui import background
+
+
+def _scenario(sigma: float = 0.5):
+    return presets.get("predicted_lengths").scenario.with_config(policy="sjf_predicted",
+                                                                 prediction_error_sigma=sigma)
+
+
+def _wait_for(prefetcher: background.Prefetcher, key: str, timeout_s: float = 60.0) -> None:
+    end = time.monotonic() + timeout_s
+    while prefetcher.status(key) != "done":
+        assert time.monotonic() < end, f"the worker did not finish {key} in {timeout_s} s"
+        time.sleep(0.02)
+
+
+def _same(a, b) -> bool:
+    return (a.num_steps == b.num_steps and a.events == b.events
+            and all(np.array_equal(a.steps[k], b.steps[k]) for k in a.steps)
+            and all(np.array_equal(a.requests[k], b.requests[k]) for k in a.requests)
+            and np.array_equal(a.sched_rows, b.sched_rows) and np.array_equal(a.sched_kind, b.sched_kind))
+
+
+@pytest.fixture(scope="module")
+def prefetcher():
+    p = background.Prefetcher(workers=1)
+    p.warm_up()
+    return p
+
+
+def test_a_worker_run_is_the_trace_a_local_run_gives(prefetcher):
+    front, back = _scenario(0.25), _scenario(1.5)
+    prefetcher.prefetch([("front", front), ("back", back)])
+    _wait_for(prefetcher, "back")  # the worker starts from the back of the queue
+    trace = prefetcher.take("back")
+    assert trace is not None and _same(trace, simulate(back.config, back.requests, name=back.name))
+    local = prefetcher.take("front")  # queued, running or done: whichever, the caller gets the same trace
+    if local is None:
+        local = simulate(front.config, front.requests, name=front.name)
+    assert _same(local, simulate(front.config, front.requests))
+    assert prefetcher.status("front") is None and prefetcher.status("back") is None  # taken: nothing kept
+
+
+def test_work_no_worker_started_is_left_to_the_caller(prefetcher):
+    scenarios = [(f"q{i}", _scenario(0.1 * i)) for i in range(6)]
+    prefetcher.prefetch(scenarios)
+    # The worker takes one at a time from the back: the front waits in the queue, and take() returns at once.
+    assert prefetcher.status("q0") == "queued"
+    assert prefetcher.take("q0") is None
+    for key, _ in scenarios[1:]:
+        prefetcher.take(key)
+
+
+def test_a_key_is_prefetched_once(prefetcher):
+    sc = _scenario(0.75)
+    prefetcher.prefetch([("once", sc)])
+    _wait_for(prefetcher, "once")
+    assert prefetcher.take("once") is not None
+    prefetcher.prefetch([("once", sc)])  # the runner's cache has it now
+    assert prefetcher.status("once") is None
+
+
+def test_a_run_that_fails_in_the_worker_raises_the_same_error(prefetcher):
+    bad = _scenario().with_config(max_steps=10)
+    with pytest.raises(SimulationError) as local:
+        simulate(bad.config, bad.requests)
+    prefetcher.prefetch([("bad", bad)])
+    _wait_for(prefetcher, "bad")
+    with pytest.raises(SimulationError) as remote:
+        prefetcher.take("bad")
+    assert str(remote.value) == str(local.value)
+
+
+def test_without_workers_nothing_is_prefetched():
+    p = background.Prefetcher(workers=0)
+    p.prefetch([("k", _scenario())])
+    assert p.status("k") is None and p.take("k") is None
