@@ -34,6 +34,7 @@ class _Executed(NamedTuple):
     num_decode: int  # rows that decoded one token
     num_wasted: int  # tokens generated that nobody reads
     kv_tokens_scheduled: int  # KV tokens held by the scheduled rows after the step
+    client_output_tokens: np.ndarray | None  # [clients] tokens generated per client (None with one client)
 
 
 class SimulationError(RuntimeError):
@@ -130,6 +131,7 @@ class Engine:
         # One client and no shared blocks: per-client step values are plain scalars (held == used). Busy and
         # idle steps must record the same shapes, or the trace's per-client columns cannot be stacked.
         self._scalar_client_values = self.num_clients == 1 and not config.enable_prefix_caching
+        self._no_client_tokens = None if self.num_clients == 1 else np.zeros(self.num_clients, dtype=np.int64)
 
     # ---- the loop -------------------------------------------------------------------------------------------
     def run(self, until_step: int | None = None) -> Trace:
@@ -296,7 +298,7 @@ class Engine:
         """Advance every scheduled request; each that has computed all its tokens emits one new token."""
         t, rows, toks, after = self.table, out.rows, out.num_tokens, out.num_computed_after
         if not len(rows):
-            return _Executed(rows, rows, np.zeros(0, dtype=bool), _NO_KIND, 0, 0, 0)
+            return _Executed(rows, rows, np.zeros(0, dtype=bool), _NO_KIND, 0, 0, 0, self._no_client_tokens)
         t.num_computed_tokens[rows] = after
         if out.all_emit:  # the common step: no row-selection needed
             emitted, is_emitting = rows, None
@@ -325,10 +327,11 @@ class Engine:
             t.num_wasted_tokens[wasted] += 1
             num_wasted = len(wasted)
             kind[is_wasted if is_emitting is None else is_emitting.nonzero()[0][is_wasted]] = SCHED_WASTED
-        self.scheduler.charge_output(emitted)
+        client_output_tokens = self.scheduler.charge_output(emitted)
         self.scheduler.waiting.on_scheduled(rows)
         finished = emitted[num_output >= t.target_len[emitted]]
-        return _Executed(emitted, finished, decode, kind, num_decode, num_wasted, int(_sum(after)))
+        return _Executed(emitted, finished, decode, kind, num_decode, num_wasted, int(_sum(after)),
+                         client_output_tokens)
 
     def finish(self, step: int, finished: np.ndarray) -> None:
         if not len(finished):
@@ -374,7 +377,6 @@ class Engine:
                             float(s.service[0]))
         counters, service = s.counters.copy(), s.service.copy()
         nc, client_run = self.num_clients, t.client[run]
-        running = np.bincount(client_run, minlength=nc)
         if num_prefill:
             prefill = ~decode
             prefill_tokens = np.bincount(t.client[out.rows[prefill]], weights=out.num_tokens[prefill], minlength=nc)
@@ -382,8 +384,8 @@ class Engine:
             prefill_tokens = np.zeros(nc)
         return values, (
             np.bincount(client_run, weights=kv.num_blocks_held[run], minlength=nc),
-            running,
-            running if out.all_emit and num_scheduled == len(run) else np.bincount(t.client[emitted], minlength=nc),
+            np.bincount(client_run, minlength=nc),
+            np.array([len(emitted)]) if done.client_output_tokens is None else done.client_output_tokens,
             prefill_tokens,
             counters,
             service,

@@ -402,12 +402,17 @@ class Scheduler:
         per_client = np.bincount(self.table.client[rows], minlength=len(self.counters))
         return per_client * self._output_charge_per_token
 
-    def charge_output(self, rows: np.ndarray) -> None:
-        if len(self._client_weights) == 1:  # output_charge's float, without building an array
+    def charge_output(self, rows: np.ndarray) -> np.ndarray | None:
+        """Charge one generated token for each of ``rows`` (output_charge); returns the [clients] token counts
+        (None with one client, whose charge is a plain float)."""
+        if len(self._client_weights) == 1:
             charge = self._one_client_output_charge(len(rows))
             self.counters[0] += charge
             self.service[0] += charge
-        elif len(rows):
-            charge = self.output_charge(rows)
+            return None
+        per_client = np.bincount(self.table.client[rows], minlength=len(self.counters))
+        if len(rows):
+            charge = per_client * self._output_charge_per_token
             self.counters += charge
             self.service += charge
+        return per_client
