@@ -53,8 +53,8 @@ def stats(values: np.ndarray) -> dict[str, float]:
     v = v[np.isfinite(v)]
     if not len(v):
         return {"count": 0, "mean": float("nan"), "p50": float("nan"), "p99": float("nan"), "max": float("nan")}
-    return {"count": int(len(v)), "mean": float(v.mean()), "p50": float(np.percentile(v, 50)),
-            "p99": float(np.percentile(v, 99)), "max": float(v.max())}
+    p50, p99 = np.percentile(v, (50, 99)).tolist()  # one call: np.percentile costs ~50 us a call
+    return {"count": int(len(v)), "mean": float(v.mean()), "p50": p50, "p99": p99, "max": float(v.max())}
 
 
 def wasted_gpu_ms(trace: Trace) -> float:
