@@ -17,7 +17,9 @@ st.sidebar.caption(knobs.pool_caption(config))
 unit = own["unit"]
 
 scenario = page.guarded(lambda: knobs.scenario_with(base, config, workload))
-runs = run_variants(lesson.variants(preset, scenario, own["policies"]))
+sweeping = "sigma_sweep" in preset.knobs and not lp.is_uploaded
+sigma_sweep_runs = lesson.sigma_sweep_runs(scenario, preset.knobs["sigma_sweep"]) if sweeping else []
+runs = run_variants(lesson.variants(preset, scenario, own["policies"]), ahead=sigma_sweep_runs)
 
 # The numbers first: one column per policy.
 cols = st.columns(len(runs))
@@ -54,9 +56,9 @@ with right:
     page.show_chart(charts.queue_and_batch({run.label: run.trace for run in runs}, style, x_unit=unit),
                     "queue-and-batch", style)
 
-if "sigma_sweep" in preset.knobs and not lp.is_uploaded:
+if sweeping:
     st.subheader("Prediction error: from SJF toward FCFS")
-    sweep = lesson.sigma_sweep(scenario, preset.knobs["sigma_sweep"], runner.run, runner.prefetch)
+    sweep = lesson.sigma_sweep(scenario, preset.knobs["sigma_sweep"], runner.run)
     page.show_chart(charts.sweep_lines(
         sweep["sigma"], {"SJF on predicted lengths": sweep["predicted"]}, style,
         references={"SJF, true lengths": sweep["sjf"][0], "FCFS": sweep["fcfs"][0]},

@@ -35,8 +35,18 @@ st.sidebar.caption(knobs.pool_caption(config))
 unit = own["unit"]
 
 scenario = page.guarded(lambda: lesson.in_client_order(knobs.scenario_with(base, config, workload)))
-runs = run_variants(lesson.variants(preset, scenario, own["policies"], base.config, lift=own.get("lift", True)),
-                    make=lesson.run_maker(runner.measure))
+variants = lesson.variants(preset, scenario, own["policies"], base.config, lift=own.get("lift", True))
+# A preset with a sweep makes its point there: its runs start on the other cores with the policies'.
+limit_values = weight_values = None
+if "limit_sweep" in preset.knobs and "limit" in own:
+    limit_values = lesson.sweep_values(preset, "limit_sweep", own["limit"])
+vtc_scenario = next((sc for _, sc in variants if sc.config.policy.value in ("vtc", "lcf")), None)
+if "output_weight_sweep" in preset.knobs and vtc_scenario is not None:
+    weight_values = lesson.sweep_values(preset, "output_weight_sweep", vtc_scenario.config.output_weight)
+ahead = page.guarded(lambda: [
+    *(lesson.limit_sweep_runs(scenario, limit_values) if limit_values else []),
+    *(lesson.weight_sweep_runs(vtc_scenario, weight_values) if weight_values else [])])
+runs = run_variants(variants, make=lesson.run_maker(runner.measure), ahead=ahead)
 
 # The numbers first: one column per policy.
 for col, run in zip(st.columns(len(runs)), runs, strict=True):
@@ -44,16 +54,12 @@ for col, run in zip(st.columns(len(runs)), runs, strict=True):
                help="Output tokens generated over the whole run, per second of simulated GPU time.")
     col.caption(lesson.run_caption(run))
 
-# A preset with a sweep makes its point there: its curve comes first, and its sentences join the notice.
+# The sweep's curve comes first, and its sentences join the notice.
 limits = weights = None
-if "limit_sweep" in preset.knobs and "limit" in own:
-    limits = page.guarded(lambda: lesson.limit_sweep(
-        scenario, lesson.sweep_values(preset, "limit_sweep", own["limit"]), runner.measure, runner.prefetch))
-vtc = next((r for r in runs if r.config.policy.value in ("vtc", "lcf")), None)
-if "output_weight_sweep" in preset.knobs and vtc is not None:
-    weights = page.guarded(lambda: lesson.weight_sweep(
-        vtc.scenario, lesson.sweep_values(preset, "output_weight_sweep", vtc.config.output_weight), runner.measure,
-        runner.prefetch))
+if limit_values:
+    limits = page.guarded(lambda: lesson.limit_sweep(scenario, limit_values, runner.measure))
+if weight_values:
+    weights = page.guarded(lambda: lesson.weight_sweep(vtc_scenario, weight_values, runner.measure))
 page.notice(lesson.notices(runs, limits, weights))
 
 if limits is not None:
@@ -65,7 +71,7 @@ if weights is not None:
     st.subheader("Input and output weights: who counts as served")
     page.show_chart(fairness_charts.weight_sweep_chart(
         weights, lesson.sweep_references(runs, runner.measure, policies=("fcfs",)), style,
-        chosen=vtc.config.output_weight), "output-weight-sweep", style)
+        chosen=vtc_scenario.config.output_weight), "output-weight-sweep", style)
 
 traces = {run.label: run.trace for run in runs}
 st.subheader("Virtual token counters")

@@ -68,7 +68,12 @@ def _bare_main() -> Iterator[None]:
 
 
 def default_workers() -> int:
-    """One worker per CPU beyond the one the page's own thread uses."""
+    """One worker per CPU beyond the one the page's own thread uses, or SCHEDLAB_PREFETCH_WORKERS (0 = none)."""
+    setting = os.environ.get("SCHEDLAB_PREFETCH_WORKERS", "").strip()
+    if setting:
+        if not setting.isdigit():
+            raise ValueError(f"SCHEDLAB_PREFETCH_WORKERS: must be a whole number >= 0, got {setting!r}")
+        return int(setting)
     return max((os.cpu_count() or 1) - 1, 0)
 
 

@@ -66,10 +66,11 @@ def open_lesson(lesson: str, title: str, icon: str, question: str) -> LessonPage
 
 
 def run_variants(variants: Sequence[tuple[str, Scenario]], make: Callable[..., Any] = Run,
-                 what: str = "policy") -> list[Any]:
+                 what: str = "policy", ahead: Sequence[Scenario] = ()) -> list[Any]:
     """Run each ``(label, scenario)`` (cached) and wrap it with ``make(label, scenario, trace, summary)``; a bad
-    setting or a run that cannot finish stops the page with a clear message; no variant at all asks for one."""
-    runner.prefetch([sc for _, sc in variants])
+    setting or a run that cannot finish stops the page with a clear message; no variant at all asks for one.
+    ``ahead``: the runs the page makes next (a sweep), started on the other cores with these."""
+    runner.prefetch([*(sc for _, sc in variants), *ahead])
     runs = page.guarded(lambda: [make(label, sc, tr := runner.run(sc), runner.summary(sc, tr))
                                  for label, sc in variants])
     if not runs:

@@ -86,3 +86,13 @@ def test_without_workers_nothing_is_prefetched():
     p = background.Prefetcher(workers=0)
     p.prefetch([("k", _scenario())])
     assert p.status("k") is None and p.take("k") is None
+
+
+def test_the_worker_count_can_be_set(monkeypatch):
+    monkeypatch.setenv("SCHEDLAB_PREFETCH_WORKERS", "0")
+    assert background.default_workers() == 0
+    monkeypatch.setenv("SCHEDLAB_PREFETCH_WORKERS", "3")
+    assert background.default_workers() == 3
+    monkeypatch.setenv("SCHEDLAB_PREFETCH_WORKERS", "two")
+    with pytest.raises(ValueError, match="SCHEDLAB_PREFETCH_WORKERS"):
+        background.default_workers()

@@ -56,7 +56,6 @@ BOUND_CAPTION = (
 
 RunFn = Callable[[Scenario], Trace]
 MeasureFn = Callable[..., Any]  # (scenario, fn, *args) -> fn(trace of scenario, *args), cached
-PrefetchFn = Callable[[list[Scenario]], None]  # told the runs about to be measured (runner.prefetch)
 
 
 @dataclass
@@ -414,29 +413,28 @@ def sweep_point(trace: Trace) -> dict[str, Any]:
             "mean_batch": float(trace.steps["num_running"].mean()) if trace.num_steps else 0.0}
 
 
-def limit_sweep(base: Scenario, limits: Sequence[int], measure_fn: MeasureFn,
-                prefetch: PrefetchFn | None = None) -> dict[str, Any]:
-    """FCFS with a per-client rate limit of each of ``limits`` requests per window (the window from ``base``).
-    ``prefetch`` (the page's runner.prefetch) is told the runs first, so they can go in parallel."""
-    limits = sorted({int(v) for v in limits})
-    points = _measure_all([base.with_config(policy=Policy.FCFS, rate_limit_max_requests=v) for v in limits],
-                          measure_fn, prefetch)
-    return {"x": limits, "points": points, "window_steps": base.config.rate_limit_window_steps}
+def limit_sweep_runs(base: Scenario, limits: Sequence[int]) -> list[Scenario]:
+    """The runs limit_sweep makes: FCFS with each limit, smallest first."""
+    return [base.with_config(policy=Policy.FCFS, rate_limit_max_requests=v) for v in sorted({int(v) for v in limits})]
 
 
-def weight_sweep(vtc: Scenario, output_weights: Sequence[float], measure_fn: MeasureFn,
-                 prefetch: PrefetchFn | None = None) -> dict[str, Any]:
-    """The VTC run ``vtc`` again with each of ``output_weights`` (its input weight kept); ``prefetch`` as in
-    limit_sweep."""
-    weights = sorted({float(w) for w in output_weights})
-    points = _measure_all([vtc.with_config(output_weight=w) for w in weights], measure_fn, prefetch)
-    return {"x": weights, "points": points, "input_weight": vtc.config.input_weight}
+def limit_sweep(base: Scenario, limits: Sequence[int], measure_fn: MeasureFn) -> dict[str, Any]:
+    """FCFS with a per-client rate limit of each of ``limits`` requests per window (the window from ``base``)."""
+    runs = limit_sweep_runs(base, limits)
+    return {"x": [sc.config.rate_limit_max_requests for sc in runs],
+            "points": [measure_fn(sc, sweep_point) for sc in runs], "window_steps": base.config.rate_limit_window_steps}
 
 
-def _measure_all(scenarios: list[Scenario], measure_fn: MeasureFn, prefetch: PrefetchFn | None) -> list[Any]:
-    if prefetch is not None:
-        prefetch(scenarios)
-    return [measure_fn(sc, sweep_point) for sc in scenarios]
+def weight_sweep_runs(vtc: Scenario, output_weights: Sequence[float]) -> list[Scenario]:
+    """The runs weight_sweep makes: ``vtc`` with each output weight, smallest first."""
+    return [vtc.with_config(output_weight=w) for w in sorted({float(w) for w in output_weights})]
+
+
+def weight_sweep(vtc: Scenario, output_weights: Sequence[float], measure_fn: MeasureFn) -> dict[str, Any]:
+    """The VTC run ``vtc`` again with each of ``output_weights`` (its input weight kept)."""
+    runs = weight_sweep_runs(vtc, output_weights)
+    return {"x": [sc.config.output_weight for sc in runs], "points": [measure_fn(sc, sweep_point) for sc in runs],
+            "input_weight": vtc.config.input_weight}
 
 
 def sweep_values(preset: Preset, key: str, chosen: float) -> list[float]:

@@ -3,7 +3,6 @@ computed from the runs. No Streamlit calls here, so it is testable on its own.""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -160,15 +159,15 @@ def _priority_notice(runs: list[Run]) -> list[str]:
     return out
 
 
-def sigma_sweep(base: Scenario, sigmas: tuple[float, ...], run_fn: Any,
-                prefetch: Callable[[list[Scenario]], None] | None = None) -> dict[str, list[float]]:
-    """Mean finish time (steps) of predicted SJF at each prediction error, plus the SJF and FCFS references.
-    ``prefetch`` (the page's runner.prefetch) is told the runs first, so they can go in parallel."""
-    scenarios = [base.with_config(policy="sjf"), base.with_config(policy="fcfs"),
-                 *(base.with_config(policy="sjf_predicted", prediction_error_sigma=float(s)) for s in sigmas)]
-    if prefetch is not None:
-        prefetch(scenarios)
-    sjf, fcfs, *predicted = [run_fn(sc) for sc in scenarios]
+def sigma_sweep_runs(base: Scenario, sigmas: tuple[float, ...]) -> list[Scenario]:
+    """The runs sigma_sweep makes: SJF, FCFS, then predicted SJF at each of ``sigmas``."""
+    return [base.with_config(policy="sjf"), base.with_config(policy="fcfs"),
+            *(base.with_config(policy="sjf_predicted", prediction_error_sigma=float(s)) for s in sigmas)]
+
+
+def sigma_sweep(base: Scenario, sigmas: tuple[float, ...], run_fn: Any) -> dict[str, list[float]]:
+    """Mean finish time (steps) of predicted SJF at each prediction error, plus the SJF and FCFS references."""
+    sjf, fcfs, *predicted = [run_fn(sc) for sc in sigma_sweep_runs(base, sigmas)]
     mean = lambda tr: metrics.summary(tr)["finish_steps"]["mean"]  # noqa: E731
     return {"sigma": list(sigmas), "predicted": [mean(t) for t in predicted], "sjf": [mean(sjf)] * len(sigmas),
             "fcfs": [mean(fcfs)] * len(sigmas)}
