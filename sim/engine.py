@@ -344,7 +344,7 @@ class Engine:
             else:
                 status, reason = RequestStatus.FINISHED_LENGTH_CAPPED, "length"
             self._end(row, step, status, reason)
-            n = int(t.num_output_tokens[row])
+            n = t.num_output_tokens.item(row)
             self.recorder.events.append((step, "finish", row, f"finished ({reason}) after {n} tokens"))
         self.scheduler.remove_finished(finished)
 

@@ -70,7 +70,7 @@ class KVCacheManager:
     # ---- prefix cache -------------------------------------------------------------------------------------
     def block_hash(self, row: int, j: int) -> int:
         if self._prefix_group[row] >= 0 and (j + 1) * self.block_size <= self._prefix_len[row]:
-            return _group_block_hash(int(self._prefix_group[row]), j)
+            return _group_block_hash(self._prefix_group.item(row), j)
         return _request_block_hash(row, j)
 
     def find_cached_blocks(self, row: int, num_tokens: int) -> np.ndarray:
@@ -87,7 +87,7 @@ class KVCacheManager:
 
     def _hash_full_blocks(self, row: int, num_tokens_known: int) -> None:
         """Register blocks that the scheduled tokens fill (vLLM caches at allocation, capped at num_tokens)."""
-        start, end = int(self.num_hashed_blocks[row]), num_tokens_known // self.block_size
+        start, end = self.num_hashed_blocks.item(row), num_tokens_known // self.block_size
         if end <= start:
             return
         table = self.block_table[self.slot_of_row[row]]
@@ -116,7 +116,7 @@ class KVCacheManager:
 
     def grow(self, row: int, num_tokens_after: int, num_tokens_known: int) -> None:
         """Allocate the blocks one request needs to hold ``num_tokens_after`` computed tokens."""
-        held = int(self.num_blocks_held[row])
+        held = self.num_blocks_held.item(row)
         target = -(-num_tokens_after // self.block_size)
         if target > held:
             self.block_table[self.slot_of_row[row], held:target] = self.pool.allocate(target - held)
@@ -150,10 +150,10 @@ class KVCacheManager:
 
     def free(self, row: int) -> None:
         """Release a request's blocks, tail first (so its prefix stays cached longest), and its slot."""
-        slot = int(self.slot_of_row[row])
+        slot = self.slot_of_row.item(row)
         if slot < 0:
             return
-        held = int(self.num_blocks_held[row])
+        held = self.num_blocks_held.item(row)
         if held:
             self.pool.free(self.block_table[slot, held - 1 :: -1])  # tail first; the pool copies the ids
         self.block_table[slot, :held] = -1

@@ -110,7 +110,7 @@ class KeyedQueue(RequestQueue):
         heapq.heappush(self._heap, (*self._key(row), self._seq, row))
         self._size += 1
         if self.has_guard:
-            heapq.heappush(self._by_wait, (int(self._wait_start[row]), self._seq, row))
+            heapq.heappush(self._by_wait, (self._wait_start.item(row), self._seq, row))
 
     prepend = add  # a preempted request is re-inserted by its key, as in vLLM's priority queue
 
@@ -184,7 +184,7 @@ class VTCQueue(RequestQueue):
         return self._size
 
     def add(self, row: int) -> None:
-        c = int(self._client[row])
+        c = self._client.item(row)
         if self._lift and not self._queues[c]:
             others = [self._counters[o] for o, q in enumerate(self._queues) if q and o != c]
             if others:
@@ -194,7 +194,7 @@ class VTCQueue(RequestQueue):
 
     def prepend(self, row: int) -> None:
         # NOTE: a preempted request rejoins its client's queue without a lift: the client was not idle.
-        self._queues[int(self._client[row])].appendleft(row)
+        self._queues[self._client.item(row)].appendleft(row)
         self._size += 1
 
     def _next_client(self) -> int:
@@ -214,7 +214,7 @@ class VTCQueue(RequestQueue):
         return self._queues[self._next_client()].popleft()
 
     def remove(self, row: int) -> None:
-        self._queues[int(self._client[row])].remove(row)
+        self._queues[self._client.item(row)].remove(row)
         self._size -= 1
 
     def order(self) -> list[int]:
@@ -243,16 +243,16 @@ def make_queue(config: EngineConfig, table: RequestTable, counters: np.ndarray) 
     if config.policy is Policy.PRIORITY:
         # The row breaks ties in arrival order (file order within a step), as vLLM's arrival_time does: a preempted
         # request goes back ahead of a same-priority request that arrived after it, not behind it.
-        return KeyedQueue(lambda r: (int(t.priority[r]), int(t.arrival_step[r]), r), len(t))
+        return KeyedQueue(lambda r: (t.priority.item(r), t.arrival_step.item(r), r), len(t))
     if config.policy is Policy.SJF:
         return KeyedQueue(
-            lambda r: (int(t.target_len[r] - t.num_output_tokens[r]), int(t.arrival_step[r])), len(t), **guard
+            lambda r: (int(t.target_len[r] - t.num_output_tokens[r]), t.arrival_step.item(r)), len(t), **guard
         )
     if config.policy is Policy.SJF_PREDICTED:
         predicted = predicted_lengths(t, config.prediction_error_sigma, config.seed)
         t.predicted_len[:] = predicted
         return KeyedQueue(
-            lambda r: (max(int(predicted[r] - t.num_output_tokens[r]), 0), int(t.arrival_step[r])), len(t), **guard
+            lambda r: (max(int(predicted[r] - t.num_output_tokens[r]), 0), t.arrival_step.item(r)), len(t), **guard
         )
     if config.policy in (Policy.VTC, Policy.LCF):
         return VTCQueue(t, counters, lift=config.policy is Policy.VTC)

@@ -169,8 +169,8 @@ class Scheduler:
         i = 0
         while i < len(running) and budget > 0:
             row = running[i]
-            computed = int(t.num_computed_tokens[row])
-            num_new = min(int(t.num_tokens[row]) - computed, budget)
+            computed = t.num_computed_tokens.item(row)
+            num_new = min(t.num_tokens.item(row) - computed, budget)
             fits = True
             while -(-(computed + num_new) // kv.block_size) - kv.num_blocks_held[row] > kv.num_free_blocks:
                 victim = self._victim(running)
@@ -184,7 +184,7 @@ class Scheduler:
                     break
             if not fits:
                 break
-            kv.grow(row, computed + num_new, min(computed + num_new, int(t.num_tokens[row])))
+            kv.grow(row, computed + num_new, min(computed + num_new, t.num_tokens.item(row)))
             scheduled[row] = num_new
             budget -= num_new
             i += 1
@@ -204,7 +204,7 @@ class Scheduler:
     # ---- preemption -----------------------------------------------------------------------------------------
     def _preempt(self, row: int, out: SchedulerOutput, needed_by: int) -> None:
         t, cfg = self.table, self.config
-        held = int(self.kv.num_blocks_held[row])
+        held = self.kv.num_blocks_held.item(row)
         who = "itself" if needed_by == row else t.ids[needed_by]
         why = (
             f"KV pool full: {who} needed a new block and none was free; "
@@ -243,7 +243,7 @@ class Scheduler:
         all_emit = True
         while self.swapped and budget > 0:
             row = self.swapped[0]
-            computed, seq_len = int(t.num_computed_tokens[row]), int(t.num_tokens[row])
+            computed, seq_len = t.num_computed_tokens.item(row), t.num_tokens.item(row)
             num_new = min(seq_len - computed, budget)
             need = -(-(computed + num_new) // kv.block_size)
             why = self._no_slot() or self._no_room(need)
@@ -252,7 +252,7 @@ class Scheduler:
                 break
             self.swapped.popleft()
             kv.admit(row, _NO_BLOCKS, computed + num_new, min(computed + num_new, seq_len))
-            blocks = int(self.swapped_blocks[row])
+            blocks = self.swapped_blocks.item(row)
             self.swapped_blocks[row] = 0
             self.num_cpu_blocks_used -= blocks
             out.num_swap_blocks += blocks
@@ -299,7 +299,7 @@ class Scheduler:
         why = self.no_slot_or_budget(num_running, budget)
         if why:
             return why, _NO_BLOCKS, 0
-        num_tokens = int(t.num_tokens[row])
+        num_tokens = t.num_tokens.item(row)
         hits = kv.find_cached_blocks(row, num_tokens) if kv.enable_caching else _NO_BLOCKS
         num_new = num_tokens - len(hits) * kv.block_size
         # NOTE: without chunked prefill vLLM requires max_num_batched_tokens >= max_model_len; we only reject
@@ -327,7 +327,7 @@ class Scheduler:
                 out.events.append(("blocked", row, why))
                 break
             queue.pop()
-            num_tokens, num_hit_tokens = int(t.num_tokens[row]), len(hits) * kv.block_size
+            num_tokens, num_hit_tokens = t.num_tokens.item(row), len(hits) * kv.block_size
             computed = num_hit_tokens + chunk
             kv.admit(row, hits, computed, min(computed, num_tokens))
             self._start_running(row, num_hit_tokens, chunk, out)
@@ -353,15 +353,15 @@ class Scheduler:
         out.num_admitted += 1
         if t.first_scheduled_step[row] == NO_STEP:
             t.first_scheduled_step[row] = self._step
-            c = int(t.client[row])
-            charge = cfg.input_weight * int(t.prompt_len[row]) / self._client_weights[c]
+            c = t.client.item(row)
+            charge = cfg.input_weight * t.prompt_len.item(row) / self._client_weights[c]
             self.counters[c] += charge
             self.service[c] += charge
         hit = f", {num_hit_tokens} tokens from the prefix cache" if num_hit_tokens else ""
         if is_resume:
             t.resumed_at_steps[row].append(self._step)
-            t.num_recomputed_tokens[row] += max(int(t.computed_at_preemption[row]) - num_hit_tokens, 0)
-            total = int(t.num_tokens[row])
+            t.num_recomputed_tokens[row] += max(t.computed_at_preemption.item(row) - num_hit_tokens, 0)
+            total = t.num_tokens.item(row)
             out.events.append(("resume", row, f"re-prefill of {total} tokens{hit}; first chunk {chunk}"))
         else:
             out.events.append(("admit", row, f"admitted with a {chunk}-token first chunk{hit}"))
@@ -369,7 +369,7 @@ class Scheduler:
     # ---- removal (finish, abort) ----------------------------------------------------------------------------
     def remove(self, row: int) -> None:
         """Take a request out of whichever queue holds it and free its blocks (finish or abort)."""
-        status = int(self.table.status[row])  # a Python int: numpy scalars compare slowly with an IntEnum
+        status = self.table.status.item(row)  # a Python int: numpy scalars compare slowly with an IntEnum
         if status == RequestStatus.RUNNING:
             self.kv.free(row)
             self.running = self.running[self.running != row]
@@ -377,7 +377,7 @@ class Scheduler:
             self.waiting.remove(row)
         elif status == RequestStatus.SWAPPED:
             self.swapped.remove(row)
-            self.num_cpu_blocks_used -= int(self.swapped_blocks[row])
+            self.num_cpu_blocks_used -= self.swapped_blocks.item(row)
             self.swapped_blocks[row] = 0
 
     def remove_finished(self, rows: np.ndarray) -> None:
