@@ -8,6 +8,7 @@ import copy
 import json
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -16,12 +17,14 @@ import pytest
 
 from sim import metrics, presets
 from sim.config import EngineConfig
-from sim.engine import Engine, simulate
+from sim.engine import Engine, queues_after_step, simulate
 from sim.request import RequestStatus
 from sim.scenario import load
 from sim.trace import SCHED_DECODE, SCHED_PREFILL_DONE, Trace
 from tests.conftest import SHARED_DIR
 from ui import charts, theme
+from ui.charts import cancellation, preemption
+from ui.charts import fairness as fc
 from ui.charts.gantt import MAX_HEIGHT
 from ui.charts.layout import NO_FILL, downsample, label_colors, style_figure
 from ui.charts.segments import SEGMENT_COLUMNS, life_spans, request_segments
@@ -337,6 +340,56 @@ def test_gantt_sends_what_a_validated_figure_would(toy, fairness):
                 charts.gantt(fairness["Rate limit"], STYLE, color_by="client", x_unit="ms")):
         validated = go.Figure([t.to_plotly_json() for t in fig.data], fig.layout.to_plotly_json())
         assert json.loads(validated.to_json()) == json.loads(fig.to_json())
+
+
+def lesson_figures(toy, toy_swap, abandoned, fairness) -> dict[str, go.Figure]:
+    """One figure from each builder not in all_figures: the lessons' own charts, the home page's engine step and
+    the sweep lines, on small inputs (sweep points and costs written out by hand)."""
+    point = {"throughput": 900.0, "num_rejected": 3, "client_ids": ["A", "B"], "rejected": [2, 1],
+             "mean_finish_ms": [50.0, 70.0], "mean_batch": 1.5}
+    limits = {"x": [2, 10], "points": [point, point], "window_steps": 200}
+    weights = {"x": [0.5, 2.0], "points": [point, point], "input_weight": 1.0}
+    aborting = run("article_abandon")
+    servers = {"abort": aborting, "no abort": abandoned}
+    summaries = {label: metrics.summary(t) for label, t in servers.items()}
+    styles = cancellation.server_styles({label: t.config for label, t in servers.items()})
+    toy_p = presets.get("toy_pool").scenario
+    snapped = Engine(toy_p.config, toy_p.requests, snapshot_every_steps=1).run(until_step=113)
+    cost = SimpleNamespace(tokens=2000, blocks=125, kv_bytes=262_144_000, recompute_ms=40.0, swap_peak_ms=10.0,
+                           swap_overhead_ms=1.0, swap_ms=11.0)
+    return {
+        "counters_by_policy": fc.counters_by_policy(fairness, STYLE),
+        "client_rates_by_policy": fc.client_rates_by_policy(fairness, STYLE, x_unit="ms"),
+        "total_throughput": fc.total_throughput(fairness, STYLE),
+        "service_gap": fc.service_gap_chart(fairness, STYLE),
+        "limit_sweep": fc.limit_sweep_chart(limits, {"FCFS": point}, STYLE, light_client=1, chosen=10),
+        "weight_sweep": fc.weight_sweep_chart(weights, {"FCFS": point}, STYLE, chosen=2.0),
+        "kv_for_nobody": cancellation.kv_for_nobody(servers, STYLE),
+        "waste_bars": cancellation.waste_bars(summaries, STYLE, styles=styles),
+        "waiting_others_lose": cancellation.waiting_others_lose(summaries, STYLE, styles=styles),
+        "kv_by_request": preemption.kv_over_time(toy_swap, STYLE, parts=[("A", 0, toy_swap.steps["used_blocks"])]),
+        "kv_by_state": preemption.kv_over_time(toy, STYLE, by="state", unit="%"),
+        "block_map": preemption.block_map(snapped, 113, STYLE),
+        "gantt_with_resumes": preemption.gantt_with_resumes(toy_swap, STYLE),
+        "cost_bars": preemption.cost_bars(cost, STYLE, bandwidth_gb_s=25),
+        "reprefill_hits": preemption.reprefill_hits([("C @ 200", 64, 97)], STYLE),
+        "sweep_heatmap": preemption.sweep_heatmap((1.0, 2.0), (512, 1024), (8, 16), np.array([[3.0, 0.0],
+                                                                                              [np.nan, 1.0]]),
+                                                  STYLE, title="t", colorbar_title="c", color=theme.BLUE,
+                                                  current=(0, 1)),
+        "engine_step": charts.engine_step(snapped, 113, queues_after_step(toy_p.config, toy_p.requests, 113), STYLE),
+        "sweep_lines": charts.sweep_lines([0.0, 1.0], {"s": [1.0, 2.0]}, STYLE, references={"r": 1.5}, title="t",
+                                          x_title="x", y_title="y (steps)"),
+    }
+
+
+def test_every_builder_sends_what_a_validated_figure_would(figures, toy, toy_swap, abandoned, fairness):
+    # The builders skip plotly's validation of their own trace and layout dicts (trusted_figure): plotly must
+    # accept every value (a misspelt property or a bad value raises here), and rebuilding the figure with
+    # validation must not change what the browser receives.
+    for name, fig in {**figures, **lesson_figures(toy, toy_swap, abandoned, fairness)}.items():
+        validated = go.Figure([t.to_plotly_json() for t in fig.data], fig.layout.to_plotly_json())
+        assert json.loads(validated.to_json()) == json.loads(fig.to_json()), name
 
 
 def test_gantt_figure_validates_later_edits(toy):

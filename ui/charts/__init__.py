@@ -1,5 +1,5 @@
 """Pure plotly figure builders shared by every page: each takes traces or frames plus a ``ChartStyle`` and returns a
-``go.Figure`` (or a frame, for tables); none calls Streamlit or mutates its inputs. ``layout.style_figure`` is the
+``go.Figure`` (or a frame, for tables); none calls Streamlit or mutates its inputs. ``layout.styled_layout`` is the
 one place fonts, margins, legend and template are set.
 """
 

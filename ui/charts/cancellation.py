@@ -13,14 +13,22 @@ from typing import Any
 
 import numpy as np
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from sim import metrics
 from sim.config import EngineConfig, StopCheck
 from sim.request import RequestStatus
 from sim.trace import Trace
 from ui import theme
-from ui.charts.layout import downsample, fmt_num, step_axis, style_figure, time_title
+from ui.charts.layout import (
+    downsample,
+    fmt_num,
+    layout_key,
+    step_axis,
+    styled_layout,
+    subplot_grid,
+    time_title,
+    trusted_figure,
+)
 from ui.theme import ChartStyle
 
 MB = 1e6
@@ -78,59 +86,66 @@ def kv_for_nobody(
     panels = [_kv_panel(trace, x_unit, pool_mb) for trace in traces.values()]
     titles = [f"<b>{label}</b>" + (f": {panel['note']}" if panel["note"] else "")
               for label, panel in zip(labels, panels, strict=True)]
-    fig = make_subplots(rows=len(labels), cols=1, shared_xaxes=True, vertical_spacing=0.12 / len(labels) + 0.04,
-                        subplot_titles=titles, specs=[[{"secondary_y": True}]] * len(labels))
-    for annotation in fig.layout.annotations:  # subplot titles: left-aligned, like the figure title
-        annotation.update(x=0, xanchor="left", font={"size": style.font_size})
+    grid, axes = subplot_grid(len(labels), secondary_y=True, shared_xaxes=True,
+                              vertical_spacing=0.12 / len(labels) + 0.04)
+    data: list[dict[str, Any]] = []
     shown: set[str] = set()
     for row, (label, panel) in enumerate(zip(labels, panels, strict=True), start=1):
         x = panel["x"]
+        left = axes[row, 1, False]
         for name, y_mb in panel["series"].items():
             color, pattern = KV_PARTS[name]
-            fig.add_trace(go.Scatter(
-                x=x, y=y_mb, name=name, legendgroup=name, showlegend=name not in shown, mode="lines",
-                stackgroup=f"kv{row}", line={"color": color, "width": 0.5, "shape": "hv"}, fillcolor=color,
-                fillpattern={"shape": pattern, "fillmode": "overlay", "fgcolor": theme.LIGHT_GREY,
-                             "solidity": 0.3},
-                customdata=y_mb / pool_mb * 100,
-                hovertemplate=f"{label}, {name}: %{{y:,.1f}} MB (%{{customdata:.1f}}% of the pool)<extra></extra>",
-            ), row=row, col=1, secondary_y=False)
+            data.append({
+                "type": "scatter", "x": x, "y": y_mb, "name": name, "legendgroup": name,
+                "showlegend": name not in shown, "mode": "lines", "stackgroup": f"kv{row}",
+                "line": {"color": color, "width": 0.5, "shape": "hv"}, "fillcolor": color,
+                "fillpattern": {"shape": pattern, "fillmode": "overlay", "fgcolor": theme.LIGHT_GREY, "solidity": 0.3},
+                "customdata": y_mb / pool_mb * 100,
+                "hovertemplate": f"{label}, {name}: %{{y:,.1f}} MB (%{{customdata:.1f}}% of the pool)<extra></extra>",
+                **left,
+            })
             shown.add(name)
         # The right axis (% of the pool) is drawn only for an axis with data: an invisible trace of the total.
-        fig.add_trace(go.Scatter(x=x, y=panel["total"] / pool_mb * 100, mode="lines", showlegend=False,
-                                 line={"width": 0, "color": theme.BLACK}, hoverinfo="skip"),
-                      row=row, col=1, secondary_y=True)
+        data.append({"type": "scatter", "x": x, "y": panel["total"] / pool_mb * 100, "mode": "lines",
+                     "showlegend": False, "line": {"width": 0, "color": theme.BLACK}, "hoverinfo": "skip",
+                     **axes[row, 1, True]})
         if panel["mark"] is not None:
             mark_x, mark_y = panel["mark"]
-            fig.add_trace(go.Scatter(x=[mark_x], y=[mark_y], mode="markers", showlegend=False, cliponaxis=False,
-                                     marker={"symbol": "triangle-down", "size": style.marker_size + 4,
-                                             "color": theme.BLACK},
-                                     hovertemplate=f"{label}: {panel['note']}<extra></extra>"),
-                          row=row, col=1, secondary_y=False)
+            data.append({"type": "scatter", "x": [mark_x], "y": [mark_y], "mode": "markers", "showlegend": False,
+                         "cliponaxis": False,
+                         "marker": {"symbol": "triangle-down", "size": style.marker_size + 4, "color": theme.BLACK},
+                         "hovertemplate": f"{label}: {panel['note']}<extra></extra>", **left})
     peak_mb = max(float(panel["total"].max(initial=0.0)) for panel in panels)
     top_mb = max(peak_mb, 1e-9) * 1.15
     if peak_mb > 0.6 * pool_mb:  # the pool line only where it is near the data; else it squashes the stack
         top_mb = pool_mb * 1.08
         x_end = max(float(panel["x"][-1]) for panel in panels)
-        for row in range(1, len(labels) + 1):  # a trace, not add_hline: a third of the cost, and a legend entry
-            fig.add_trace(go.Scatter(x=[0, x_end], y=[pool_mb, pool_mb], mode="lines", name="KV pool",
-                                     legendgroup="pool", showlegend=row == 1, hoverinfo="skip",
-                                     line={"color": theme.BLACK, "dash": "dash", "width": style.line_width * 0.6}),
-                          row=row, col=1, secondary_y=False)
-    y_titles = ["KV (MB)", "KV (% of pool)"] * len(labels)
+        data += [{  # a trace, not a shape: a legend entry
+            "type": "scatter", "x": [0, x_end], "y": [pool_mb, pool_mb], "mode": "lines", "name": "KV pool",
+            "legendgroup": "pool", "showlegend": row == 1, "hoverinfo": "skip",
+            "line": {"color": theme.BLACK, "dash": "dash", "width": style.line_width * 0.6},
+            **axes[row, 1, False],
+        } for row in range(1, len(labels) + 1)]
+    # Subplot titles where make_subplots puts them (on top of each panel), but left-aligned like the figure title.
+    grid["annotations"] = [{"font": {"size": style.font_size}, "showarrow": False, "text": text, "x": 0,
+                            "xanchor": "left", "xref": "paper", "yanchor": "bottom", "yref": "paper",
+                            "y": grid[layout_key(axes[row, 1, False]["yaxis"])]["domain"][1]}
+                           for row, text in enumerate(titles, start=1)]
     pool_text = f"pool {fmt_num(pool_mb, 0)} MB = {first.config.num_blocks:,} blocks"
     height = 110 + 190 * len(labels)
-    style_figure(fig, style, title=f"{title} ({pool_text})", x_title=time_title(x_unit), y_title=y_titles,
-                 height=height, hovermode="x unified")
     # The legend gets its own line above the first panel's title: lift it by about one line of text (the plot
     # area is the figure less roughly 140 px of title, legend and x axis).
     lift = 1.9 * style.font_size / max(style.height(height) - 140, 100)
-    fig.update_layout(legend={"y": 1 + lift})
-    fig.update_yaxes(range=[0, top_mb], secondary_y=False)
-    fig.update_yaxes(range=[0, top_mb / pool_mb * 100], secondary_y=True, showgrid=False, ticksuffix="%",
-                     tickmode="auto", nticks=5)
-    fig.update_xaxes(rangemode="tozero")
-    return fig
+    layout = styled_layout(style, title=f"{title} ({pool_text})", x_title=time_title(x_unit),
+                           y_title=["KV (MB)", "KV (% of pool)"] * len(labels), height=height,
+                           hovermode="x unified", base=grid, xaxis={"rangemode": "tozero"},
+                           layout={"legend": {"y": 1 + lift}})
+    percent = {"range": [0, top_mb / pool_mb * 100], "showgrid": False, "ticksuffix": "%", "tickmode": "auto",
+               "nticks": 5}
+    for row in range(1, len(labels) + 1):
+        layout[layout_key(axes[row, 1, False]["yaxis"])]["range"] = [0, top_mb]
+        layout[layout_key(axes[row, 1, True]["yaxis"])].update(percent)
+    return trusted_figure(data, layout)
 
 
 def _kv_panel(trace: Trace, x_unit: str, pool_mb: float) -> dict[str, Any]:
@@ -190,25 +205,28 @@ def waste_bars(
 ) -> go.Figure:
     """Three panels of horizontal bars, one bar per server: wasted tokens, wasted GPU ms, goodput."""
     labels = list(summaries)
-    fig = make_subplots(rows=1, cols=len(WASTE_PANELS), shared_yaxes=True, horizontal_spacing=0.06)
+    grid, axes = subplot_grid(1, len(WASTE_PANELS), shared_yaxes=True, horizontal_spacing=0.06)
+    data = []
     for col, (key, axis_title) in enumerate(WASTE_PANELS, start=1):
         values = np.array([float(summaries[label][key]) for label in labels])
-        fig.add_trace(go.Bar(
-            orientation="h", y=labels, x=values, name=axis_title, showlegend=False, cliponaxis=False,
-            marker={"color": [styles[label][0] for label in labels], "line": {"color": theme.BLACK, "width": 1},
-                    "pattern": {"shape": [styles[label][1] for label in labels], "fillmode": "overlay",
-                                "fgcolor": theme.BLACK,
-                                "solidity": 0.25}},
-            text=[fmt_num(v, 0) for v in values], textposition="outside", constraintext="none",
-            textfont={"size": style.font_size},
-            hovertemplate=f"%{{y}}: %{{x:,.0f}} {axis_title.replace('<br>', ' ')}<extra></extra>",
-        ), row=1, col=col)
+        cell = axes[1, col, False]
+        data.append({
+            "type": "bar", "orientation": "h", "y": labels, "x": values, "name": axis_title, "showlegend": False,
+            "cliponaxis": False,
+            "marker": {"color": [styles[label][0] for label in labels], "line": {"color": theme.BLACK, "width": 1},
+                       "pattern": {"shape": [styles[label][1] for label in labels], "fillmode": "overlay",
+                                   "fgcolor": theme.BLACK, "solidity": 0.25}},
+            "text": [fmt_num(v, 0) for v in values], "textposition": "outside", "constraintext": "none",
+            "textfont": {"size": style.font_size},
+            "hovertemplate": f"%{{y}}: %{{x:,.0f}} {axis_title.replace('<br>', ' ')}<extra></extra>",
+            **cell,
+        })
         top = float(np.nanmax(values)) if np.isfinite(values).any() else 0.0
-        fig.update_xaxes(title_text=axis_title, range=[0, max(top, 1.0) * 1.35], row=1, col=col)
-    style_figure(fig, style, title=title, x_title=None, y_title=None, height=130 + 55 * len(labels), legend=False)
-    fig.update_xaxes(nticks=3)  # three narrow panels: few ticks, so big numbers never collide
-    fig.update_yaxes(autorange="reversed", showgrid=False)
-    return fig
+        grid[layout_key(cell["xaxis"])].update(title={"text": axis_title}, range=[0, max(top, 1.0) * 1.35])
+    layout = styled_layout(style, title=title, x_title=None, y_title=None, height=130 + 55 * len(labels), legend=False,
+                           base=grid, xaxis={"nticks": 3},  # three narrow panels: few ticks, big numbers never collide
+                           yaxis={"autorange": "reversed", "showgrid": False})
+    return trusted_figure(data, layout)
 
 
 def waiting_others_lose(
@@ -226,7 +244,7 @@ def waiting_others_lose(
     labels = list(summaries)
     ref = summaries[labels[0]][f"queue_{unit}"]
     stats = (("average", "mean"), ("p99", "p99"))
-    fig = go.Figure()
+    data = []
     top = 0.0
     for i, label in enumerate(labels):
         q = summaries[label][f"queue_{unit}"]
@@ -235,23 +253,24 @@ def waiting_others_lose(
                 for v, (_, key) in zip(values, stats, strict=True)]
         top = max([top, *[v for v in values if np.isfinite(v)]])
         color, pattern = styles[label]
-        fig.add_trace(go.Bar(
-            orientation="h", y=[name for name, _ in stats], x=values, name=label, text=text,
-            textposition="outside", cliponaxis=False, constraintext="none", textfont={"size": style.font_size},
-            marker={"color": color, "line": {"color": theme.BLACK, "width": 1},
-                    "pattern": {"shape": pattern, "fillmode": "overlay", "fgcolor": theme.BLACK,
-                                "solidity": 0.25}},
-            customdata=[summaries[label]["num_served"]] * len(stats),
-            hovertemplate=f"{label}: %{{y}} %{{x:,.0f}} {unit} (%{{customdata:,}} users stayed)<extra></extra>",
-        ))
-    style_figure(fig, style, title=title, x_title=x_title, y_title=None, height=200 + 60 * len(labels))
+        data.append({
+            "type": "bar", "orientation": "h", "y": [name for name, _ in stats], "x": values, "name": label,
+            "text": text, "textposition": "outside", "cliponaxis": False, "constraintext": "none",
+            "textfont": {"size": style.font_size},
+            "marker": {"color": color, "line": {"color": theme.BLACK, "width": 1},
+                       "pattern": {"shape": pattern, "fillmode": "overlay", "fgcolor": theme.BLACK, "solidity": 0.25}},
+            "customdata": [summaries[label]["num_served"]] * len(stats),
+            "hovertemplate": f"{label}: %{{y}} %{{x:,.0f}} {unit} (%{{customdata:,}} users stayed)<extra></extra>",
+        })
+    extra: dict[str, Any] = {"barmode": "group", "bargap": 0.25, "bargroupgap": 0.05,
+                             "title": {"subtitle": {"text": "users who stayed; arrival to first step run",
+                                                    "font": {"size": style.font_size}}}}
     if top == 0.0 and not any(np.isfinite(float(summaries[label][f"queue_{unit}"]["mean"])) for label in labels):
-        fig.add_annotation(x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False,
-                           text="No user stayed to the end under any server:<br>nobody is left to wait.",
-                           font={"size": style.font_size})
-    fig.update_layout(barmode="group", bargap=0.25, bargroupgap=0.05,
-                      title_subtitle={"text": "users who stayed; arrival to first step run",
-                                      "font": {"size": style.font_size}})
-    fig.update_yaxes(autorange="reversed", showgrid=False)  # average on top, servers in legend order
-    fig.update_xaxes(range=[0, max(top, 1.0) * 1.5])  # room for "2,400 (+1,677)" beside the longest bar
-    return fig
+        extra["annotations"] = [{"x": 0.5, "y": 0.5, "xref": "paper", "yref": "paper", "showarrow": False,
+                                 "text": "No user stayed to the end under any server:<br>nobody is left to wait.",
+                                 "font": {"size": style.font_size}}]
+    layout = styled_layout(style, title=title, x_title=x_title, y_title=None, height=200 + 60 * len(labels),
+                           yaxis={"autorange": "reversed", "showgrid": False},  # average on top, servers in order
+                           xaxis={"range": [0, max(top, 1.0) * 1.5]},  # room for "2,400 (+1,677)" beside a bar
+                           layout=extra)
+    return trusted_figure(data, layout)

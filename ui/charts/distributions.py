@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 from sim.metrics import request_latencies, served_mask
 from sim.trace import Trace
 from ui import theme
-from ui.charts.layout import fmt_num, label_colors, label_dash, style_figure
+from ui.charts.layout import fmt_num, label_colors, label_dash, styled_layout, trusted_figure
 from ui.theme import ChartStyle
 
 UNITS = {"steps": ("steps", 0), "ms": ("ms", 1)}  # unit -> (label, decimals shown)
@@ -33,7 +33,7 @@ def finish_time_ecdf(
     by policy like every other comparison chart) or an array of finish times in ``unit``."""
     name, decimals = _unit(unit)
     colors = dict(colors) if colors else _default_colors(values_by_label)
-    fig = go.Figure()
+    data = []
     x_max = 0.0
     for i, (label, values) in enumerate(values_by_label.items()):
         v = _finish_values(values, unit)
@@ -42,23 +42,22 @@ def finish_time_ecdf(
         mean, x_max = float(v.mean()), max(x_max, float(v[-1]))
         share = np.arange(1, len(v) + 1) / len(v) * 100.0
         line = {"color": colors[label], "width": style.line_width}
-        fig.add_trace(go.Scatter(
-            x=np.concatenate([[0.0], v]), y=np.concatenate([[0.0], share]), mode="lines",
-            line={**line, "shape": "hv", "dash": label_dash(i)}, name=f"{label} (mean {fmt_num(mean)} {name})",
-            legendgroup=label,
-            hovertemplate=f"{label}: %{{y:.1f}}% of requests finished within %{{x:,.{decimals}f}} {name}"
-                          "<extra></extra>",
-        ))
-        fig.add_trace(go.Scatter(
-            x=[mean, mean], y=[0, 100], mode="lines", legendgroup=label,
-            line={**line, "dash": "dot", "width": style.line_width * 0.7},
-            showlegend=False, hovertemplate=f"{label}: mean {fmt_num(mean)} {name}<extra></extra>",
-        ))
-    style_figure(fig, style, title=title, x_title=f"finish time ({name})", y_title="requests finished (%)",
-                 height=400)
-    fig.update_yaxes(range=[0, 102])
-    fig.update_xaxes(range=[0, (x_max or 1.0) * 1.04])  # room for the last step up to 100%
-    return fig
+        data.append({
+            "type": "scatter", "x": np.concatenate([[0.0], v]), "y": np.concatenate([[0.0], share]), "mode": "lines",
+            "line": {**line, "shape": "hv", "dash": label_dash(i)}, "name": f"{label} (mean {fmt_num(mean)} {name})",
+            "legendgroup": label,
+            "hovertemplate": f"{label}: %{{y:.1f}}% of requests finished within %{{x:,.{decimals}f}} {name}"
+                             "<extra></extra>",
+        })
+        data.append({
+            "type": "scatter", "x": [mean, mean], "y": [0, 100], "mode": "lines", "legendgroup": label,
+            "line": {**line, "dash": "dot", "width": style.line_width * 0.7},
+            "showlegend": False, "hovertemplate": f"{label}: mean {fmt_num(mean)} {name}<extra></extra>",
+        })
+    layout = styled_layout(style, title=title, x_title=f"finish time ({name})", y_title="requests finished (%)",
+                           height=400, yaxis={"range": [0, 102]},
+                           xaxis={"range": [0, (x_max or 1.0) * 1.04]})  # room for the last step up to 100%
+    return trusted_figure(data, layout)
 
 
 def _finish_values(values: np.ndarray | Trace, unit: str) -> np.ndarray:
@@ -87,23 +86,20 @@ def latency_by_client(
     """Box plots of served requests' finish time: clients along x, one box per policy label beside each other."""
     name, decimals = _unit(unit)
     colors = dict(colors or label_colors(trace_by_label))
-    fig = go.Figure()
+    data = []
     for label, trace in trace_by_label.items():
         finish = request_latencies(trace)[f"finish_{unit}"]
         served = served_mask(trace) & np.isfinite(finish)
         clients = np.asarray([f"client {c}" for c in trace.client_ids], dtype=object)
-        fig.add_trace(go.Box(
-            x=clients[trace.requests["client"][served]], y=finish[served], name=label, boxmean=True,
-            marker={"color": colors[label], "size": style.marker_size * 0.6}, line={"width": style.line_width * 0.6},
-            boxpoints="outliers", offsetgroup=label,
-            hovertemplate=f"{label}, %{{x}}: %{{y:,.{decimals}f}} {name}<extra></extra>",
-        ))
-    style_figure(fig, style, title=title, x_title="client", y_title=f"finish time ({name})",
-                 height=420)
-    fig.update_layout(boxmode="group")
-    fig.update_yaxes(rangemode="tozero")
-    fig.update_xaxes(showgrid=False)
-    return fig
+        data.append({
+            "type": "box", "x": clients[trace.requests["client"][served]], "y": finish[served], "name": label,
+            "boxmean": True, "marker": {"color": colors[label], "size": style.marker_size * 0.6},
+            "line": {"width": style.line_width * 0.6}, "boxpoints": "outliers", "offsetgroup": label,
+            "hovertemplate": f"{label}, %{{x}}: %{{y:,.{decimals}f}} {name}<extra></extra>",
+        })
+    layout = styled_layout(style, title=title, x_title="client", y_title=f"finish time ({name})", height=420,
+                           xaxis={"showgrid": False}, yaxis={"rangemode": "tozero"}, layout={"boxmode": "group"})
+    return trusted_figure(data, layout)
 
 
 def _unit(unit: str) -> tuple[str, int]:

@@ -3,13 +3,15 @@ trace (block ownership snapshots and the queues after the step)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import plotly.graph_objects as go
 
 from sim.trace import SCHED_DECODE, SCHED_PREFILL, SCHED_PREFILL_DONE, SCHED_WASTED, Trace
 
 from ..theme import LIGHT_GREY, ChartStyle, series_color
-from .layout import style_figure
+from .layout import styled_layout, trusted_figure
 
 # x positions (data units): the waiting queue, the running batch (its labels run to the right), the block grid.
 _WAITING_X, _RUNNING_X, _BLOCKS_X = 0.0, 2.0, 5.6
@@ -25,52 +27,54 @@ def engine_step(trace: Trace, step: int, queues: dict[str, list[str]], style: Ch
     with ``snapshot_every_steps=1``)."""
     ids = trace.request_ids
     color = {rid: series_color(i) for i, rid in enumerate(ids)}
-    fig = go.Figure()
+    data: list[dict[str, Any]] = []
+    notes: list[dict[str, Any]] = []  # the slider redraws this on every move: one figure, built once
     size = 34 if style.presentation else 28
-    _column(fig, _WAITING_X, queues["waiting"], [color[r] for r in queues["waiting"]],
+    _column(data, notes, _WAITING_X, queues["waiting"], [color[r] for r in queues["waiting"]],
             [f"{r}" for r in queues["waiting"]], size, "waiting")
     lo, hi = trace.sched_offsets[step], trace.sched_offsets[step + 1]
     ran = [ids[r] for r in trace.sched_rows[lo:hi]]
     doing = [f"{ids[r]}: {_DOING[int(k)]}" + (f" ({n} tok)" if int(k) in (SCHED_PREFILL, SCHED_PREFILL_DONE) else "")
              for r, n, k in zip(trace.sched_rows[lo:hi], trace.sched_tokens[lo:hi], trace.sched_kind[lo:hi],
                                 strict=True)]
-    _column(fig, _RUNNING_X, ran, [color[r] for r in ran], doing, size, "running")
-    _blocks(fig, trace, step, color, block_columns, size)
+    _column(data, notes, _RUNNING_X, ran, [color[r] for r in ran], doing, size, "running")
+    _blocks(data, notes, trace, step, color, block_columns, size)
     rows = max(len(queues["waiting"]), len(ran), -(-trace.config.num_blocks // block_columns), 1)
     top = 1.2
     for x, text in ((_WAITING_X, "Waiting queue<br>(head first)"), (_RUNNING_X + 0.8, "Running batch<br>this step"),
                     (_BLOCKS_X - 0.5 + block_columns / 2, f"KV cache: {trace.config.num_blocks} blocks of "
                                               f"{trace.config.block_size} tokens")):
-        fig.add_annotation(x=x, y=top, text=f"<b>{text}</b>", showarrow=False, yanchor="bottom",
-                           font={"size": style.font_size})
+        notes.append({"x": x, "y": top, "text": f"<b>{text}</b>", "showarrow": False, "yanchor": "bottom",
+                      "font": {"size": style.font_size}})
     for x in (_WAITING_X + 1.0, _BLOCKS_X - 0.9):
-        fig.add_annotation(x=x + 0.25, y=-rows / 2 + 0.5, ax=x - 0.25, ay=-rows / 2 + 0.5, xref="x", yref="y",
-                           axref="x", ayref="y", showarrow=True, arrowhead=3, arrowwidth=2, text="")
+        notes.append({"x": x + 0.25, "y": -rows / 2 + 0.5, "ax": x - 0.25, "ay": -rows / 2 + 0.5, "xref": "x",
+                      "yref": "y", "axref": "x", "ayref": "y", "showarrow": True, "arrowhead": 3, "arrowwidth": 2,
+                      "text": ""})
     free = int(trace.steps["free_blocks_after"][step])
     title = (f"Step {step}: {hi - lo} requests ran, {int(trace.steps['used_blocks'][step])} blocks in use, "
              f"{free} free after the step")
-    style_figure(fig, style, title=title, x_title="", y_title="", height=120 + 46 * rows,
-                 legend=False)
-    fig.update_xaxes(visible=False, range=[-0.8, _BLOCKS_X + block_columns])
-    fig.update_yaxes(visible=False, range=[-rows - 0.2, top + 1.0])
-    return fig
+    layout = styled_layout(style, title=title, x_title="", y_title="", height=120 + 46 * rows, legend=False,
+                           xaxis={"visible": False, "range": [-0.8, _BLOCKS_X + block_columns]},
+                           yaxis={"visible": False, "range": [-rows - 0.2, top + 1.0]}, layout={"annotations": notes})
+    return trusted_figure(data, layout)
 
 
-def _column(fig: go.Figure, x: float, names: list[str], colors: list[str], texts: list[str], size: int,
-            name: str) -> None:
+def _column(data: list[dict[str, Any]], notes: list[dict[str, Any]], x: float, names: list[str], colors: list[str],
+            texts: list[str], size: int, name: str) -> None:
     if not names:
-        fig.add_annotation(x=x, y=0, text="(empty)", showarrow=False)
+        notes.append({"x": x, "y": 0, "text": "(empty)", "showarrow": False})
         return
     y = -np.arange(len(names), dtype=float)
-    fig.add_trace(go.Scatter(x=[x] * len(names), y=y, mode="markers+text", name=name,
-                             marker={"symbol": "square", "size": size, "color": colors,
-                                     "line": {"color": "#333333", "width": 1}},
-                             text=texts, textposition="middle right", hoverinfo="text", showlegend=False))
+    data.append({"type": "scatter", "x": [x] * len(names), "y": y, "mode": "markers+text", "name": name,
+                 "marker": {"symbol": "square", "size": size, "color": colors,
+                            "line": {"color": "#333333", "width": 1}},
+                 "text": texts, "textposition": "middle right", "hoverinfo": "text", "showlegend": False})
 
 
-def _blocks(fig: go.Figure, trace: Trace, step: int, color: dict[str, str], columns: int, size: int) -> None:
+def _blocks(data: list[dict[str, Any]], notes: list[dict[str, Any]], trace: Trace, step: int, color: dict[str, str],
+            columns: int, size: int) -> None:
     if step not in trace.snapshots:
-        fig.add_annotation(x=_BLOCKS_X + columns / 2, y=0, text="(block map not recorded)", showarrow=False)
+        notes.append({"x": _BLOCKS_X + columns / 2, "y": 0, "text": "(block map not recorded)", "showarrow": False})
         return
     owner, cached = trace.snapshots[step]
     n = len(owner)
@@ -80,8 +84,8 @@ def _blocks(fig: go.Figure, trace: Trace, step: int, color: dict[str, str], colu
     names = [trace.request_ids[o] if o >= 0 else ("cached" if cached[i] else "free") for i, o in enumerate(owner)]
     fills = [color[nm] if o >= 0 else LIGHT_GREY if cached[i] else "#FFFFFF"
              for i, (nm, o) in enumerate(zip(names, owner, strict=True))]
-    fig.add_trace(go.Scatter(
-        x=xs, y=ys, mode="markers+text", marker={"symbol": "square", "size": size, "color": fills,
-                                                  "line": {"color": "#555555", "width": 1}},
-        text=[nm if o >= 0 else "" for nm, o in zip(names, owner, strict=True)], textfont={"size": 10},
-        hovertext=[f"block {i}: {nm}" for i, nm in enumerate(names)], hoverinfo="text", showlegend=False))
+    data.append({
+        "type": "scatter", "x": xs, "y": ys, "mode": "markers+text",
+        "marker": {"symbol": "square", "size": size, "color": fills, "line": {"color": "#555555", "width": 1}},
+        "text": [nm if o >= 0 else "" for nm, o in zip(names, owner, strict=True)], "textfont": {"size": 10},
+        "hovertext": [f"block {i}: {nm}" for i, nm in enumerate(names)], "hoverinfo": "text", "showlegend": False})

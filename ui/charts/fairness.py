@@ -2,9 +2,11 @@
 rate-limit and output-weight sweeps, and the service gap against VTC's bound.
 
 Pure builders like the rest of ``ui.charts``: traces (or sweep dicts of plain numbers) in, a ``go.Figure`` out,
-``layout.style_figure`` for the look, client colours from ``theme.client_color`` and policy colours from
+``layout.styled_layout`` for the look, client colours from ``theme.client_color`` and policy colours from
 ``policy_colors`` (the theme's, kept clear of the client colours) so a client or a policy looks the same on every
-chart of the page.
+chart of the page. The page rebuilds all of them on every rerun, so each builds its traces and layout as plain dicts
+and makes the figure once (``layout.trusted_figure``): no plotly ``add_*``/``update_*`` calls, each of which
+validates and copies the whole figure.
 """
 
 from __future__ import annotations
@@ -14,12 +16,21 @@ from typing import Any
 
 import numpy as np
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from sim import metrics
 from sim.trace import Trace
 from ui import theme
-from ui.charts.layout import downsample, fmt_num, label_dash, step_axis, style_figure, time_title
+from ui.charts.layout import (
+    downsample,
+    fmt_num,
+    hline,
+    label_dash,
+    step_axis,
+    styled_layout,
+    subplot_grid,
+    time_title,
+    trusted_figure,
+)
 from ui.charts.timeseries import _window_rate
 from ui.theme import ChartStyle
 
@@ -45,9 +56,9 @@ def policy_colors(traces: Mapping[str, Trace]) -> dict[str, str]:
 
 
 def _side_by_side(labels: Sequence[str], style: ChartStyle, *, title: str, x_title: str, y_title: str,
-                  height: int = PANEL_HEIGHT) -> tuple[go.Figure, list[tuple[str, str]]]:
-    """One panel per label (up to three in a row) sharing both axes, each titled with its label. Returns the
-    figure and each panel's ``(xaxis, yaxis)`` ids ("x2", "y2") for its traces.
+                  height: int = PANEL_HEIGHT) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    """One panel per label (up to three in a row) sharing both axes (from zero), each titled with its label.
+    Returns the styled layout and each panel's ``(xaxis, yaxis)`` ids ("x2", "y2") for its traces.
 
     The axes are laid out directly rather than with ``make_subplots``, which costs ~15 ms a figure."""
     n = max(len(labels), 1)
@@ -61,20 +72,21 @@ def _side_by_side(labels: Sequence[str], style: ChartStyle, *, title: str, x_tit
         row, col = divmod(i, cols)
         x0, y1 = col * (width + gap_x), 1 - row * (tall + gap_y)
         k = "" if i == 0 else str(i + 1)
-        layout[f"xaxis{k}"] = {"domain": [x0, x0 + width], "anchor": f"y{k}", "matches": "x" if i else None,
-                               "title": {"text": x_title if row == rows - 1 else ""},
-                               "showticklabels": True}
-        layout[f"yaxis{k}"] = {"domain": [y1 - tall, y1], "anchor": f"x{k}", "matches": "y" if i else None,
+        layout[f"xaxis{k}"] = {"domain": [x0, x0 + width], "anchor": f"y{k}",
+                               "title": {"text": x_title if row == rows - 1 else ""}, "showticklabels": True}
+        layout[f"yaxis{k}"] = {"domain": [y1 - tall, y1], "anchor": f"x{k}",
                                "title": {"text": y_title if col == 0 else ""}, "showticklabels": col == 0}
+        if i:
+            layout[f"xaxis{k}"]["matches"], layout[f"yaxis{k}"]["matches"] = "x", "y"
         layout["annotations"].append({"text": label, "x": x0 + width / 2, "y": y1, "xref": "paper", "yref": "paper",
                                       "xanchor": "center", "yanchor": "bottom", "showarrow": False,
                                       "font": {"size": style.font_size}})
         ids.append((f"x{k}", f"y{k}"))
-    fig = go.Figure(layout=layout)
-    style_figure(fig, style, title=title, x_title=None, y_title=None, height=height * rows)
     # The legend sits above the panel titles (they take the space right above each panel).
-    fig.update_layout(legend={"y": 1.0 + 34 / (style.height(height) * rows), "yanchor": "bottom"})
-    return fig, ids
+    legend = {"y": 1.0 + 34 / (style.height(height) * rows), "yanchor": "bottom"}
+    return styled_layout(style, title=title, x_title=None, y_title=None, height=height * rows, base=layout,
+                         xaxis={"rangemode": "tozero"}, yaxis={"rangemode": "tozero"},
+                         layout={"legend": legend}), ids
 
 
 def counters_by_policy(traces: Mapping[str, Trace], style: ChartStyle, *, x_unit: str = "steps",
@@ -82,8 +94,8 @@ def counters_by_policy(traces: Mapping[str, Trace], style: ChartStyle, *, x_unit
     """Each policy's per-client virtual counters (weighted tokens served plus lifts), side by side on one scale.
     Triangles mark lifts: a returning client's counter raised to the lowest counter of those waiting."""
     x_title = time_title(x_unit)
-    fig, axes = _side_by_side(list(traces), style, title=title, x_title=x_title,
-                              y_title="virtual counter (weighted tokens)")
+    layout, axes = _side_by_side(list(traces), style, title=title, x_title=x_title,
+                                 y_title="virtual counter (weighted tokens)")
     shown: set[str] = set()
     lines = []
     for (label, trace), (xa, ya) in zip(traces.items(), axes, strict=True):
@@ -92,32 +104,31 @@ def counters_by_policy(traces: Mapping[str, Trace], style: ChartStyle, *, x_unit
         xs, ys = downsample(x, counters, how="max")
         for i, client_id in enumerate(trace.client_ids):
             name = f"client {client_id}"
-            lines.append(go.Scatter(
-                x=xs, y=ys[:, i], mode="lines", name=name, legendgroup=name, showlegend=name not in shown,
-                line={"color": theme.client_color(i), "width": style.line_width}, xaxis=xa, yaxis=ya,
-                hovertemplate=f"{label}, {name}: %{{y:,.0f}} weighted tokens<extra></extra>",
-            ))
+            lines.append({
+                "type": "scatter", "x": xs, "y": ys[:, i], "mode": "lines", "name": name, "legendgroup": name,
+                "showlegend": name not in shown, "line": {"color": theme.client_color(i), "width": style.line_width},
+                "xaxis": xa, "yaxis": ya,
+                "hovertemplate": f"{label}, {name}: %{{y:,.0f}} weighted tokens<extra></extra>",
+            })
             shown.add(name)
         lift_x, lift_y, lift_c, lift_text = _lift_markers(trace, x)
         if len(lift_x):
-            lines.append(go.Scatter(
-                x=lift_x, y=lift_y, mode="markers", name="lift (counter raised)", legendgroup="lift",
-                showlegend=False, text=lift_text, xaxis=xa, yaxis=ya,
-                marker={"symbol": "triangle-up", "size": style.marker_size + 2, "color": lift_c,
-                        "line": {"color": theme.BLACK, "width": 1}},
-                hovertemplate=f"{label}: %{{text}}<extra></extra>",
-            ))
+            lines.append({
+                "type": "scatter", "x": lift_x, "y": lift_y, "mode": "markers", "name": "lift (counter raised)",
+                "legendgroup": "lift", "showlegend": False, "text": lift_text, "xaxis": xa, "yaxis": ya,
+                "marker": {"symbol": "triangle-up", "size": style.marker_size + 2, "color": lift_c,
+                           "line": {"color": theme.BLACK, "width": 1}},
+                "hovertemplate": f"{label}: %{{text}}<extra></extra>",
+            })
             shown.add("lift")
     if "lift" in shown:  # one legend entry in a neutral colour: the markers take their client's colour
-        lines.append(go.Scatter(
-            x=[None], y=[None], mode="markers", name="lift (counter raised)", legendgroup="lift",
-            marker={"symbol": "triangle-up", "size": style.marker_size + 2, "color": theme.LIGHT_GREY,
-                    "line": {"color": theme.BLACK, "width": 1}}, hoverinfo="skip",
-        ))
-    fig.add_traces(lines)
-    fig.update_yaxes(rangemode="tozero")
-    fig.update_xaxes(rangemode="tozero")
-    return fig
+        lines.append({
+            "type": "scatter", "x": [None], "y": [None], "mode": "markers", "name": "lift (counter raised)",
+            "legendgroup": "lift",
+            "marker": {"symbol": "triangle-up", "size": style.marker_size + 2, "color": theme.LIGHT_GREY,
+                       "line": {"color": theme.BLACK, "width": 1}}, "hoverinfo": "skip",
+        })
+    return trusted_figure(lines, layout)
 
 
 def _lift_markers(trace: Trace, x: np.ndarray, max_markers: int = 300) -> tuple[np.ndarray, np.ndarray, list[str],
@@ -141,8 +152,8 @@ def client_rates_by_policy(traces: Mapping[str, Trace], style: ChartStyle, *, wi
     if window_steps < 1:
         raise ValueError(f"window_steps: must be >= 1, got {window_steps}")
     x_title = time_title(x_unit)
-    fig, axes = _side_by_side(list(traces), style, title=title, x_title=x_title,
-                              y_title=f"tokens/s (last {window_steps:,} steps)")
+    layout, axes = _side_by_side(list(traces), style, title=title, x_title=x_title,
+                                 y_title=f"tokens/s (last {window_steps:,} steps)")
     shown: set[str] = set()
     out = []
     for (label, trace), (xa, ya) in zip(traces.items(), axes, strict=True):
@@ -153,16 +164,13 @@ def client_rates_by_policy(traces: Mapping[str, Trace], style: ChartStyle, *, wi
         lines = [(f"client {c}", theme.client_color(i), "solid") for i, c in enumerate(trace.client_ids)]
         lines.append(("all clients", theme.BLACK, "dot"))
         for i, (name, color, dash) in enumerate(lines):
-            out.append(go.Scatter(
-                x=xs, y=rates[:, i], mode="lines", name=name, legendgroup=name, showlegend=name not in shown,
-                line={"color": color, "width": style.line_width, "dash": dash}, xaxis=xa, yaxis=ya,
-                hovertemplate=f"{label}, {name}: %{{y:,.0f}} tokens/s<extra></extra>",
-            ))
+            out.append({
+                "type": "scatter", "x": xs, "y": rates[:, i], "mode": "lines", "name": name, "legendgroup": name,
+                "showlegend": name not in shown, "line": {"color": color, "width": style.line_width, "dash": dash},
+                "xaxis": xa, "yaxis": ya, "hovertemplate": f"{label}, {name}: %{{y:,.0f}} tokens/s<extra></extra>",
+            })
             shown.add(name)
-    fig.add_traces(out)
-    fig.update_yaxes(rangemode="tozero")
-    fig.update_xaxes(rangemode="tozero")
-    return fig
+    return trusted_figure(out, layout)
 
 
 def total_throughput(traces: Mapping[str, Trace], style: ChartStyle, *, window_steps: int = 100,
@@ -171,23 +179,23 @@ def total_throughput(traces: Mapping[str, Trace], style: ChartStyle, *, window_s
     if window_steps < 1:
         raise ValueError(f"window_steps: must be >= 1, got {window_steps}")
     colors = policy_colors(traces)
-    fig = go.Figure()
+    lines = []
     for i, (label, trace) in enumerate(traces.items()):
         tokens = trace.clients["client_output_tokens"].sum(axis=1, keepdims=True).astype(np.float64)
         rate = _window_rate(tokens, trace.steps["step_ms"], window_steps)[:, 0]
         x, x_title = step_axis(trace, x_unit)
         xs, rate = downsample(x, rate, how="mean")
         mean = _mean_rate(trace)
-        fig.add_trace(go.Scatter(
-            x=xs, y=rate, mode="lines", name=f"{label} (mean {fmt_num(mean, 0)} tokens/s)",
-            line={"color": colors[label], "width": style.line_width, "dash": label_dash(i)},
-            hovertemplate=f"{label}: %{{y:,.0f}} tokens/s<extra></extra>",
-        ))
-    style_figure(fig, style, title=title, x_title=time_title(x_unit),
-                 y_title=f"output (tokens/s, last {window_steps:,} steps)", hovermode="x unified")
-    fig.update_yaxes(rangemode="tozero")
-    fig.update_xaxes(rangemode="tozero")
-    return fig
+        lines.append({
+            "type": "scatter", "x": xs, "y": rate, "mode": "lines",
+            "name": f"{label} (mean {fmt_num(mean, 0)} tokens/s)",
+            "line": {"color": colors[label], "width": style.line_width, "dash": label_dash(i)},
+            "hovertemplate": f"{label}: %{{y:,.0f}} tokens/s<extra></extra>",
+        })
+    layout = styled_layout(style, title=title, x_title=time_title(x_unit),
+                           y_title=f"output (tokens/s, last {window_steps:,} steps)", hovermode="x unified",
+                           xaxis={"rangemode": "tozero"}, yaxis={"rangemode": "tozero"})
+    return trusted_figure(lines, layout)
 
 
 def _mean_rate(trace: Trace) -> float:
@@ -196,23 +204,24 @@ def _mean_rate(trace: Trace) -> float:
     return float(trace.requests["num_output_tokens"].sum()) / (ms / 1000.0) if ms else float("nan")
 
 
-def _log_x(fig: go.Figure, x: Sequence[float], labels: Sequence[str]) -> None:
-    """A log x axis ticked at the swept values, with a little room either side."""
+def _log_x(x: Sequence[float], labels: Sequence[str]) -> dict[str, Any]:
+    """Settings of a log x axis ticked at the swept values, with a little room either side."""
     lo, hi = np.log10(min(x)), np.log10(max(x))
     pad = 0.04 * max(hi - lo, 0.5)
-    fig.update_xaxes(type="log", tickvals=list(x), ticktext=list(labels), range=[lo - pad, hi + pad])
+    return {"type": "log", "tickvals": list(x), "ticktext": list(labels), "range": [lo - pad, hi + pad]}
 
 
-def _vline(fig: go.Figure, x: float, text: str, style: ChartStyle, rows: int) -> None:
-    """A dotted vertical line at ``x`` through every panel of a log x axis, labelled inside the top panel.
+def _vline(x: float, text: str, style: ChartStyle, rows: int) -> dict[str, Any]:
+    """Layout settings: a dotted vertical line at ``x`` through every panel of a log x axis, labelled inside the
+    top panel.
     NOTE: on a log axis plotly places shapes by data value but annotations by log10 of it."""
-    for row in range(1, rows + 1):
-        axis = "" if row == 1 else str(row)
-        fig.add_shape(type="line", x0=x, x1=x, xref=f"x{axis}", y0=0, y1=1, yref=f"y{axis} domain",
-                      line={"color": theme.BLACK, "dash": "dot", "width": style.line_width * 0.6})
-    fig.add_annotation(x=float(np.log10(x)), y=1.0, xref="x", yref="y domain", text=text, showarrow=False,
-                       xanchor="left", yanchor="top", xshift=4, bgcolor="rgba(255,255,255,0.85)",
-                       font={"size": style.font_size * 0.9})
+    shapes = [{"type": "line", "x0": x, "x1": x, "xref": f"x{axis}", "y0": 0, "y1": 1, "yref": f"y{axis} domain",
+               "line": {"color": theme.BLACK, "dash": "dot", "width": style.line_width * 0.6}}
+              for axis in ("", *(str(row) for row in range(2, rows + 1)))]
+    note = {"x": float(np.log10(x)), "y": 1.0, "xref": "x", "yref": "y domain", "text": text, "showarrow": False,
+            "xanchor": "left", "yanchor": "top", "xshift": 4, "bgcolor": "rgba(255,255,255,0.85)",
+            "font": {"size": style.font_size * 0.9}}
+    return {"shapes": shapes, "annotations": [note]}
 
 
 def limit_sweep_chart(sweep: Mapping[str, Any], references: Mapping[str, Mapping[str, Any]], style: ChartStyle, *,
@@ -227,58 +236,58 @@ def limit_sweep_chart(sweep: Mapping[str, Any], references: Mapping[str, Mapping
     ids = pts[0]["client_ids"] if pts else []
     panels = ["throughput"] + (["latency"] if light_client is not None and light_client < len(ids) else [])
     panels.append("rejected")
-    fig = make_subplots(rows=len(panels), cols=1, shared_xaxes=True, vertical_spacing=0.07)
+    grid, axes = subplot_grid(len(panels), shared_xaxes=True, vertical_spacing=0.07)
+    panel = {name: axes[row, 1, False] for row, name in enumerate(panels, start=1)}
     limit_color = theme.POLICY_COLORS["rate_limit"]
     ref_colors = _reference_colors(references)
     line = {"width": style.line_width}
-    row = {name: i + 1 for i, name in enumerate(panels)}
-    fig.add_trace(go.Scatter(
-        x=x, y=[p["throughput"] for p in pts], mode="lines+markers", name="FCFS + rate limit",
-        legendgroup="limit", line={**line, "color": limit_color}, marker={"size": style.marker_size},
-        customdata=[[p["num_rejected"], p["mean_batch"]] for p in pts],
-        hovertemplate="limit %{x}: %{y:,.0f} tokens/s, %{customdata[0]:,} rejected, "
-                      "%{customdata[1]:.1f} requests running on average<extra></extra>",
-    ), row=1, col=1)
-    for j, (label, ref) in enumerate(references.items()):
-        fig.add_trace(go.Scatter(
-            x=[x[0], x[-1]], y=[ref["throughput"]] * 2, mode="lines", legendgroup=label,
-            name=f"{label}, no limit ({fmt_num(ref['throughput'], 0)} tokens/s)",
-            line={**line, "color": ref_colors[label], "dash": ("dash", "dashdot", "longdash")[j % 3]},
-            hovertemplate=f"{label}: %{{y:,.0f}} tokens/s<extra></extra>",
-        ), row=1, col=1)
-    if "latency" in row:
+    ref_dash = ("dash", "dashdot", "longdash")
+    data: list[dict[str, Any]] = [{
+        "type": "scatter", "x": x, "y": [p["throughput"] for p in pts], "mode": "lines+markers",
+        "name": "FCFS + rate limit", "legendgroup": "limit", "line": {**line, "color": limit_color},
+        "marker": {"size": style.marker_size}, "customdata": [[p["num_rejected"], p["mean_batch"]] for p in pts],
+        "hovertemplate": "limit %{x}: %{y:,.0f} tokens/s, %{customdata[0]:,} rejected, "
+                         "%{customdata[1]:.1f} requests running on average<extra></extra>",
+        **panel["throughput"],
+    }]
+    data += [{
+        "type": "scatter", "x": [x[0], x[-1]], "y": [ref["throughput"]] * 2, "mode": "lines", "legendgroup": label,
+        "name": f"{label}, no limit ({fmt_num(ref['throughput'], 0)} tokens/s)",
+        "line": {**line, "color": ref_colors[label], "dash": ref_dash[j % 3]},
+        "hovertemplate": f"{label}: %{{y:,.0f}} tokens/s<extra></extra>", **panel["throughput"],
+    } for j, (label, ref) in enumerate(references.items())]
+    if "latency" in panel:
         c = light_client
-        fig.add_trace(go.Scatter(
-            x=x, y=[p["mean_finish_ms"][c] for p in pts], mode="lines+markers", legendgroup="limit",
-            showlegend=False, name="FCFS + rate limit", line={**line, "color": limit_color},
-            marker={"size": style.marker_size},
-            hovertemplate=f"limit %{{x}}: client {ids[c]}'s mean finish %{{y:,.0f}} ms<extra></extra>",
-        ), row=row["latency"], col=1)
-        for j, (label, ref) in enumerate(references.items()):
-            fig.add_trace(go.Scatter(
-                x=[x[0], x[-1]], y=[ref["mean_finish_ms"][c]] * 2, mode="lines", legendgroup=label,
-                showlegend=False, name=label,
-                line={**line, "color": ref_colors[label], "dash": ("dash", "dashdot", "longdash")[j % 3]},
-                hovertemplate=f"{label}: client {ids[c]}'s mean finish %{{y:,.0f}} ms<extra></extra>",
-            ), row=row["latency"], col=1)
-    for i, client_id in enumerate(ids):
-        fig.add_trace(go.Scatter(
-            x=x, y=[p["rejected"][i] for p in pts], mode="lines+markers", name=f"rejected: client {client_id}",
-            line={**line, "color": theme.client_color(i)},
-            marker={"size": style.marker_size, "symbol": ("circle", "square", "diamond", "cross")[i % 4]},
-            hovertemplate=f"limit %{{x}}: %{{y:,}} of client {client_id}'s requests rejected<extra></extra>",
-        ), row=row["rejected"], col=1)
+        data.append({
+            "type": "scatter", "x": x, "y": [p["mean_finish_ms"][c] for p in pts], "mode": "lines+markers",
+            "legendgroup": "limit", "showlegend": False, "name": "FCFS + rate limit",
+            "line": {**line, "color": limit_color}, "marker": {"size": style.marker_size},
+            "hovertemplate": f"limit %{{x}}: client {ids[c]}'s mean finish %{{y:,.0f}} ms<extra></extra>",
+            **panel["latency"],
+        })
+        data += [{
+            "type": "scatter", "x": [x[0], x[-1]], "y": [ref["mean_finish_ms"][c]] * 2, "mode": "lines",
+            "legendgroup": label, "showlegend": False, "name": label,
+            "line": {**line, "color": ref_colors[label], "dash": ref_dash[j % 3]},
+            "hovertemplate": f"{label}: client {ids[c]}'s mean finish %{{y:,.0f}} ms<extra></extra>",
+            **panel["latency"],
+        } for j, (label, ref) in enumerate(references.items())]
+    data += [{
+        "type": "scatter", "x": x, "y": [p["rejected"][i] for p in pts], "mode": "lines+markers",
+        "name": f"rejected: client {client_id}", "line": {**line, "color": theme.client_color(i)},
+        "marker": {"size": style.marker_size, "symbol": ("circle", "square", "diamond", "cross")[i % 4]},
+        "hovertemplate": f"limit %{{x}}: %{{y:,}} of client {client_id}'s requests rejected<extra></extra>",
+        **panel["rejected"],
+    } for i, client_id in enumerate(ids)]
     y_titles = {"throughput": "total output (tokens/s)",
-                "latency": f"client {ids[light_client]}'s mean finish (ms)" if "latency" in row else "",
+                "latency": f"client {ids[light_client]}'s mean finish (ms)" if "latency" in panel else "",
                 "rejected": "rejected (requests)"}
-    style_figure(fig, style, title=title, x_title=f"rate limit (requests per client per "
-                 f"{sweep['window_steps']:,} steps, log scale)", y_title=[y_titles[p] for p in panels],
-                 height=260 * len(panels) + 60)
-    _log_x(fig, x, [str(v) for v in x])
-    fig.update_yaxes(rangemode="tozero")
-    if chosen is not None:
-        _vline(fig, chosen, f"your limit: {chosen:g}", style, len(panels))
-    return fig
+    marks = _vline(chosen, f"your limit: {chosen:g}", style, len(panels)) if chosen is not None else {}
+    layout = styled_layout(style, title=title, x_title=f"rate limit (requests per client per "
+                           f"{sweep['window_steps']:,} steps, log scale)", y_title=[y_titles[p] for p in panels],
+                           height=260 * len(panels) + 60, base=grid, xaxis=_log_x(x, [str(v) for v in x]),
+                           yaxis={"rangemode": "tozero"}, layout=marks)
+    return trusted_figure(data, layout)
 
 
 def _reference_colors(references: Mapping[str, Any]) -> dict[str, str]:
@@ -300,33 +309,32 @@ def weight_sweep_chart(sweep: Mapping[str, Any], references: Mapping[str, Mappin
     x = list(sweep["x"])
     pts = sweep["points"]
     ids = pts[0]["client_ids"] if pts else []
-    fig = go.Figure()
+    data = []
     for i, client_id in enumerate(ids):
         color = theme.client_color(i)
-        fig.add_trace(go.Scatter(
-            x=x, y=[p["mean_finish_ms"][i] for p in pts], mode="lines+markers", name=f"client {client_id}, VTC",
-            line={"color": color, "width": style.line_width},
-            marker={"size": style.marker_size, "symbol": ("circle", "square", "diamond", "cross")[i % 4]},
-            hovertemplate=f"output weight %{{x:g}}: client {client_id}'s mean finish %{{y:,.0f}} ms<extra></extra>",
-        ))
+        data.append({
+            "type": "scatter", "x": x, "y": [p["mean_finish_ms"][i] for p in pts], "mode": "lines+markers",
+            "name": f"client {client_id}, VTC", "line": {"color": color, "width": style.line_width},
+            "marker": {"size": style.marker_size, "symbol": ("circle", "square", "diamond", "cross")[i % 4]},
+            "hovertemplate": f"output weight %{{x:g}}: client {client_id}'s mean finish %{{y:,.0f}} ms<extra></extra>",
+        })
         for j, (label, ref) in enumerate(references.items()):
             if i >= len(ref["mean_finish_ms"]):
                 continue
             value = ref["mean_finish_ms"][i]
-            fig.add_trace(go.Scatter(
-                x=[x[0], x[-1]], y=[value, value], mode="lines",
-                name=f"client {client_id}, {label} ({fmt_num(value, 0)} ms)",
-                line={"color": color, "width": style.line_width * 0.8, "dash": ("dash", "dot", "dashdot")[j % 3]},
-                hovertemplate=f"{label}: client {client_id}'s mean finish %{{y:,.0f}} ms<extra></extra>",
-            ))
-    style_figure(fig, style, title=title,
-                 x_title=f"VTC output weight (charge per output token; input weight {sweep['input_weight']:g}, log "
-                         f"scale)", y_title="mean finish time (ms)", height=440)
-    _log_x(fig, x, [f"{v:g}" for v in x])
-    fig.update_yaxes(rangemode="tozero")
-    if chosen is not None:
-        _vline(fig, chosen, f"your weight: {chosen:g}", style, 1)
-    return fig
+            data.append({
+                "type": "scatter", "x": [x[0], x[-1]], "y": [value, value], "mode": "lines",
+                "name": f"client {client_id}, {label} ({fmt_num(value, 0)} ms)",
+                "line": {"color": color, "width": style.line_width * 0.8, "dash": ("dash", "dot", "dashdot")[j % 3]},
+                "hovertemplate": f"{label}: client {client_id}'s mean finish %{{y:,.0f}} ms<extra></extra>",
+            })
+    marks = _vline(chosen, f"your weight: {chosen:g}", style, 1) if chosen is not None else {}
+    layout = styled_layout(style, title=title,
+                           x_title=f"VTC output weight (charge per output token; input weight "
+                                   f"{sweep['input_weight']:g}, log scale)", y_title="mean finish time (ms)",
+                           height=440, xaxis=_log_x(x, [f"{v:g}" for v in x]), yaxis={"rangemode": "tozero"},
+                           layout=marks)
+    return trusted_figure(data, layout)
 
 
 def service_gap_chart(traces: Mapping[str, Trace], style: ChartStyle, *, a: int = 0, b: int = 1,
@@ -343,7 +351,8 @@ def service_gap_chart(traces: Mapping[str, Trace], style: ChartStyle, *, a: int 
     names = first.client_ids
     if max(a, b) >= len(names):
         raise ValueError(f"a, b: clients {a} and {b} do not both exist (the run has {len(names)})")
-    fig = go.Figure()
+    lines = []
+    peaks = []
     bounds: dict[float, list[str]] = {}
     for i, (label, trace) in enumerate(traces.items()):
         if precomputed is not None and label in precomputed:
@@ -357,26 +366,24 @@ def service_gap_chart(traces: Mapping[str, Trace], style: ChartStyle, *, a: int 
         xs = np.where(keep, x, np.nan)  # NaN breaks the line between stretches
         xs, ys = downsample(xs, np.where(keep, diff, np.nan), how="max")
         what = f"largest gap {fmt_num(gap['gap'], 0)}" if keep.any() else "never both waiting"
-        fig.add_trace(go.Scatter(
-            x=xs, y=ys, mode="lines", name=f"{label} ({what})",
-            line={"color": colors[label], "width": style.line_width, "dash": label_dash(i)}, connectgaps=False,
-            hovertemplate=f"{label}: %{{y:,.0f}} weighted tokens<extra></extra>",
-        ))
+        lines.append({
+            "type": "scatter", "x": xs, "y": ys, "mode": "lines", "name": f"{label} ({what})",
+            "line": {"color": colors[label], "width": style.line_width, "dash": label_dash(i)}, "connectgaps": False,
+            "hovertemplate": f"{label}: %{{y:,.0f}} weighted tokens<extra></extra>",
+        })
+        peaks.append(np.nanmax(np.abs(ys), initial=0.0))
         bounds.setdefault(round(gap["bound"], 6), []).append(label)
     multiple = len(bounds) > 1
+    marks = []
     for bound, labels in bounds.items():
         text = f"VTC bound ±{fmt_num(bound, 0)}" + (f" ({', '.join(labels)})" if multiple else "")
-        for sign in (1, -1):
-            fig.add_hline(y=sign * bound, line={"color": theme.BLACK, "dash": "dash", "width": style.line_width * 0.7},
-                          annotation={"text": text if sign > 0 else "", "xanchor": "left", "yanchor": "bottom",
-                                      "font": {"size": style.font_size * 0.9}},
-                          annotation_position="top left")
-    peaks = [np.nanmax(np.abs(np.asarray(t.y, dtype=float)), initial=0.0) for t in fig.data]
+        marks += [hline(sign * bound, {"color": theme.BLACK, "dash": "dash", "width": style.line_width * 0.7},
+                        text=text if sign > 0 else "", font={"size": style.font_size * 0.9}) for sign in (1, -1)]
     top = max([max(bounds), *peaks])
-    style_figure(fig, style, title=title or f"Service gap between clients {names[a]} and {names[b]} while both wait",
-                 x_title=time_title(x_unit),
-                 y_title=f"{names[a]} minus {names[b]} (weighted tokens)",
-                 height=440)
-    fig.update_yaxes(range=[-1.1 * top, 1.1 * top], zeroline=True, zerolinecolor=theme.GREY)
-    fig.update_xaxes(rangemode="tozero")
-    return fig
+    layout = styled_layout(
+        style, title=title or f"Service gap between clients {names[a]} and {names[b]} while both wait",
+        x_title=time_title(x_unit), y_title=f"{names[a]} minus {names[b]} (weighted tokens)", height=440,
+        xaxis={"rangemode": "tozero"},
+        yaxis={"range": [-1.1 * top, 1.1 * top], "zeroline": True, "zerolinecolor": theme.GREY},
+        layout={"shapes": [shape for shape, _ in marks], "annotations": [note for _, note in marks]})
+    return trusted_figure(lines, layout)

@@ -1,13 +1,20 @@
 """The one layout every chart shares, plus the helpers every builder needs (downsampling, label colours).
 
-``style_figure`` owns fonts, margins, the print-friendly white template, the legend and the hover label, so a chart
-builder only adds traces and names its axes (with units). Margins are pushed by plotly's auto-margin (title, legend
+``styled_layout`` owns fonts, margins, the print-friendly white template, the legend and the hover label, so a chart
+builder only makes traces and names its axes (with units). Margins are pushed by plotly's auto-margin (title, legend
 and tick labels), so nothing is cut off whatever the labels. ``downsample`` keeps a long step series to a bounded
 number of points, so a 20,000-step trace sends a few kB instead of a few MB to the browser.
+
+A page rebuilds its charts on every rerun, so builders make plain trace and layout dicts and hand them to plotly
+once (``trusted_figure``): each plotly ``add_*``/``update_*``/``make_subplots`` call validates and deep-copies the
+figure (~5-50 ms a chart). ``subplot_grid`` (subplot axes) and ``hline`` (a labelled horizontal line) give what
+make_subplots and add_hline would have put in the layout. ``style_figure`` styles a figure made elsewhere.
 """
 
 from __future__ import annotations
 
+import copy
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
@@ -15,6 +22,7 @@ from typing import Any, Literal
 import numpy as np
 import plotly.graph_objects as go
 import plotly.io as pio
+from plotly.subplots import make_subplots
 
 from sim.trace import Trace
 from ui import theme
@@ -24,7 +32,7 @@ FONT_FAMILY = "Arial, Helvetica, 'DejaVu Sans', sans-serif"
 NO_FILL = "rgba(0,0,0,0)"  # not a colour: "draw no fill" (templates give shapes a grey fill by default)
 MAX_POINTS = 1500  # per series; a 1,000-px-wide chart cannot show more anyway
 
-# Every figure here is styled by style_figure. Plotly's default template ("plotly") would be deep-copied into
+# Every figure here is styled by styled_layout. Plotly's default template ("plotly") would be deep-copied into
 # each new figure and serialised with it (~6 ms a figure, for a look we replace anyway), so: no template.
 pio.templates.default = "none"
 
@@ -109,6 +117,63 @@ def trusted_figure(data: Sequence[Mapping[str, Any]], layout: Mapping[str, Any])
     for trace in fig.data:
         trace._validate = True
     return fig
+
+
+AxisIds = dict[tuple[int, int, bool], dict[str, str]]  # (row, col, is_secondary_y) -> {"xaxis": "x2", "yaxis": "y2"}
+
+
+def subplot_grid(rows: int, cols: int = 1, *, secondary_y: bool = False,
+                 **options: Any) -> tuple[dict[str, Any], AxisIds]:
+    """make_subplots' axes for a ``rows`` x ``cols`` grid, as a layout dict to pass as styled_layout's ``base``, and
+    the axes of each cell by (row, col, is_secondary_y) as a trace's ``xaxis`` and ``yaxis`` settings (``{"xaxis":
+    "x2", "yaxis": "y2"}``). ``options`` are make_subplots' own (shared_xaxes, vertical_spacing...);
+    ``secondary_y`` gives every cell a right-hand y axis.
+
+    make_subplots costs 15-50 ms a figure, yet its layout depends on the grid alone: it runs once per grid shape
+    (a memo of a pure function, so sessions may share it) and each call gets its own copy to edit."""
+    layout, axes = _subplot_grid(rows, cols, secondary_y, tuple(sorted(options.items())))
+    return copy.deepcopy(layout), {cell: dict(ids) for cell, ids in axes.items()}
+
+
+@functools.lru_cache(maxsize=32)
+def _subplot_grid(rows: int, cols: int, secondary_y: bool,
+                  options: tuple[tuple[str, Any], ...]) -> tuple[dict[str, Any], AxisIds]:
+    specs = [[{"secondary_y": True}] * cols for _ in range(rows)] if secondary_y else None
+    fig = make_subplots(rows=rows, cols=cols, specs=specs, **dict(options))
+    layout = fig.layout.to_plotly_json()
+    layout.pop("template", None)  # trusted_figure (or style_figure) sets the default one
+    axes = {}
+    for row in range(1, rows + 1):
+        for col in range(1, cols + 1):
+            for secondary in (False, True) if secondary_y else (False,):
+                cell = fig.get_subplot(row, col, secondary_y=secondary)
+                axes[row, col, secondary] = {"xaxis": _axis_id(cell.xaxis.plotly_name),
+                                             "yaxis": _axis_id(cell.yaxis.plotly_name)}
+    return layout, axes
+
+
+def _axis_id(layout_key: str) -> str:
+    return layout_key.replace("axis", "", 1)  # "xaxis2" -> "x2", as a trace names its axis
+
+
+def layout_key(axis_id: str) -> str:
+    """The layout key of a trace's axis id: "y2" -> "yaxis2"."""
+    return f"{axis_id[0]}axis{axis_id[1:]}"
+
+
+def hline(y: float, line: Mapping[str, Any], *, text: str, font: Mapping[str, Any] | None = None,
+          opacity: float | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(shape, annotation): a line across the plot at ``y`` labelled at its top left, as
+    ``fig.add_hline(y, annotation_position="top left")`` would add them to the layout, but as plain dicts for
+    styled_layout (each add_hline validates and copies the whole figure)."""
+    shape = {"type": "line", "x0": 0, "x1": 1, "xref": "x domain", "y0": y, "y1": y, "yref": "y", "line": dict(line)}
+    if opacity is not None:
+        shape["opacity"] = opacity
+    note = {"text": text, "xanchor": "left", "yanchor": "bottom", "x": 0, "xref": "x domain", "y": y, "yref": "y",
+            "showarrow": False}
+    if font is not None:
+        note["font"] = dict(font)
+    return shape, note
 
 
 def _merged(*parts: Mapping[str, Any]) -> dict[str, Any]:
@@ -200,7 +265,7 @@ def label_dash(index: int) -> str:
     return DASHES[index % len(DASHES)]
 
 
-def integer_ticks(fig: go.Figure, max_value: float, **selector) -> None:
-    """Whole-number ticks on a count axis: with a small maximum, plotly would otherwise tick 0.5 requests."""
-    if max_value <= 8:
-        fig.update_yaxes(dtick=1, tick0=0, **selector)
+def integer_ticks(max_value: float) -> dict[str, Any]:
+    """Axis settings for whole-number ticks on a count axis: with a small maximum, plotly would otherwise tick 0.5
+    requests."""
+    return {"dtick": 1, "tick0": 0} if max_value <= 8 else {}

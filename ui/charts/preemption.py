@@ -3,9 +3,10 @@ with preemption markers and CPU swap use, the Gantt chart with resume markers, t
 the prefix-cache hits of each re-prefill, and the sizing-sweep heatmaps.
 
 Pure builders: each takes a trace (or plain numbers) and a ``ChartStyle`` and returns a ``go.Figure``; none calls
-Streamlit or mutates its inputs; ``layout.style_figure`` sets the look. A request keeps one colour (its row's
-series colour) in the block map and the per-request KV chart. Block maps send only the step being looked at, and
-pools larger than ``MAX_CELLS`` blocks are drawn as cells of several blocks each.
+Streamlit or mutates its inputs; ``layout.styled_layout`` sets the look, and the figure is made once from trace and
+layout dicts (``layout.trusted_figure``). A request keeps one colour (its row's series colour) in the block map and
+the per-request KV chart. Block maps send only the step being looked at, and pools larger than ``MAX_CELLS`` blocks
+are drawn as cells of several blocks each.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ import plotly.graph_objects as go
 from sim.trace import Trace
 from ui import theme
 from ui.charts.gantt import arrival_order, gantt
-from ui.charts.layout import NO_FILL, downsample, fmt_num, style_figure, time_title
-from ui.charts.timeseries import KV_UNITS, kv_occupancy
+from ui.charts.layout import NO_FILL, downsample, styled_layout, time_title, trusted_figure
+from ui.charts.timeseries import KV_UNITS, kv_occupancy_parts, pool_line
 from ui.theme import ChartStyle
 
 MAX_CELLS = 2048  # block-map cells drawn at most; a larger pool is aggregated, several blocks per cell
@@ -115,12 +116,12 @@ def block_map(trace: Trace, step: int, style: ChartStyle, *, title: str | None =
     are drawn several blocks per cell (the cell takes the colour of the request holding most of its blocks).
     ``plot_px``: about how wide the chart will be drawn, for square cells and ids that fit."""
     snap = snapshot_at(trace, step)
-    fig = go.Figure()
     if snap is None:
-        fig.add_annotation(text="No block map for this step: nothing ran (the engine was idle)", showarrow=False,
-                           x=0.5, y=0.5, xref="paper", yref="paper")
-        return style_figure(fig, style, title=title or f"Step {step:,}", x_title=None, y_title=None, height=200,
-                            legend=False, xaxis={"visible": False}, yaxis={"visible": False})
+        note = {"text": "No block map for this step: nothing ran (the engine was idle)", "showarrow": False,
+                "x": 0.5, "y": 0.5, "xref": "paper", "yref": "paper"}
+        return trusted_figure([], styled_layout(
+            style, title=title or f"Step {step:,}", x_title=None, y_title=None, height=200, legend=False,
+            xaxis={"visible": False}, yaxis={"visible": False}, layout={"annotations": [note]}))
     recorded, owner, cached = snap
     codes = block_codes(owner, cached)
     n = len(codes)
@@ -143,13 +144,13 @@ def block_map(trace: Trace, step: int, style: ChartStyle, *, title: str | None =
         text[:cells] = np.where(dominant >= 0, ids[np.maximum(dominant, 0)], "")
     text[:cells] = np.where(freed & (dominant < 0), "\u00d7", text[:cells])
     gap = 2 if cols <= 16 else 1 if cols <= 32 else 0  # grid lines only while a block is big enough to see
-    fig.add_trace(go.Heatmap(  # one trace: add_trace's copy is cheap on an empty figure
-        z=z.reshape(rows, cols), text=text.reshape(rows, cols), customdata=hover.reshape(rows, cols),
-        texttemplate="%{text}", textfont={"size": max(style.font_size - 3, 9)},
-        colorscale=_discrete_colorscale(), zmin=0, zmax=3 + len(REQUEST_COLORS), showscale=False,
-        xgap=gap, ygap=gap, hovertemplate="%{customdata}<extra></extra>",
-        hoverongaps=False, name="blocks", showlegend=False,
-    ))
+    cells_trace = {
+        "type": "heatmap", "z": z.reshape(rows, cols), "text": text.reshape(rows, cols),
+        "customdata": hover.reshape(rows, cols), "texttemplate": "%{text}",
+        "textfont": {"size": max(style.font_size - 3, 9)}, "colorscale": _discrete_colorscale(), "zmin": 0,
+        "zmax": 3 + len(REQUEST_COLORS), "showscale": False, "xgap": gap, "ygap": gap,
+        "hovertemplate": "%{customdata}<extra></extra>", "hoverongaps": False, "name": "blocks", "showlegend": False,
+    }
     head = title or _map_title(trace, step, recorded, codes, per_cell)
     lines = _key_lines(trace, codes, victims if freed.any() else [], int((freed & (dominant >= 0)).sum()),
                        per_cell, style)
@@ -159,8 +160,8 @@ def block_map(trace: Trace, step: int, style: ChartStyle, *, title: str | None =
     # it a second title line: plotly lifts a two-line title's first line out of the figure.
     key_note = {"text": key, "x": 0, "y": 1, "xref": "paper", "yref": "paper", "xanchor": "left",
                 "yanchor": "bottom", "yshift": 4, "showarrow": False, "align": "left"}
-    return style_figure(
-        fig, style, title=head, x_title=None, y_title=None, height=_map_height(rows, cols * PLOT_PX / plot_px),
+    return trusted_figure([cells_trace], styled_layout(
+        style, title=head, x_title=None, y_title=None, height=_map_height(rows, cols * PLOT_PX / plot_px),
         legend=False,
         xaxis={"visible": False, "automargin": False, "range": [-0.5, cols - 0.5]},
         yaxis={"visible": False, "automargin": False, "range": [rows - 0.5, -0.5]},
@@ -168,7 +169,7 @@ def block_map(trace: Trace, step: int, style: ChartStyle, *, title: str | None =
                 "shapes": [{"type": "rect", "xref": "paper", "yref": "paper", "x0": 0, "x1": 1, "y0": 0, "y1": 1,
                             "line": {"color": GRID_COLOR, "width": 1}, "fillcolor": NO_FILL}],
                 **fixed_margins(left=12, right=12, top=style.title_size + len(lines) * (style.font_size + 5) + 34,
-                                bottom=12)})
+                                bottom=12)}))
 
 
 def fixed_margins(*, left: int, right: int, top: int, bottom: int) -> dict[str, Any]:
@@ -263,19 +264,19 @@ def kv_over_time(trace: Trace, style: ChartStyle, *, by: str = "request", x_unit
     shared ``kv_occupancy``). Both mark each preemption with a triangle above the pool line and draw the CPU swap
     space in use as a dotted line."""
     if by == "state":
-        fig = kv_occupancy(trace, style, by="state", x_unit=x_unit, unit=unit, title=title)
+        data, layout = kv_occupancy_parts(trace, style, by="state", x_unit=x_unit, unit=unit, title=title)
     elif by == "request":
-        fig = _kv_by_request(trace, style, parts, x_unit=x_unit, unit=unit, title=title)
+        data, layout = _kv_by_request(trace, style, parts, x_unit=x_unit, unit=unit, title=title)
     else:
         raise ValueError(f"by: must be 'request' or 'state', got {by!r}")
-    fig.add_traces(_cpu_swap_line(trace, style, x_unit, unit) + _preemption_marks(trace, style, x_unit, unit))
+    data += _cpu_swap_line(trace, style, x_unit, unit) + _preemption_marks(trace, style, x_unit, unit)
     pool = trace.config.num_blocks * KV_UNITS[unit][1](trace)
-    fig.layout.yaxis.range = [0, pool * 1.2]  # headroom: the preemption marks ride above the pool's label
-    return fig
+    layout["yaxis"]["range"] = [0, pool * 1.2]  # headroom: the preemption marks ride above the pool's label
+    return trusted_figure(data, layout)
 
 
 def _kv_by_request(trace: Trace, style: ChartStyle, parts: Sequence[tuple[str, int, np.ndarray]], *, x_unit: str,
-                   unit: str, title: str) -> go.Figure:
+                   unit: str, title: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     if unit not in KV_UNITS:
         raise ValueError(f"unit: must be one of {', '.join(KV_UNITS)}, got {unit!r}")
     y_title, per_block = KV_UNITS[unit]
@@ -291,38 +292,38 @@ def _kv_by_request(trace: Trace, style: ChartStyle, parts: Sequence[tuple[str, i
         series.append(("free, still caching a prefix", cached, theme.LIGHT_GREY))
     xs, *ys = downsample(x, *(v for _, v, _ in series), how="mean")
     decimals = 0 if unit == "blocks" else 2
-    fig = go.Figure([go.Scatter(
-        x=xs, y=np.asarray(y) * scale, name=name, mode="lines", stackgroup="kv", fillcolor=color,
-        line={"color": color, "width": 0.5, "shape": "hv"},
-        hovertemplate=f"{name}: %{{y:,.{decimals}f}} {unit}<extra></extra>") for (name, _, color), y in
-        zip(series, ys, strict=True)])
+    data = [{
+        "type": "scatter", "x": xs, "y": np.asarray(y) * scale, "name": name, "mode": "lines", "stackgroup": "kv",
+        "fillcolor": color, "line": {"color": color, "width": 0.5, "shape": "hv"},
+        "hovertemplate": f"{name}: %{{y:,.{decimals}f}} {unit}<extra></extra>",
+    } for (name, _, color), y in zip(series, ys, strict=True)]
     pool = trace.config.num_blocks * scale
-    fig.add_hline(y=pool, opacity=1, line={"color": theme.BLACK, "dash": "dash", "width": style.line_width * 0.8},
-                  annotation={"text": f"pool: {fmt_num(pool, 0 if unit in ('blocks', '%') else 2)} {unit}",
-                              "xanchor": "left", "yanchor": "bottom"}, annotation_position="top left")
+    shape, note = pool_line(pool, unit, style)
     # Legend entries in two even columns (one per request would otherwise wrap into a tall single column in a
     # half-width chart and squeeze the plot); the chart grows by a row of legend beyond three.
     legend_rows = -(-(len(series) + 2) // 2)
-    return style_figure(fig, style, title=title, x_title=time_title(x_unit), y_title=y_title,
-                        height=420 + 22 * max(legend_rows - 3, 0), hovermode="x unified",
-                        xaxis={"rangemode": "tozero"}, yaxis={"range": [0, pool * 1.12]},
-                        layout={"legend": {"entrywidth": 0.5, "entrywidthmode": "fraction"}})
+    return data, styled_layout(style, title=title, x_title=time_title(x_unit), y_title=y_title,
+                               height=420 + 22 * max(legend_rows - 3, 0), hovermode="x unified",
+                               xaxis={"rangemode": "tozero"}, yaxis={"range": [0, pool * 1.12]},
+                               layout={"legend": {"entrywidth": 0.5, "entrywidthmode": "fraction"},
+                                       "shapes": [shape], "annotations": [note]})
 
 
-def _cpu_swap_line(trace: Trace, style: ChartStyle, x_unit: str, unit: str) -> list[go.Scatter]:
+def _cpu_swap_line(trace: Trace, style: ChartStyle, x_unit: str, unit: str) -> list[dict[str, Any]]:
     cpu = trace.steps["cpu_blocks_used"]
     if not cpu.any():
         return []
     scale = KV_UNITS[unit][1](trace)
     x = np.arange(trace.num_steps) if x_unit == "steps" else trace.steps["time_ms"]
     x, y = downsample(x, cpu, how="max")
-    return [go.Scatter(
-        x=x, y=y * scale, mode="lines", name="in CPU swap space (host RAM, not the pool)",
-        line={"color": theme.STATE_COLORS["swapped"], "width": style.line_width, "dash": "dot", "shape": "hv"},
-        hovertemplate=f"CPU swap: %{{y:,.{0 if unit == 'blocks' else 2}f}} {unit}<extra></extra>")]
+    return [{
+        "type": "scatter", "x": x, "y": y * scale, "mode": "lines",
+        "name": "in CPU swap space (host RAM, not the pool)",
+        "line": {"color": theme.STATE_COLORS["swapped"], "width": style.line_width, "dash": "dot", "shape": "hv"},
+        "hovertemplate": f"CPU swap: %{{y:,.{0 if unit == 'blocks' else 2}f}} {unit}<extra></extra>"}]
 
 
-def _preemption_marks(trace: Trace, style: ChartStyle, x_unit: str, unit: str) -> list[go.Scatter]:
+def _preemption_marks(trace: Trace, style: ChartStyle, x_unit: str, unit: str) -> list[dict[str, Any]]:
     victims: dict[int, list[str]] = {}
     for row, per_request in enumerate(trace.preempted_at_steps):
         for step in per_request:
@@ -331,13 +332,13 @@ def _preemption_marks(trace: Trace, style: ChartStyle, x_unit: str, unit: str) -
         return []
     s = np.array(sorted(victims))
     pool = trace.config.num_blocks * KV_UNITS[unit][1](trace)
-    return [go.Scatter(
-        x=s if x_unit == "steps" else trace.start_ms(s), y=np.full(len(s), pool * 1.14), mode="markers",
-        name="preemption", cliponaxis=False,
-        marker={"symbol": "triangle-down", "size": style.marker_size + 2, "color": theme.STATE_COLORS["preempted"],
-                "line": {"color": theme.BLACK, "width": 1}},
-        customdata=np.array([[int(v), ", ".join(victims[int(v)])] for v in s], dtype=object),
-        hovertemplate="step %{customdata[0]:,}: preempted %{customdata[1]}<extra></extra>")]
+    return [{
+        "type": "scatter", "x": s if x_unit == "steps" else trace.start_ms(s), "y": np.full(len(s), pool * 1.14),
+        "mode": "markers", "name": "preemption", "cliponaxis": False,
+        "marker": {"symbol": "triangle-down", "size": style.marker_size + 2, "color": theme.STATE_COLORS["preempted"],
+                   "line": {"color": theme.BLACK, "width": 1}},
+        "customdata": np.array([[int(v), ", ".join(victims[int(v)])] for v in s], dtype=object),
+        "hovertemplate": "step %{customdata[0]:,}: preempted %{customdata[1]}<extra></extra>"}]
 
 
 # ---- Gantt with resume markers ---------------------------------------------------------------------------------------
@@ -393,27 +394,29 @@ def cost_bars(cost: Any, style: ChartStyle, *, bandwidth_gb_s: float, title: str
         (f"per-block overhead ({2 * cost.blocks:,} copies)", [0.0, 2 * cost.swap_overhead_ms], theme.GREY, "/"),
     )
     mb = cost.kv_bytes / 1e6
-    traces = [go.Bar(y=ys, x=x, orientation="h", name=name, marker={"color": color, "pattern": {"shape": pattern}},
-                     hovertemplate=f"{name}: %{{x:,.2f}} ms<extra></extra>") for name, x, color, pattern in segments
+    traces = [{"type": "bar", "y": ys, "x": x, "orientation": "h", "name": name,
+               "marker": {"color": color, "pattern": {"shape": pattern}},
+               "hovertemplate": f"{name}: %{{x:,.2f}} ms<extra></extra>"} for name, x, color, pattern in segments
               if any(x)]
-    traces.append(go.Bar(y=ys, x=[0.0, mb], orientation="h", name="KV parked in CPU RAM", showlegend=False,
-                         xaxis="x2", yaxis="y2", marker={"color": swp}, hovertemplate="%{x:,.0f} MB<extra></extra>"))
+    traces.append({"type": "bar", "y": ys, "x": [0.0, mb], "orientation": "h", "name": "KV parked in CPU RAM",
+                   "showlegend": False, "xaxis": "x2", "yaxis": "y2", "marker": {"color": swp},
+                   "hovertemplate": "%{x:,.0f} MB<extra></extra>"})
     totals = [cost.recompute_ms, 2 * cost.swap_ms]
     notes = [{"x": t, "y": y, "text": f" {t:,.1f} ms", "showarrow": False, "xanchor": "left", "xref": "x",
               "yref": "y"} for y, t in zip(ys, totals, strict=True)]
     notes += [{"x": v, "y": y, "text": f" {v:,.0f} MB", "showarrow": False, "xanchor": "left", "xref": "x2",
                "yref": "y2"} for y, v in zip(ys, (0.0, mb), strict=True)]
     # Two panels side by side without make_subplots (slow): the second pair of axes shares the bars' rows.
-    fig = go.Figure(traces, layout={"xaxis": {"domain": [0, 0.56]}, "xaxis2": {"domain": [0.68, 1], "anchor": "y2"},
-                                    "yaxis2": {"anchor": "x2", "matches": "y", "showticklabels": False}})
-    return style_figure(
-        fig, style, title=title or f"Bringing back a {cost.tokens:,}-token victim ({cost.blocks:,} blocks, "
-        f"{mb:,.0f} MB of KV)", x_title=None, y_title=None, height=300,
+    axes = {"xaxis": {"domain": [0, 0.56]}, "xaxis2": {"domain": [0.68, 1], "anchor": "y2"},
+            "yaxis2": {"anchor": "x2", "matches": "y", "showticklabels": False}}
+    return trusted_figure(traces, styled_layout(
+        style, title=title or f"Bringing back a {cost.tokens:,}-token victim ({cost.blocks:,} blocks, "
+        f"{mb:,.0f} MB of KV)", x_title=None, y_title=None, height=300, base=axes,
         yaxis={"autorange": "reversed", "showgrid": False},
         layout={"barmode": "stack", "annotations": notes,
                 "margin": {"l": int(0.62 * style.font_size * len("recompute")) + 24, "r": 24},
                 "xaxis": {"range": [0, max(totals) * 1.3 or 1], "title": {"text": "time added to engine steps (ms)"}},
-                "xaxis2": {"range": [0, mb * 1.45 or 1], "title": {"text": "CPU RAM held (MB)"}}})
+                "xaxis2": {"range": [0, mb * 1.45 or 1], "title": {"text": "CPU RAM held (MB)"}}}))
 
 
 # ---- prefix-cache hits on re-prefill ---------------------------------------------------------------------------------
@@ -424,14 +427,15 @@ def reprefill_hits(readmissions: Sequence[tuple[str, int, int]], style: ChartSty
     labels = [r[0] for r in readmissions]
     hits = np.array([r[1] for r in readmissions], dtype=np.float64)
     again = np.array([r[2] for r in readmissions], dtype=np.float64)
-    fig = go.Figure([go.Bar(x=labels, y=y, name=name, marker={"color": color},
-                            hovertemplate=f"%{{x}}: %{{y:,.0f}} tokens {name}<extra></extra>")
-                     for name, y, color in (("found in the prefix cache", hits, theme.GREEN),
-                                            ("prefilled again (GPU)", again, theme.STATE_COLORS["prefill"]))])
+    bars = [{"type": "bar", "x": labels, "y": y, "name": name, "marker": {"color": color},
+             "hovertemplate": f"%{{x}}: %{{y:,.0f}} tokens {name}<extra></extra>"}
+            for name, y, color in (("found in the prefix cache", hits, theme.GREEN),
+                                   ("prefilled again (GPU)", again, theme.STATE_COLORS["prefill"]))]
     total = hits.sum() + again.sum()
     share = f": {hits.sum() / total:.0%} cache hits" if total else ""
-    return style_figure(fig, style, title=title + share, x_title="re-admission (request @ step)", y_title="tokens",
-                        height=380, layout={"barmode": "stack"}, xaxis={"showticklabels": len(labels) <= 30})
+    return trusted_figure(bars, styled_layout(
+        style, title=title + share, x_title="re-admission (request @ step)", y_title="tokens", height=380,
+        layout={"barmode": "stack"}, xaxis={"showticklabels": len(labels) <= 30}))
 
 
 # ---- sizing sweep ----------------------------------------------------------------------------------------------------
@@ -450,14 +454,15 @@ def sweep_heatmap(pools_gib: Sequence[float], pools_blocks: Sequence[int], seqs:
     finite = z[np.isfinite(z)]
     top = float(finite.max()) if len(finite) and finite.max() > 0 else 1.0
     low = 0.0 if from_zero or not len(finite) else float(finite.min())  # white = zero, or the best cell
-    fig = go.Figure(go.Heatmap(
-        x=x, y=y, z=z, text=text, customdata=blocks, texttemplate="%{text}", zmin=low, zmax=max(top, low + 1e-9),
-        textfont={"size": style.font_size - 2}, colorscale=[[0, "#FFFFFF"], [1, color]], xgap=1, ygap=1,
-        hoverongaps=False, colorbar={"title": {"text": colorbar_title, "side": "right"}, "thickness": 14,
-                                     "x": 1.0, "xanchor": "left", "xpad": 8},
-        hovertemplate=(f"pool %{{x}} GiB (%{{customdata}} blocks)<br>max_num_seqs %{{y}}<br>{colorbar_title}: "
-                       "%{text}<extra></extra>"),
-    ))
+    cells = {
+        "type": "heatmap", "x": x, "y": y, "z": z, "text": text, "customdata": blocks, "texttemplate": "%{text}",
+        "zmin": low, "zmax": max(top, low + 1e-9), "textfont": {"size": style.font_size - 2},
+        "colorscale": [[0, "#FFFFFF"], [1, color]], "xgap": 1, "ygap": 1, "hoverongaps": False,
+        "colorbar": {"title": {"text": colorbar_title, "side": "right"}, "thickness": 14, "x": 1.0, "xanchor": "left",
+                     "xpad": 8},
+        "hovertemplate": (f"pool %{{x}} GiB (%{{customdata}} blocks)<br>max_num_seqs %{{y}}<br>{colorbar_title}: "
+                          "%{text}<extra></extra>"),
+    }
     shapes = []
     if current is not None:
         i, j = current
@@ -466,8 +471,8 @@ def sweep_heatmap(pools_gib: Sequence[float], pools_blocks: Sequence[int], seqs:
                        "layer": "above"})
     f = style.font_size
     axis = {"showgrid": False, "type": "category", "showline": False, "automargin": False}
-    return style_figure(
-        fig, style, title=title, x_title="KV pool size (GiB)", y_title="max_num_seqs (batch slots)", height=460,
+    return trusted_figure([cells], styled_layout(
+        style, title=title, x_title="KV pool size (GiB)", y_title="max_num_seqs (batch slots)", height=460,
         legend=False, xaxis={**axis, "tickangle": 0}, yaxis=axis,
         layout={"shapes": shapes, **fixed_margins(left=int(3.6 * f) + 24, right=int(4.5 * f) + 40,
-                                                  top=style.title_size + 34, bottom=int(3.2 * f) + 16)})
+                                                  top=style.title_size + 34, bottom=int(3.2 * f) + 16)}))

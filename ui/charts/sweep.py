@@ -8,24 +8,21 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 
 from ..theme import GREY, ChartStyle, series_color
-from .layout import style_figure
+from .layout import styled_layout, trusted_figure
 
 
 def sweep_lines(x: Sequence[float], series: dict[str, Sequence[float]], style: ChartStyle, *, title: str,
                 x_title: str, y_title: str, references: dict[str, float] | None = None,
                 reference_colors: dict[str, str] | None = None, height: int = 420) -> go.Figure:
-    fig = go.Figure()
-    for i, (label, ys) in enumerate(series.items()):
-        fig.add_trace(go.Scatter(x=list(x), y=list(ys), mode="lines+markers", name=label,
-                                 line={"color": series_color(i), "width": style.line_width},
-                                 marker={"size": style.marker_size},
-                                 hovertemplate=f"{label}<br>{x_title}: %{{x}}<br>{y_title}: %{{y:,.1f}}"
-                                               "<extra></extra>"))
+    data = [{"type": "scatter", "x": list(x), "y": list(ys), "mode": "lines+markers", "name": label,
+             "line": {"color": series_color(i), "width": style.line_width}, "marker": {"size": style.marker_size},
+             "hovertemplate": f"{label}<br>{x_title}: %{{x}}<br>{y_title}: %{{y:,.1f}}<extra></extra>"}
+            for i, (label, ys) in enumerate(series.items())]
     dashes = ("dash", "dot", "dashdot", "longdash")
     for j, (label, value) in enumerate((references or {}).items()):
         color = (reference_colors or {}).get(label, GREY if j == 0 else series_color(len(series) + j))
-        fig.add_trace(go.Scatter(x=[min(x), max(x)], y=[value, value], mode="lines", name=f"{label} ({value:,.0f})",
-                                 line={"color": color, "width": style.line_width, "dash": dashes[j % len(dashes)]},
-                                 hovertemplate=f"{label}: {value:,.1f}<extra></extra>"))
-    style_figure(fig, style, title=title, x_title=x_title, y_title=y_title, height=height)
-    return fig
+        data.append({"type": "scatter", "x": [min(x), max(x)], "y": [value, value], "mode": "lines",
+                     "name": f"{label} ({value:,.0f})",
+                     "line": {"color": color, "width": style.line_width, "dash": dashes[j % len(dashes)]},
+                     "hovertemplate": f"{label}: {value:,.1f}<extra></extra>"})
+    return trusted_figure(data, styled_layout(style, title=title, x_title=x_title, y_title=y_title, height=height))

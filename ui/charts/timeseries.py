@@ -1,28 +1,34 @@
 """Per-step time series: queue and batch per policy, KV occupancy, per-client counters and throughput.
 
 Every series goes through ``downsample`` (counts keep each bucket's peak; stacked areas and rates keep the mean,
-so stacks still add up), so a long trace sends at most ~1,500 points per line.
+so stacks still add up), so a long trace sends at most ~1,500 points per line. Traces and layout are built as plain
+dicts and the figure made once (``layout.trusted_figure``): plotly's ``add_*``/``update_*`` calls each validate and
+copy the whole figure.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from sim.trace import Trace
 from ui import theme
 from ui.charts.layout import (
     downsample,
     fmt_num,
+    hline,
     integer_ticks,
     label_colors,
     label_dash,
+    layout_key,
     step_axis,
-    style_figure,
+    styled_layout,
+    subplot_grid,
     time_title,
+    trusted_figure,
 )
 from ui.theme import ChartStyle
 
@@ -45,26 +51,26 @@ def queue_and_batch(
     """Two stacked panels sharing x: requests waiting (top) and running (bottom), one colour per policy label."""
     colors = dict(colors or label_colors(traces))
     x_title = time_title(x_unit)
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08)
+    grid, axes = subplot_grid(2, shared_xaxes=True, vertical_spacing=0.08)
     peaks = [0.0, 0.0]
+    data = []
     for i, (label, trace) in enumerate(traces.items()):
         x, _ = step_axis(trace, x_unit)
         x, waiting, running = downsample(x, trace.steps["num_waiting"], trace.steps["num_running"], how="max")
         for row, (y, what) in enumerate(((waiting, "waiting"), (running, "running")), start=1):
             peaks[row - 1] = max(peaks[row - 1], float(y.max(initial=0)))
-            fig.add_trace(go.Scatter(
-                x=x, y=y, mode="lines", name=label, legendgroup=label, showlegend=row == 1,
-                line={"color": colors[label], "width": style.line_width, "shape": "hv", "dash": label_dash(i)},
-                hovertemplate=f"{label}: %{{y:,.0f}} requests {what}<extra></extra>",
-            ), row=row, col=1)
-    style_figure(fig, style, title=title, x_title=x_title,
-                 y_title=("waiting (requests)", "running (requests)"), height=520,
-                 hovermode="x unified")
-    fig.update_yaxes(rangemode="tozero")
+            data.append({
+                "type": "scatter", "x": x, "y": y, "mode": "lines", "name": label, "legendgroup": label,
+                "showlegend": row == 1,
+                "line": {"color": colors[label], "width": style.line_width, "shape": "hv", "dash": label_dash(i)},
+                "hovertemplate": f"{label}: %{{y:,.0f}} requests {what}<extra></extra>", **axes[row, 1, False],
+            })
+    layout = styled_layout(style, title=title, x_title=x_title, y_title=("waiting (requests)", "running (requests)"),
+                           height=520, hovermode="x unified", base=grid, xaxis={"rangemode": "tozero"},
+                           yaxis={"rangemode": "tozero"})
     for row, peak in enumerate(peaks, start=1):
-        integer_ticks(fig, peak, row=row, col=1)
-    fig.update_xaxes(rangemode="tozero")
-    return fig
+        layout[layout_key(axes[row, 1, False]["yaxis"])].update(integer_ticks(peak))
+    return trusted_figure(data, layout)
 
 
 def kv_occupancy(
@@ -78,6 +84,12 @@ def kv_occupancy(
 ) -> go.Figure:
     """Stacked area of the KV pool in use, by client or split into live vs orphaned (client gone), with the
     free blocks still holding cached prefixes on top and a dashed line at the pool size."""
+    return trusted_figure(*kv_occupancy_parts(trace, style, by=by, x_unit=x_unit, unit=unit, title=title))
+
+
+def kv_occupancy_parts(trace: Trace, style: ChartStyle, *, by: str, x_unit: str, unit: str,
+                       title: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """kv_occupancy's trace dicts and layout, for a builder that adds to them before making the figure."""
     if unit not in KV_UNITS:
         raise ValueError(f"unit: must be one of {', '.join(KV_UNITS)}, got {unit!r}")
     parts = _kv_by_client(trace) if by == "client" else _kv_by_state(trace) if by == "state" else None
@@ -87,22 +99,24 @@ def kv_occupancy(
     scale = per_block(trace)
     x, x_title = step_axis(trace, x_unit)
     x, *ys = downsample(x, *(values for _, values, _, _ in parts), how="mean")
-    fig = go.Figure()
-    for (name, _, color, pattern), y in zip(parts, ys, strict=True):
-        fig.add_trace(go.Scatter(
-            x=x, y=y * scale, name=name, mode="lines", stackgroup="kv",
-            line={"color": color, "width": 0.5, "shape": "hv"},
-            fillcolor=color, fillpattern={"shape": pattern, "fgcolor": theme.LIGHT_GREY, "solidity": 0.3},
-            hovertemplate=f"{name}: %{{y:,.{0 if unit == 'blocks' else 2}f}} {unit}<extra></extra>",
-        ))
+    data = [{
+        "type": "scatter", "x": x, "y": y * scale, "name": name, "mode": "lines", "stackgroup": "kv",
+        "line": {"color": color, "width": 0.5, "shape": "hv"},
+        "fillcolor": color, "fillpattern": {"shape": pattern, "fgcolor": theme.LIGHT_GREY, "solidity": 0.3},
+        "hovertemplate": f"{name}: %{{y:,.{0 if unit == 'blocks' else 2}f}} {unit}<extra></extra>",
+    } for (name, _, color, pattern), y in zip(parts, ys, strict=True)]
     pool = trace.config.num_blocks * scale
-    fig.add_hline(y=pool, opacity=1, line={"color": theme.BLACK, "dash": "dash", "width": style.line_width * 0.8},
-                  annotation={"text": f"pool: {fmt_num(pool, 0 if unit in ('blocks', '%') else 2)} {unit}",
-                              "xanchor": "left", "yanchor": "bottom"}, annotation_position="top left")
-    style_figure(fig, style, title=title, x_title=x_title, y_title=y_title, height=420, hovermode="x unified")
-    fig.update_yaxes(range=[0, pool * 1.12])
-    fig.update_xaxes(rangemode="tozero")
-    return fig
+    shape, note = pool_line(pool, unit, style)
+    layout = styled_layout(style, title=title, x_title=x_title, y_title=y_title, height=420, hovermode="x unified",
+                           xaxis={"rangemode": "tozero"}, yaxis={"range": [0, pool * 1.12]},
+                           layout={"shapes": [shape], "annotations": [note]})
+    return data, layout
+
+
+def pool_line(pool: float, unit: str, style: ChartStyle) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(shape, annotation): the dashed line at the pool size ``pool`` (in ``unit``), labelled at its left."""
+    return hline(pool, {"color": theme.BLACK, "dash": "dash", "width": style.line_width * 0.8}, opacity=1,
+                 text=f"pool: {fmt_num(pool, 0 if unit in ('blocks', '%') else 2)} {unit}")
 
 
 def _kv_by_state(trace: Trace) -> list[tuple[str, np.ndarray, str, str]]:
@@ -142,17 +156,14 @@ def client_counters(
     """Each client's virtual counter (VTC: weighted tokens served, plus any lift) over time."""
     x, x_title = step_axis(trace, x_unit)
     x, counters = downsample(x, trace.clients["client_counters"], how="max")
-    fig = go.Figure()
-    for i, client_id in enumerate(trace.client_ids):
-        fig.add_trace(go.Scatter(
-            x=x, y=counters[:, i], mode="lines", name=f"client {client_id}",
-            line={"color": theme.client_color(i), "width": style.line_width},
-            hovertemplate=f"client {client_id}: %{{y:,.0f}} weighted tokens<extra></extra>",
-        ))
-    style_figure(fig, style, title=title, x_title=x_title, y_title="virtual counter (weighted tokens)",
-                 hovermode="x unified")
-    fig.update_xaxes(rangemode="tozero")
-    return fig
+    data = [{
+        "type": "scatter", "x": x, "y": counters[:, i], "mode": "lines", "name": f"client {client_id}",
+        "line": {"color": theme.client_color(i), "width": style.line_width},
+        "hovertemplate": f"client {client_id}: %{{y:,.0f}} weighted tokens<extra></extra>",
+    } for i, client_id in enumerate(trace.client_ids)]
+    layout = styled_layout(style, title=title, x_title=x_title, y_title="virtual counter (weighted tokens)",
+                           hovermode="x unified", xaxis={"rangemode": "tozero"})
+    return trusted_figure(data, layout)
 
 
 def client_throughput(
@@ -174,18 +185,15 @@ def client_throughput(
     lines = [(f"client {c}", theme.client_color(i), "solid") for i, c in enumerate(trace.client_ids)]
     if show_total:
         lines.append(("all clients", theme.BLACK, "dot"))
-    fig = go.Figure()
-    for i, (name, color, dash) in enumerate(lines):
-        fig.add_trace(go.Scatter(
-            x=x, y=rates[:, i], mode="lines", name=name,
-            line={"color": color, "width": style.line_width, "dash": dash},
-            hovertemplate=f"{name}: %{{y:,.0f}} tokens/s<extra></extra>",
-        ))
-    style_figure(fig, style, title=title, x_title=x_title,
-                 y_title=f"output (tokens/s, last {window_steps:,} steps)", hovermode="x unified")
-    fig.update_yaxes(rangemode="tozero")
-    fig.update_xaxes(rangemode="tozero")
-    return fig
+    data = [{
+        "type": "scatter", "x": x, "y": rates[:, i], "mode": "lines", "name": name,
+        "line": {"color": color, "width": style.line_width, "dash": dash},
+        "hovertemplate": f"{name}: %{{y:,.0f}} tokens/s<extra></extra>",
+    } for i, (name, color, dash) in enumerate(lines)]
+    layout = styled_layout(style, title=title, x_title=x_title,
+                           y_title=f"output (tokens/s, last {window_steps:,} steps)", hovermode="x unified",
+                           xaxis={"rangemode": "tozero"}, yaxis={"rangemode": "tozero"})
+    return trusted_figure(data, layout)
 
 
 def _window_rate(tokens: np.ndarray, step_ms: np.ndarray, window: int) -> np.ndarray:
