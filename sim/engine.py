@@ -20,7 +20,7 @@ from .config import EngineConfig, StopCheck
 from .kv_cache_manager import KVCacheManager
 from .request import FINISHED_STATUSES, NO_STEP, RequestSpec, RequestStatus, RequestTable
 from .scheduler import Scheduler, SchedulerOutput
-from .trace import SCHED_WASTED, Trace, TraceRecorder
+from .trace import SCHED_DECODE, SCHED_WASTED, Trace, TraceRecorder
 
 _sum = np.add.reduce
 _NO_KIND = np.empty(0, dtype=np.int8)
@@ -132,6 +132,10 @@ class Engine:
         # idle steps must record the same shapes, or the trace's per-client columns cannot be stacked.
         self._scalar_client_values = self.num_clients == 1 and not config.enable_prefix_caching
         self._no_client_tokens = None if self.num_clients == 1 else np.zeros(self.num_clients, dtype=np.int64)
+        # Read-only per-step arrays of a step in which everybody decodes, handed out as views.
+        self._decode_kind = np.full(config.max_num_seqs, SCHED_DECODE, dtype=np.int8)
+        self._all_true = np.ones(config.max_num_seqs, dtype=bool)
+        self._decode_kind.flags.writeable = self._all_true.flags.writeable = False
 
     # ---- the loop -------------------------------------------------------------------------------------------
     def run(self, until_step: int | None = None) -> Trace:
@@ -182,6 +186,8 @@ class Engine:
         if out.events:
             self.recorder.events.extend([(step, kind, row, why) for kind, row, why in out.events])
         done = self._execute(step, out)
+        # Everybody in the running list ran and generated a token: next step each needs exactly one.
+        self.scheduler.all_decoding = out.all_emit and len(out.rows) == len(self.scheduler.running)
         values, client_values = self._measure(out, done)
         if self.snapshot_every_steps and step % self.snapshot_every_steps == 0:
             self.recorder.snapshots[step] = (self.kv.owner_map(), self._cached_free_mask())
@@ -300,6 +306,13 @@ class Engine:
         if not len(rows):
             return _Executed(rows, rows, np.zeros(0, dtype=bool), _NO_KIND, 0, 0, 0, self._no_client_tokens)
         t.num_computed_tokens[rows] = after
+        if out.all_decode:  # the commonest step: everybody decodes a token that is not its first
+            n = len(rows)
+            t.num_tokens[rows] = after + 1
+            num_output = t.num_output_tokens[rows] + 1
+            t.num_output_tokens[rows] = num_output
+            kind = np.full(n, SCHED_DECODE, dtype=np.int8) if self.may_waste else self._decode_kind[:n]
+            return self._emitted(step, rows, rows, num_output, self._all_true[:n], kind, n, after)
         if out.all_emit:  # the common step: no row-selection needed
             emitted, is_emitting = rows, None
             t.num_tokens[rows] = after + 1
@@ -320,6 +333,14 @@ class Engine:
             kind = decode.view(np.int8) + 1  # SCHED_PREFILL_DONE / _DECODE
         else:
             kind = is_emitting.view(np.int8) + decode.view(np.int8)  # SCHED_PREFILL / _PREFILL_DONE / _DECODE
+        return self._emitted(step, rows, emitted, num_output, decode, kind, num_decode, after, is_emitting)
+
+    def _emitted(self, step: int, rows: np.ndarray, emitted: np.ndarray, num_output: np.ndarray,
+                 decode: np.ndarray, kind: np.ndarray, num_decode: int, after: np.ndarray,
+                 is_emitting: np.ndarray | None = None) -> _Executed:
+        """The rest of _execute once the tokens are counted: wasted tokens, counter charges, who finished.
+        ``is_emitting`` (None: every scheduled row emitted) maps ``emitted`` back to positions in ``rows``."""
+        t = self.table
         num_wasted = 0
         if self.may_waste:
             is_wasted = (t.disconnect_step[emitted] != NO_STEP) | (num_output > t.useful_len[emitted])

@@ -99,6 +99,7 @@ def advance(engine: Engine, step: int, d: int) -> int:
     run = engine.scheduler.running
     _allocate(engine, run, j_of[keep], pos_of[keep], k_of[keep])
     _record(engine, step, n, run, j_of[keep], pos_of[keep], free_after[:n], walked)
+    engine.scheduler.all_decoding = True  # everybody decoded in every step of the stretch
     return n
 
 

@@ -124,6 +124,18 @@ class KVCacheManager:
         if self.enable_caching:
             self._hash_full_blocks(row, min(num_tokens_after, num_tokens_known))
 
+    def fills_its_blocks(self, num_tokens: np.ndarray) -> np.ndarray:
+        """[k] bool: ``num_tokens`` computed tokens fill whole blocks (the next token needs a new one)."""
+        if self._block_shift >= 0:
+            return (num_tokens & (self.block_size - 1)) == 0
+        return num_tokens % self.block_size == 0
+
+    def grow_by_one_block(self, rows: np.ndarray, num_computed: np.ndarray) -> None:
+        """One more block for each of ``rows``, whose ``num_computed`` tokens (> 0) fill the blocks they hold."""
+        held = num_computed >> self._block_shift if self._block_shift >= 0 else num_computed // self.block_size
+        self.block_table[self.slot_of_row[rows], held] = self.pool.allocate(len(rows))
+        self.num_blocks_held[rows] = held + 1
+
     def grow_many(self, rows: np.ndarray, new_blocks: np.ndarray, held: np.ndarray, total: int,
                   num_tokens_known: np.ndarray | None) -> None:
         """Vectorised ``grow`` for running requests: ``new_blocks[i]`` more blocks for ``rows[i]``, which holds

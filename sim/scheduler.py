@@ -25,8 +25,9 @@ from .request import NO_STEP, RequestStatus, RequestTable
 from .request_queue import make_queue
 
 Event = tuple[str, int, str]  # (kind, row, why)
-# What one phase scheduled: rows, tokens each, num_computed_tokens each after the step, whether all of them emit.
-_Part = tuple[np.ndarray, np.ndarray, np.ndarray, bool]
+# What one phase scheduled: rows, tokens each, num_computed_tokens each after the step, whether all of them emit,
+# whether all of them decode (one token each, not their first).
+_Part = tuple[np.ndarray, np.ndarray, np.ndarray, bool, bool]
 _NO_BLOCKS = np.empty(0, dtype=np.int32)
 _NO_ROWS = np.empty(0, dtype=np.int64)
 _sum = np.add.reduce  # the ufunc methods skip numpy's Python wrappers: this loop runs thousands of times a second
@@ -39,6 +40,7 @@ class SchedulerOutput:
     num_tokens: np.ndarray  # [k] int64 tokens scheduled for each row (on top of its num_computed_tokens)
     num_computed_after: np.ndarray  # [k] int64 each row's num_computed_tokens once the step has run
     all_emit: bool = True  # every scheduled row computes all its tokens, so each generates one (a common step)
+    all_decode: bool = False  # every scheduled row decodes one token, and none is its first (the commonest step)
     num_preempted: int = 0
     num_admitted: int = 0
     num_swap_blocks: int = 0  # blocks copied between GPU and CPU this step (both directions)
@@ -65,6 +67,11 @@ class Scheduler:
         self._is_leaving = np.zeros(len(table), dtype=bool)  # [rows] scratch mask for remove_finished
         self._watermark_blocks = config.watermark_blocks
         self.use_fast_path = True  # tests turn this off to check the vectorised path against the plain loop
+        # Every running request generated a token in the last step, so each needs exactly one token now. The
+        # engine sets it after each step; it lets the running phase skip working out what everyone needs.
+        self.all_decoding = False
+        self._ones = np.ones(config.max_num_seqs, dtype=np.int64)  # [max_num_seqs] a decode step's num_tokens
+        self._ones.flags.writeable = False  # handed out as views: nobody may change them
         self._step = 0
 
     # ---- the step --------------------------------------------------------------------------------------------
@@ -86,11 +93,12 @@ class Scheduler:
                 budget = self._schedule_waiting(budget, out, parts)
         out.num_scheduled_tokens = int(self.config.max_num_batched_tokens - budget)
         if len(parts) == 1:
-            out.rows, out.num_tokens, out.num_computed_after, out.all_emit = parts[0]
+            out.rows, out.num_tokens, out.num_computed_after, out.all_emit, out.all_decode = parts[0]
         elif parts:
             out.num_tokens = np.concatenate([p[1] for p in parts])
             out.num_computed_after = np.concatenate([p[2] for p in parts])
             out.all_emit = all(p[3] for p in parts)
+            out.all_decode = all(p[4] for p in parts)
             # Each phase schedules a prefix of what it appends to the running list, so when everybody runs the
             # scheduled rows are the running list itself.
             same = len(out.num_tokens) == len(self.running)
@@ -109,6 +117,8 @@ class Scheduler:
             return self._schedule_running_loop(budget, out, parts)
         t, kv = self.table, self.kv
         run = self.running
+        if self.all_decoding and len(run) <= budget and not kv.enable_caching and self._schedule_decoders(parts):
+            return budget - len(run)
         seq_len = t.num_tokens[run]
         computed = t.num_computed_tokens[run]
         need = seq_len - computed  # >= 1 for every running request
@@ -139,8 +149,22 @@ class Scheduler:
             rows = self.running[:k]
             used = int(_sum(sched))
         kv.grow_many(rows, new_blocks, held, total, np.minimum(after, seq_len) if kv.enable_caching else None)
-        parts.append((rows, sched, after, all_emit))
+        parts.append((rows, sched, after, all_emit, False))
         return budget - used
+
+    def _schedule_decoders(self, parts: list) -> bool:
+        """The running phase when every running request decodes (``all_decoding``) and the budget covers them:
+        one token each, and one more block for each whose KV fills its last block. Returns False, having done
+        nothing, when the pool cannot give all of those a block (the general path then preempts)."""
+        kv, run = self.kv, self.running
+        computed = self.table.num_computed_tokens[run]
+        growing = np.flatnonzero(kv.fills_its_blocks(computed))
+        if len(growing) > kv.pool.num_free:
+            return False
+        if len(growing):
+            kv.grow_by_one_block(run[growing], computed[growing])
+        parts.append((run, self._ones[:len(run)], computed + 1, True, True))
+        return True
 
     def _preempt_from_tail(self, cum_blocks: np.ndarray, k: int, out: SchedulerOutput) -> int:
         """vLLM's loop, vectorised: find the first running request whose blocks do not fit, preempt the tail of
@@ -192,7 +216,7 @@ class Scheduler:
         rows = np.array(list(scheduled), dtype=np.int64)
         num_new = np.array(list(scheduled.values()), dtype=np.int64)
         after = t.num_computed_tokens[rows] + num_new
-        parts.append((rows, num_new, after, bool((after == t.num_tokens[rows]).all())))
+        parts.append((rows, num_new, after, bool((after == t.num_tokens[rows]).all()), False))
         return budget
 
     def _victim(self, running: list[int]) -> int:
@@ -267,7 +291,8 @@ class Scheduler:
             budget -= num_new
             out.events.append(("swap_in", row, f"{blocks} blocks copied back from CPU memory"))
         if rows:
-            parts.append((np.array(rows, np.int64), np.array(toks, np.int64), np.array(after, np.int64), all_emit))
+            parts.append((np.array(rows, np.int64), np.array(toks, np.int64), np.array(after, np.int64), all_emit,
+                          False))
         return budget
 
     def _no_slot(self, num_running: int | None = None) -> str:
@@ -340,7 +365,7 @@ class Scheduler:
         if rows:
             r = np.array(rows, np.int64)
             self.running = np.concatenate([self.running, r])
-            parts.append((r, np.array(toks, np.int64), np.array(after, np.int64), all_emit))
+            parts.append((r, np.array(toks, np.int64), np.array(after, np.int64), all_emit, False))
         return budget
 
     def _start_running(self, row: int, num_hit_tokens: int, chunk: int, out: SchedulerOutput) -> None:

@@ -39,3 +39,12 @@ def test_fast_path_equals_plain_loop_under_heavy_preemption(num_requests, num_bl
     fast, plain = run(cfg, *reqs, fast_path=True), run(cfg, *reqs, fast_path=False)
     assert fast.requests["num_preemptions"].sum() > 0
     assert_same_trace(fast, plain)
+
+
+@settings(max_examples=20, deadline=None)
+@given(block_size=st.sampled_from([3, 5, 6]), num_blocks=st.integers(12, 20), policy=st.sampled_from(["fcfs", "sjf"]))
+def test_fast_path_equals_plain_loop_for_block_sizes_not_a_power_of_two(block_size, num_blocks, policy):
+    # The decode step finds the requests that need a block with a remainder, not a bit mask, for these sizes.
+    reqs = [req(f"r{i}", i % 4, 2 + i % 5, 8 + 3 * i) for i in range(8)]
+    cfg = config(num_blocks=num_blocks, block_size=block_size, max_num_seqs=6, policy=policy)
+    assert_same_trace(run(cfg, *reqs, fast_path=True), run(cfg, *reqs, fast_path=False))

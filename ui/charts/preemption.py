@@ -407,8 +407,8 @@ def cost_bars(cost: Any, style: ChartStyle, *, bandwidth_gb_s: float, title: str
     notes += [{"x": v, "y": y, "text": f" {v:,.0f} MB", "showarrow": False, "xanchor": "left", "xref": "x2",
                "yref": "y2"} for y, v in zip(ys, (0.0, mb), strict=True)]
     # Two panels side by side without make_subplots (slow): the second pair of axes shares the bars' rows.
-    axes = {"xaxis": {"domain": [0, 0.56]}, "xaxis2": {"domain": [0.68, 1], "anchor": "y2"},
-            "yaxis2": {"anchor": "x2", "matches": "y", "showticklabels": False}}
+    axes = {"xaxis": {"domain": [0, 0.56]}, "xaxis2": {"domain": [0.68, 1], "anchor": "y2"}, "yaxis": {},
+            "yaxis2": {"anchor": "x2", "matches": "y", "showticklabels": False}}  # both y axes get the shared look
     return trusted_figure(traces, styled_layout(
         style, title=title or f"Bringing back a {cost.tokens:,}-token victim ({cost.blocks:,} blocks, "
         f"{mb:,.0f} MB of KV)", x_title=None, y_title=None, height=300, base=axes,
