@@ -59,7 +59,7 @@ def quiet_steps(engine: Engine, step: int, until_step: int | None) -> int:
         d = min(d, -step % engine.snapshot_every_steps)
     if d < MIN_STEPS:
         return 0
-    if (t.num_tokens[run] - t.num_computed_tokens[run] != 1).any():
+    if not s.all_decoding and (t.num_tokens[run] - t.num_computed_tokens[run] != 1).any():
         return 0
     return d
 

@@ -363,9 +363,9 @@ class Scheduler:
             all_emit = all_emit and computed == num_tokens
             budget -= chunk
         if rows:
-            r = np.array(rows, np.int64)
+            r, num_tokens, num_computed = np.array((rows, toks, after), np.int64)  # one conversion, three rows
             self.running = np.concatenate([self.running, r])
-            parts.append((r, np.array(toks, np.int64), np.array(after, np.int64), all_emit, False))
+            parts.append((r, num_tokens, num_computed, all_emit, False))
         return budget
 
     def _start_running(self, row: int, num_hit_tokens: int, chunk: int, out: SchedulerOutput) -> None:
