@@ -41,8 +41,7 @@ x_max = max(float(run.trace.steps["time_ms"][-1]) if unit == "ms" else run.trace
 def draw_gantt(label: str) -> None:
     run = next(r for r in runs if r.label == label)
     highlight = (blocker[0],) if blocker and run is runs[0] else ()
-    fig = charts.gantt(run.trace, style, x_unit=unit, title=f"{label}", highlight_ids=highlight)
-    fig.update_xaxes(range=[0, x_max])
+    fig = charts.gantt(run.trace, style, x_unit=unit, title=f"{label}", highlight_ids=highlight, x_max=x_max)
     page.show_chart(fig, f"gantt-{label}", style)
 
 

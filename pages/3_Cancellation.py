@@ -49,8 +49,8 @@ x_max = max(float(run.trace.steps["time_ms"][-1]) if unit == "ms" else run.trace
 
 def draw_gantt(label: str) -> None:
     run = next(r for r in runs if r.label == label)
-    fig = charts.gantt(run.trace, style, x_unit=unit, title=label, highlight_ids=lesson.gantt_notes(run, story))
-    fig.update_xaxes(range=[0, x_max])
+    fig = charts.gantt(run.trace, style, x_unit=unit, title=label, highlight_ids=lesson.gantt_notes(run, story),
+                       x_max=x_max)
     page.show_chart(fig, f"gantt-{label}", style)
 
 

@@ -43,8 +43,7 @@ def show_timeline() -> None:
     def draw(label: str) -> None:
         run = next(r for r in runs if r.label == label)
         fig = charts.gantt_with_resumes(run.trace, style, notes=lesson.gantt_notes(run.preempted), x_unit=unit,
-                                        title=label)
-        fig.update_xaxes(range=[0, x_max])
+                                        title=label, x_max=x_max)
         page.show_chart(fig, f"preemption-gantt-{label}", style)
 
     page.grid(labels, draw, columns=columns)

@@ -665,3 +665,12 @@ def test_charts_never_import_streamlit(repo_root):
     subprocess.run([sys.executable, "-c", code], cwd=repo_root, check=True)
     for path in (repo_root / "ui" / "charts").glob("*.py"):
         assert "import streamlit" not in path.read_text(), path
+
+
+def test_gantts_side_by_side_share_the_x_axis_they_are_given(busy):
+    fcfs = busy["FCFS"]
+    longest = 2 * fcfs.num_steps
+    assert list(charts.gantt(fcfs, STYLE).layout.xaxis.range) == [0, fcfs.num_steps]
+    assert list(charts.gantt(fcfs, STYLE, x_max=longest).layout.xaxis.range) == [0, longest]
+    ms = charts.gantt(fcfs, STYLE, x_unit="ms", x_max=123.5)
+    assert list(ms.layout.xaxis.range) == [0, 123.5]

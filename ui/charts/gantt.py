@@ -45,9 +45,12 @@ def gantt(
     color_by: str = "state",
     max_requests: int | None = None,
     segments: pd.DataFrame | None = None,
+    x_max: float | None = None,
 ) -> go.Figure:
     """Gantt chart of ``trace``. ``highlight_ids`` may map an id to a note ("head-of-line blocker");
-    ``max_requests`` keeps the first N requests by arrival; ``segments`` reuses a cached request_segments()."""
+    ``max_requests`` keeps the first N requests by arrival; ``segments`` reuses a cached request_segments();
+    ``x_max`` ends the x axis there (in ``x_unit``; default the end of the run), so charts side by side share a
+    scale."""
     if color_by not in ("state", "client"):
         raise ValueError(f"color_by: must be 'state' or 'client', got {color_by!r}")
     x_title = time_title(x_unit)
@@ -64,7 +67,7 @@ def gantt(
             for name, color, pattern, part in _bar_groups(seg, color_by, trace)]
     data += _event_markers(trace, pos, x_unit, style, many_rows=many)
     shown = f" (first {len(rows)} of {trace.num_requests})" if len(rows) < trace.num_requests else ""
-    x_max = _x_max(trace, x_unit)
+    x_max = _x_max(trace, x_unit) if x_max is None else x_max
     layout = styled_layout(style, title=title + shown, x_title=x_title, y_title="requests (in arrival order)",
                            height=_height(len(rows)), xaxis={"range": [0, x_max]},
                            yaxis=_row_axis(trace, rows, highlights),
