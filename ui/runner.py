@@ -8,6 +8,7 @@ is passed unhashed (leading underscore).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -28,33 +29,32 @@ def scenario_key(scenario: Scenario) -> str:
     return hashlib.sha256(f"{scenario.config!r}|{_requests_digest(scenario.requests)}".encode()).hexdigest()
 
 
-_REQUESTS_DIGESTS: dict[int, tuple[tuple, str]] = {}  # id(requests) -> (requests, digest)
+def _requests_digest(requests: tuple | list) -> str:
+    """The hash of a request list's repr (300 requests: ~2 ms). A page's variants share one tuple and a rerun asks
+    for each run's key several times, so a tuple's digest is remembered (hashing the frozen specs is ~5x cheaper
+    than their repr); a list, which could change in place, never is."""
+    return _tuple_digest(requests) if isinstance(requests, tuple) else _digest(requests)
 
 
-def _requests_digest(requests: tuple) -> str:
-    """The hash of a request tuple's repr (300 requests: ~2 ms), remembered for the tuple itself: a page's
-    variants share one, and a rerun asks for each run's key several times. The entry keeps the tuple alive, so
-    its id cannot be reused by another."""
-    hit = _REQUESTS_DIGESTS.get(id(requests))
-    if hit is not None and hit[0] is requests:
-        return hit[1]
-    digest = hashlib.sha256(repr(requests).encode()).hexdigest()
-    if not isinstance(requests, tuple):  # a list could change in place: never remembered
-        return digest
-    if len(_REQUESTS_DIGESTS) >= 64:
-        _REQUESTS_DIGESTS.clear()
-    _REQUESTS_DIGESTS[id(requests)] = (requests, digest)
-    return digest
+def _digest(requests: tuple | list) -> str:
+    return hashlib.sha256(repr(requests).encode()).hexdigest()
 
 
-_PREFETCHER = background.Prefetcher()
-_PREFETCHER.warm_up()
+_tuple_digest = functools.lru_cache(maxsize=64)(_digest)  # a pure function of an immutable argument
+
+
+@st.cache_resource(show_spinner=False)
+def _prefetcher() -> background.Prefetcher:
+    """The process-wide worker pool (one for all sessions: it hands each run to one caller)."""
+    prefetcher = background.Prefetcher()
+    prefetcher.warm_up()
+    return prefetcher
 
 
 @st.cache_data(max_entries=256, show_spinner=False)
 def _run(key: str, _scenario: Scenario, snapshot_every_steps: int) -> Trace:
     if not snapshot_every_steps:
-        trace = _PREFETCHER.take(key)  # a worker's run, if one started it
+        trace = _prefetcher().take(key)  # a worker's run, if one started it
         if trace is not None:
             return trace
     return simulate(_scenario.config, _scenario.requests, name=_scenario.name,
@@ -69,7 +69,7 @@ def run(scenario: Scenario, snapshot_every_steps: int = 0) -> Trace:
 def prefetch(scenarios: Sequence[Scenario]) -> None:
     """About to ``run`` (or ``measure``) each of ``scenarios``, in this order: start the ones never run in this
     process on the other cores (ui.background), so the page's own thread shares the work."""
-    _PREFETCHER.prefetch((scenario_key(sc), sc) for sc in scenarios)
+    _prefetcher().prefetch((scenario_key(sc), sc) for sc in scenarios)
 
 
 @st.cache_data(max_entries=256, show_spinner=False)
