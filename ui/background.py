@@ -27,6 +27,7 @@ import os
 import sys
 import threading
 import types
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import CancelledError, Future, ProcessPoolExecutor, wait
@@ -40,6 +41,7 @@ from sim.trace import Trace
 
 MAX_QUEUED = 64  # runs waiting for a worker
 MAX_UNCLAIMED = 32  # finished runs kept for a caller that never came (its page rerun was stopped)
+MAX_POOL_FAILURES = 3  # pools that die in a row before prefetching stops
 MAX_SEEN = 100_000  # keys remembered (a forgotten key costs one run made in the page's thread)
 
 
@@ -86,6 +88,7 @@ class Prefetcher:
         self._seen: set[str] = set()  # keys queued or run in this process
         self._pool: ProcessPoolExecutor | None = None
         self._dispatchers: list[threading.Thread] = []
+        self._num_failures = 0  # pools dropped in a row
 
     # ---- the page's side ----------------------------------------------------------------------------------
     def prefetch(self, items: Iterable[tuple[str, Scenario]]) -> None:
@@ -137,8 +140,11 @@ class Prefetcher:
         """Start the workers now, so the first page that prefetches does not wait for them to import."""
         if self.workers:
             with self._lock:
-                self._start()
-                self._submit(_warm_up)
+                try:
+                    self._start()
+                    self._submit(_warm_up)
+                except (BrokenProcessPool, OSError, RuntimeError) as e:
+                    self._pool_failed(e)
 
     # ---- the workers' side --------------------------------------------------------------------------------
     def _start(self) -> None:
@@ -156,14 +162,16 @@ class Prefetcher:
                 while not self._queued:
                     self._lock.wait()
                 key, scenario = self._queued.popitem(last=True)  # the page's thread starts from the front
-                self._start()  # (again, after a crashed pool was dropped)
                 try:
+                    self._start()  # (again, after a crashed pool was dropped)
                     future = self._submit(simulate_scenario, scenario)
-                except (BrokenProcessPool, RuntimeError):  # a crashed pool, or the interpreter shutting down
+                except (BrokenProcessPool, OSError) as e:  # a worker died, or could not start
                     self._seen.discard(key)
-                    self._pool = None
-                    self._start()
+                    self._pool_failed(e)
                     continue
+                except RuntimeError:  # the interpreter is shutting down: no more work
+                    self._queued.clear()
+                    return
                 self._started[key] = future
                 while len(self._started) > MAX_UNCLAIMED:
                     old_key, old = next(iter(self._started.items()))
@@ -171,14 +179,31 @@ class Prefetcher:
                         break
                     del self._started[old_key]
             wait([future])  # one run at a time per worker (a failed or cancelled run is the taker's business)
+            if not future.cancelled() and not isinstance(future.exception(), BrokenProcessPool):
+                with self._lock:
+                    self._num_failures = 0  # the pool works
 
     def _submit(self, fn: Callable[..., Any], *args: Any) -> Future:
         """(Lock held.) ``pool.submit``, which starts the worker process when there is none yet."""
         with _bare_main():
             return self._pool.submit(fn, *args)
 
+    def _pool_failed(self, error: BaseException) -> None:
+        """(Lock held.) Drop a pool whose workers died or could not start; after MAX_POOL_FAILURES in a row, stop
+        prefetching (everything then runs in the page's thread, as with no workers)."""
+        self._pool = None
+        self._num_failures += 1
+        if self._num_failures >= MAX_POOL_FAILURES:
+            self.workers = 0
+            for key in self._queued:
+                self._seen.discard(key)
+            self._queued.clear()
+            warnings.warn(f"ui.background: simulation workers keep failing ({error!r}); prefetching is off",
+                          RuntimeWarning, stacklevel=2)
+
     def _reset_pool(self) -> None:
+        """A taker found the pool broken: drop it (the dispatchers start a new one for the next run)."""
         with self._lock:
             if self._pool is not None:
                 self._pool.shutdown(wait=False, cancel_futures=True)
-                self._pool = None
+                self._pool_failed(BrokenProcessPool("a worker died while running a simulation"))

@@ -96,3 +96,18 @@ def test_the_worker_count_can_be_set(monkeypatch):
     monkeypatch.setenv("SCHEDLAB_PREFETCH_WORKERS", "two")
     with pytest.raises(ValueError, match="SCHEDLAB_PREFETCH_WORKERS"):
         background.default_workers()
+
+
+def test_workers_that_keep_dying_turn_prefetching_off(monkeypatch):
+    p = background.Prefetcher(workers=1)
+
+    def broken_start():
+        raise OSError("no processes here")
+
+    monkeypatch.setattr(p, "_start", broken_start)
+    with pytest.warns(RuntimeWarning, match="prefetching is off"):
+        for _ in range(background.MAX_POOL_FAILURES):
+            p.warm_up()
+    assert p.workers == 0
+    p.prefetch([("k", _scenario())])  # now a no-op: the caller runs everything itself
+    assert p.status("k") is None and p.take("k") is None
