@@ -180,7 +180,7 @@ class Engine:
                 "swapped": [ids[r] for r in s.swapped]}
 
     def step(self, step: int) -> None:
-        self.arrive(step)  # a no-op if the run loop already admitted this step's arrivals to the queue
+        """One engine step, after ``advance`` has queued the step's arrivals."""
         num_aborted = self._disconnect(step)
         out = self.scheduler.schedule(step)
         if out.events:
