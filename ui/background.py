@@ -89,6 +89,7 @@ class Prefetcher:
         self._pool: ProcessPoolExecutor | None = None
         self._dispatchers: list[threading.Thread] = []
         self._num_failures = 0  # pools dropped in a row
+        self._closed = False
 
     # ---- the page's side ----------------------------------------------------------------------------------
     def prefetch(self, items: Iterable[tuple[str, Scenario]]) -> None:
@@ -146,6 +147,19 @@ class Prefetcher:
                 except (BrokenProcessPool, OSError, RuntimeError) as e:
                     self._pool_failed(e)
 
+    def close(self) -> None:
+        """Stop for good: drop the queue and shut the workers down (runs already handed out still finish)."""
+        with self._lock:
+            self.workers = 0
+            self._closed = True
+            for key in self._queued:
+                self._seen.discard(key)
+            self._queued.clear()
+            pool, self._pool = self._pool, None
+            self._lock.notify_all()
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+
     # ---- the workers' side --------------------------------------------------------------------------------
     def _start(self) -> None:
         """(Lock held.) Create the pool and the dispatcher threads if needed."""
@@ -159,8 +173,10 @@ class Prefetcher:
     def _dispatch(self) -> None:
         while True:
             with self._lock:
-                while not self._queued:
+                while not self._queued and not self._closed:
                     self._lock.wait()
+                if self._closed:
+                    return
                 key, scenario = self._queued.popitem(last=True)  # the page's thread starts from the front
                 try:
                     self._start()  # (again, after a crashed pool was dropped)

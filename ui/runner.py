@@ -43,9 +43,10 @@ def _digest(requests: tuple | list) -> str:
 _tuple_digest = functools.lru_cache(maxsize=64)(_digest)  # a pure function of an immutable argument
 
 
-@st.cache_resource(show_spinner=False)
+@st.cache_resource(show_spinner=False, on_release=background.Prefetcher.close)
 def _prefetcher() -> background.Prefetcher:
-    """The process-wide worker pool (one for all sessions: it hands each run to one caller)."""
+    """The process-wide worker pool (one for all sessions: it hands each run to one caller). Released (its
+    workers stopped) when Streamlit drops the resource, e.g. on st.cache_resource.clear()."""
     prefetcher = background.Prefetcher()
     prefetcher.warm_up()
     return prefetcher

@@ -111,3 +111,16 @@ def test_workers_that_keep_dying_turn_prefetching_off(monkeypatch):
     assert p.workers == 0
     p.prefetch([("k", _scenario())])  # now a no-op: the caller runs everything itself
     assert p.status("k") is None and p.take("k") is None
+
+
+def test_a_closed_prefetcher_stops_its_workers_and_prefetches_nothing():
+    p = background.Prefetcher(workers=1)
+    p.warm_up()
+    p.prefetch([("a", _scenario(0.3)), ("b", _scenario(0.6))])
+    p.close()
+    assert p.workers == 0 and p._pool is None
+    p.prefetch([("c", _scenario(0.9))])
+    assert p.status("c") is None and p.take("c") is None
+    for thread in p._dispatchers:  # the dispatchers leave once the run they handed out (if any) is over
+        thread.join(timeout=60)
+        assert not thread.is_alive()
