@@ -105,21 +105,20 @@ class KVCacheManager:
         if k:
             self.pool.touch(cached_blocks)
             self.block_table[slot, :k] = cached_blocks
-        target = -(-num_tokens_after // self.block_size)  # as grow() from k held blocks
-        if target > k:
-            self.block_table[slot, k:target] = self.pool.allocate(target - k)
-            k = target
         self.num_blocks_held[row] = k
-        self.num_hashed_blocks[row] = len(cached_blocks)
-        if self.enable_caching:
-            self._hash_full_blocks(row, min(num_tokens_after, num_tokens_known))
+        self.num_hashed_blocks[row] = k
+        self._grow_from(row, slot, k, num_tokens_after, num_tokens_known)
 
     def grow(self, row: int, num_tokens_after: int, num_tokens_known: int) -> None:
         """Allocate the blocks one request needs to hold ``num_tokens_after`` computed tokens."""
-        held = self.num_blocks_held.item(row)
+        self._grow_from(row, self.slot_of_row.item(row), self.num_blocks_held.item(row), num_tokens_after,
+                        num_tokens_known)
+
+    def _grow_from(self, row: int, slot: int, held: int, num_tokens_after: int, num_tokens_known: int) -> None:
+        """``grow`` for a request in batch slot ``slot`` that holds ``held`` blocks (callers know both)."""
         target = -(-num_tokens_after // self.block_size)
         if target > held:
-            self.block_table[self.slot_of_row[row], held:target] = self.pool.allocate(target - held)
+            self.block_table[slot, held:target] = self.pool.allocate(target - held)
             self.num_blocks_held[row] = target
         if self.enable_caching:
             self._hash_full_blocks(row, min(num_tokens_after, num_tokens_known))
@@ -132,7 +131,7 @@ class KVCacheManager:
 
     def grow_by_one_block(self, rows: np.ndarray, num_computed: np.ndarray) -> None:
         """One more block for each of ``rows``, whose ``num_computed`` tokens (> 0) fill the blocks they hold."""
-        held = num_computed >> self._block_shift if self._block_shift >= 0 else num_computed // self.block_size
+        held = self.blocks_for(num_computed)  # whole blocks: ceil is exact
         self.block_table[self.slot_of_row[rows], held] = self.pool.allocate(len(rows))
         self.num_blocks_held[rows] = held + 1
 
