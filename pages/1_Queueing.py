@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from ui import charts, knobs, page, runner
+from ui import charts, knobs, page, sweeps
 from ui.lesson import footer, open_lesson, run_variants
 from ui.lessons import queueing as lesson
 
@@ -57,13 +57,20 @@ with right:
 
 if sweeping:
     st.subheader("Prediction error: from SJF toward FCFS")
-    sweep = lesson.sigma_sweep(scenario, preset.knobs["sigma_sweep"], runner.run)
-    page.show_chart(charts.sweep_lines(
-        sweep["sigma"], {"SJF on predicted lengths": sweep["predicted"]}, style,
-        references={"SJF, true lengths": sweep["sjf"][0], "FCFS": sweep["fcfs"][0]},
-        title="Average finish time as predictions get worse",
-        x_title="prediction error (lognormal sigma)", y_title="average finish time (engine steps)"),
-        "prediction-error-sweep", style)
+    sigmas = preset.knobs["sigma_sweep"]
+    sigma_sweep = page.guarded(lambda: sweeps.Sweep(sigma_sweep_runs, lesson.mean_finish_steps, lp.started_s))
+
+    def draw_sigma_sweep(measure: sweeps.MeasureFn) -> None:
+        sweep = page.guarded(lambda: lesson.sigma_sweep(scenario, sigmas, measure))
+        references = {label: v for label, v in (("SJF, true lengths", sweep["sjf"]), ("FCFS", sweep["fcfs"]))
+                      if v is not None}
+        page.show_chart(charts.sweep_lines(
+            sweep["sigma"], {"SJF on predicted lengths": sweep["predicted"]}, style, references=references,
+            title="Average finish time as predictions get worse", x_all=sweep["sigma_all"],
+            x_title="prediction error (lognormal sigma)", y_title="average finish time (engine steps)"),
+            "prediction-error-sweep", style)
+
+    sweeps.show(sigma_sweep, draw_sigma_sweep)
 
 st.subheader("Metrics")
 page.show_metrics({run.label: run.summary for run in runs}, ("served", "throughput", "preemptions"))

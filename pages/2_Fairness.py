@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from ui import charts, knobs, page, runner
+from ui import charts, knobs, page, runner, sweeps
 from ui.charts import fairness as fairness_charts
 from ui.controls import KnobPanel
 from ui.lesson import footer, open_lesson, run_variants
@@ -54,24 +54,33 @@ for col, run in zip(st.columns(len(runs)), runs, strict=True):
                help="Output tokens generated over the whole run, per second of simulated GPU time.")
     col.caption(lesson.run_caption(run))
 
-# The sweep's curve comes first, and its sentences join the notice.
-limits = weights = None
+# The sweep's curve comes first, and its sentences join the notice once every point is in (ui.sweeps: the page
+# draws the points ready now, and the rest fill in without holding up the rerun).
+limit_sweep = weight_sweep = None
 if limit_values:
-    limits = page.guarded(lambda: lesson.limit_sweep(scenario, limit_values, runner.measure))
+    limit_sweep = page.guarded(lambda: sweeps.Sweep(lesson.limit_sweep_runs(scenario, limit_values),
+                                                    lesson.sweep_point, lp.started_s))
 if weight_values:
-    weights = page.guarded(lambda: lesson.weight_sweep(vtc_scenario, weight_values, runner.measure))
-page.notice(lesson.notices(runs, limits, weights))
+    weight_sweep = page.guarded(lambda: sweeps.Sweep(lesson.weight_sweep_runs(vtc_scenario, weight_values),
+                                                     lesson.sweep_point, lp.started_s))
+page.notice(lesson.notices(
+    runs,
+    lesson.limit_sweep(scenario, limit_values, runner.measure) if limit_sweep and limit_sweep.is_complete else None,
+    lesson.weight_sweep(vtc_scenario, weight_values, runner.measure)
+    if weight_sweep and weight_sweep.is_complete else None))
 
-if limits is not None:
+if limit_sweep is not None:
     st.subheader("Rate limits: throughput against the limit")
-    page.show_chart(fairness_charts.limit_sweep_chart(
-        limits, lesson.sweep_references(runs, runner.measure), style,
-        light_client=lesson.light_client(runs[0]), chosen=own["limit"]), "rate-limit-sweep", style)
-if weights is not None:
+    sweeps.show(limit_sweep, lambda measure: page.show_chart(fairness_charts.limit_sweep_chart(
+        page.guarded(lambda: lesson.limit_sweep(scenario, limit_values, measure)),
+        lesson.sweep_references(runs, runner.measure), style, light_client=lesson.light_client(runs[0]),
+        chosen=own["limit"]), "rate-limit-sweep", style))
+if weight_sweep is not None:
     st.subheader("Input and output weights: who counts as served")
-    page.show_chart(fairness_charts.weight_sweep_chart(
-        weights, lesson.sweep_references(runs, runner.measure, policies=("fcfs",)), style,
-        chosen=vtc_scenario.config.output_weight), "output-weight-sweep", style)
+    sweeps.show(weight_sweep, lambda measure: page.show_chart(fairness_charts.weight_sweep_chart(
+        page.guarded(lambda: lesson.weight_sweep(vtc_scenario, weight_values, measure)),
+        lesson.sweep_references(runs, runner.measure, policies=("fcfs",)), style,
+        chosen=vtc_scenario.config.output_weight), "output-weight-sweep", style))
 
 traces = {run.label: run.trace for run in runs}
 st.subheader("Virtual token counters")

@@ -6,6 +6,7 @@ A page is then: ``page = open_lesson(...)``, its own knobs, ``run_variants(...)`
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -39,6 +40,7 @@ class LessonPage:
     base: Scenario  # the preset's scenario, or the one the user uploaded
     is_uploaded: bool
     scope: str  # widget-state scope: a new preset (or uploaded file) resets the knobs to its defaults
+    started_s: float  # time.perf_counter() when this rerun of the page began (a sweep's time budget counts from it)
 
     def panel(self, title: str, key: str, knob_list: list[Knob]) -> dict[str, Any]:
         """A titled group of knobs in the sidebar; returns their values."""
@@ -55,6 +57,7 @@ class LessonPage:
 
 def open_lesson(lesson: str, title: str, icon: str, question: str) -> LessonPage:
     """Set the page up and draw its header: title, the question, the preset picker and the upload box."""
+    started_s = time.perf_counter()
     style = page.setup(title.split(":")[0], icon)
     st.title(title)
     st.markdown(question)
@@ -62,7 +65,7 @@ def open_lesson(lesson: str, title: str, icon: str, question: str) -> LessonPage
     st.caption(preset.description)
     uploaded = sections.upload(lesson)
     scope = preset.key if uploaded is None else f"upload:{runner.scenario_key(uploaded)}"
-    return LessonPage(style, preset, uploaded or preset.scenario, uploaded is not None, scope)
+    return LessonPage(style, preset, uploaded or preset.scenario, uploaded is not None, scope, started_s)
 
 
 def run_variants(variants: Sequence[tuple[str, Scenario]], make: Callable[..., Any] = Run,

@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -64,7 +66,43 @@ def _run(key: str, _scenario: Scenario, snapshot_every_steps: int) -> Trace:
 
 def run(scenario: Scenario, snapshot_every_steps: int = 0) -> Trace:
     """Simulate ``scenario`` (cached). Raises sim.SimulationError for a run that cannot finish."""
-    return _run(scenario_key(scenario), scenario, snapshot_every_steps)
+    key = scenario_key(scenario)
+    trace = _run(key, scenario, snapshot_every_steps)
+    if not snapshot_every_steps:
+        _ready_keys().add(key)
+    return trace
+
+
+class _ReadyKeys:
+    """The keys of the runs this process has made (so they are cached), newest last; at most MAX_KEYS."""
+
+    MAX_KEYS = 4096  # well past the caches' sizes: a forgotten key only makes a sweep wait for a cached run
+
+    def __init__(self) -> None:
+        self._keys: OrderedDict[str, None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def add(self, key: str) -> None:
+        with self._lock:
+            self._keys[key] = None
+            self._keys.move_to_end(key)
+            if len(self._keys) > self.MAX_KEYS:
+                self._keys.popitem(last=False)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._keys
+
+
+@st.cache_resource(show_spinner=False)
+def _ready_keys() -> _ReadyKeys:
+    """One registry for the process, like the caches it indexes (Streamlit's resource cache, not a global)."""
+    return _ReadyKeys()
+
+
+def is_ready(key: str) -> bool:
+    """Would ``run`` or ``measure`` of the scenario with ``scenario_key`` ``key`` be quick now: made before (so
+    cached) or finished by a worker? (A cache entry evicted since only makes that call slow, never wrong.)"""
+    return key in _ready_keys() or _prefetcher().status(key) == "done"
 
 
 def prefetch(scenarios: Sequence[Scenario]) -> None:
@@ -112,7 +150,10 @@ def measure(scenario: Scenario, fn: Callable[..., Any], *args: Any) -> Any:
     """``fn(trace of scenario, *args)``, cached per scenario, function and (hashable) ``args``: for the numbers a
     page needs from a run on every rerun (per-client rows, fairness statistics, one point of a sweep) without
     recomputing them or unpickling the trace again. ``fn`` must be a pure module-level function of the trace."""
-    return _measure(scenario_key(scenario), f"{fn.__module__}.{fn.__qualname__}", args, scenario, fn)
+    key = scenario_key(scenario)
+    value = _measure(key, f"{fn.__module__}.{fn.__qualname__}", args, scenario, fn)
+    _ready_keys().add(key)
+    return value
 
 
 @st.cache_data(max_entries=16, show_spinner=False)

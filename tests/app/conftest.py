@@ -11,15 +11,34 @@ from streamlit.testing.v1 import AppTest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def open_page(page: str | None = None, query: dict[str, str] | None = None, timeout: float = 120) -> AppTest:
-    """Run ``page`` (e.g. "pages/1_Queueing.py"; None = the home page) with ``query`` as URL parameters."""
+def open_page(page: str | None = None, query: dict[str, str] | None = None, timeout: float = 120,
+              settle: bool = True) -> AppTest:
+    """Run ``page`` (e.g. "pages/1_Queueing.py"; None = the home page) with ``query`` as URL parameters; then, with
+    ``settle``, until its sweeps are complete (what a reader sees a moment later)."""
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=timeout)
     if page:
         at.switch_page(page)
     for key, value in (query or {}).items():
         at.query_params[key] = value
     at.run()
-    return at
+    return settle_sweeps(at) if settle else at
+
+
+SWEEP_RUNNING = "Running the sweep"  # ui.sweeps' line under a sweep that is still filling in
+
+
+def sweep_running(at: AppTest) -> bool:
+    return any(SWEEP_RUNNING in c.value for c in at.caption)
+
+
+def settle_sweeps(at: AppTest, max_reruns: int = 30) -> AppTest:
+    """Rerun until no sweep is still filling in. In a browser a polling fragment does this; AppTest runs no
+    fragment on its own, but each rerun runs more of the sweep (its runs cached, the budget goes to the sweep)."""
+    for _ in range(max_reruns):
+        if not sweep_running(at):
+            return at
+        at.run()
+    raise AssertionError(f"a sweep was still running after {max_reruns} reruns")
 
 
 def metric_values(at: AppTest) -> dict[str, str]:

@@ -2,12 +2,14 @@
 (engine, clients, weights, lift, rate limit), URL values apply, bad settings show a message, and the rerun after a
 slider change is timed (printed; run with -s to see it)."""
 
+import json
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from sim import presets
-from tests.app.conftest import ROOT, assert_clean, metric_values, open_page
+from tests.app.conftest import ROOT, SWEEP_RUNNING, assert_clean, metric_values, open_page, settle_sweeps
+from ui import sweeps
 
 PAGE = "pages/2_Fairness.py"
 PRESETS = [p.key for p in presets.presets_for("fairness")]
@@ -53,7 +55,7 @@ def test_article_numbers_on_screen():
 def test_rate_limit_knob_moves_the_rate_limited_run_and_the_sweep():
     at = open_page(PAGE, {"preset": "rate_limits"})
     assert "At the tightest limit (2 requests per client per 200 steps)" in notice(at)
-    at.slider(key="fairness.limit").set_value(3).run()
+    settle_sweeps(at.slider(key="fairness.limit").set_value(3).run())
     assert_clean(at)
     assert "At the tightest limit (2 requests" in notice(at)  # 3 joins the sweep; 2 stays the tightest
     assert "The rate limit (3 requests per client per 200 steps)" in notice(at)
@@ -189,3 +191,29 @@ def test_an_uploaded_request_list_runs_without_client_knobs():
     assert not any((s.key or "").startswith("fairness.client") for s in at.slider)
     assert "mean finish: X " in captions(at) and "Y " in captions(at)
     assert any("Service gap between clients X and Y" in c.proto.spec for c in at.get("plotly_chart"))
+
+
+def _chart(at, title: str) -> dict:
+    specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    return next(s for s in specs if title in s["layout"]["title"]["text"])
+
+
+def test_rate_limit_sweep_fills_in_without_holding_up_the_rerun(monkeypatch):
+    """With no time left in the rerun (budget 0) the page shows the policies at once and the sweep's points that
+    are ready, says how many are still running and leaves its sentences out; reruns complete it."""
+    monkeypatch.setattr(sweeps, "RERUN_BUDGET_S", 0.0)
+    at = open_page(PAGE, {"preset": "rate_limits", "max_num_seqs": "29"}, settle=False)  # runs no test made
+    assert_clean(at)
+    assert len(metric_values(at)) == 3
+    running = next(c.value for c in at.caption if SWEEP_RUNNING in c.value)
+    done, total = (int(v) for v in running.split("sweep: ")[1].split(" simulations")[0].split(" of "))
+    assert total == 8 and done < total  # 2, 4, 6, 10, 15, 25, 40, 60 requests per window
+    assert "At the tightest limit" not in notice(at)
+    chart = _chart(at, "Throughput against the per-client rate limit")
+    limited = next(t for t in chart["data"] if t["name"] == "FCFS + rate limit")
+    assert len(limited["x"]) == done and chart["layout"]["xaxis"]["tickvals"] == [2, 4, 6, 10, 15, 25, 40, 60]
+    settle_sweeps(at)
+    assert_clean(at)
+    assert "At the tightest limit (2 requests per client per 200 steps)" in notice(at)
+    chart = _chart(at, "Throughput against the per-client rate limit")
+    assert next(t for t in chart["data"] if t["name"] == "FCFS + rate limit")["x"] == [2, 4, 6, 10, 15, 25, 40, 60]

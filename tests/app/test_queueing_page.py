@@ -1,9 +1,12 @@
 """The Queueing lesson driven through AppTest: every preset runs, knobs rerun by key, URL values apply."""
 
+import json
+
 import pytest
 
 from sim import presets
-from tests.app.conftest import assert_clean, metric_values, open_page
+from tests.app.conftest import assert_clean, metric_values, open_page, settle_sweeps, sweep_running
+from ui import sweeps
 
 PAGE = "pages/1_Queueing.py"
 
@@ -72,3 +75,27 @@ def test_step_inspector_explains_the_schedule():
     assert_clean(at)
     text = " ".join(m.value for m in at.markdown)
     assert "short1" in text and "admitted" in text
+
+
+def _sweep_chart(at) -> dict:
+    specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    return next(s for s in specs if "as predictions get worse" in s["layout"]["title"]["text"])
+
+
+def test_prediction_error_sweep_fills_in(monkeypatch):
+    """Out of time (budget 0), the rerun draws the policies and the sweep points ready so far on the full x axis;
+    reruns (in a browser: the sweep's polls) complete it with both references."""
+    monkeypatch.setattr(sweeps, "RERUN_BUDGET_S", 0.0)
+    at = open_page(PAGE, {"preset": "predicted_lengths", "max_num_seqs": "13"}, settle=False)  # runs no test made
+    assert_clean(at)
+    assert len(at.metric) == 3
+    assert sweep_running(at)
+    chart = _sweep_chart(at)
+    sigmas = [0.0, 0.25, 0.5, 1.0, 1.5, 2.0]
+    assert len(chart["data"][0]["x"]) < len(sigmas)
+    assert chart["layout"]["xaxis"]["range"][0] < 0 < 2 < chart["layout"]["xaxis"]["range"][1]
+    settle_sweeps(at)
+    assert_clean(at)
+    chart = _sweep_chart(at)
+    assert chart["data"][0]["x"] == sigmas
+    assert [t["name"].split(" (")[0] for t in chart["data"][1:]] == ["SJF, true lengths", "FCFS"]

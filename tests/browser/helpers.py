@@ -6,7 +6,8 @@ Playwright is imported lazily so that collecting the suite never needs it (brows
 Why waiting is subtle: after a widget changes, Streamlit debounces, sends a rerun request, marks the old
 elements stale (`data-stale="true"`), runs the script, then drops the stale ones. Until then the page can show
 the old chart beside the new one. `wait_for_app` waits until the app is connected, its script state is idle,
-the "Running..." status widget is gone and no element is stale, and requires that to hold twice in a row.
+the "Running..." status widget is gone, no element is stale and no sweep is still filling in (ui.sweeps: its
+fragment polls between reruns), and requires that to hold twice in a row.
 """
 
 from __future__ import annotations
@@ -31,8 +32,13 @@ _APP_IS_IDLE_JS = """() => {
   return app.getAttribute('data-test-connection-state') === 'CONNECTED'
     && (script === 'notRunning' || script === 'compilationError')
     && document.querySelector('[data-testid="stStatusWidget"]') === null
-    && document.querySelector('[data-stale="true"]') === null;
+    && document.querySelector('[data-stale="true"]') === null
+    && ![...document.querySelectorAll('[data-testid="stCaptionContainer"]')]
+         .some(c => c.textContent.includes('Running the sweep'));
 }"""
+
+SWEEP_RUNNING_JS = """() => [...document.querySelectorAll('[data-testid="stCaptionContainer"]')]
+  .some(c => c.textContent.includes('Running the sweep'))"""
 
 _APP_STATE_JS = """() => {
   const app = document.querySelector('[data-testid="stApp"]');
@@ -43,6 +49,8 @@ _APP_STATE_JS = """() => {
     script_state: app && app.getAttribute('data-test-script-state'),
     status_widget: status && status.innerText,
     num_stale_elements: document.querySelectorAll('[data-stale="true"]').length,
+    sweep_running: [...document.querySelectorAll('[data-testid="stCaptionContainer"]')]
+      .some(c => c.textContent.includes('Running the sweep')),
   };
 }"""
 

@@ -4,7 +4,17 @@ default preset, the changed weight, an extreme setting and presentation mode for
 
 from __future__ import annotations
 
-from tests.browser.helpers import assert_no_exception, open_app, screenshot, wait_for_app, wait_for_chart_title
+import re
+
+from tests.browser.helpers import (
+    SCREENSHOT_DIR,
+    SWEEP_RUNNING_JS,
+    assert_no_exception,
+    open_app,
+    screenshot,
+    wait_for_app,
+    wait_for_chart_title,
+)
 
 COUNTERS_TITLE = "Virtual token counter per client"
 
@@ -80,3 +90,22 @@ def test_returning_idle_and_a_tampered_link(app_server, page):
     assert any("B_start=abc" in w for w in warnings), warnings
     assert "Without the lift" in notice_text(page)
     screenshot(page, "fairness-returning-idle")
+
+
+def test_rate_limit_sweep_fills_in_after_a_slider_move(app_server, page):
+    """A KV-pool change makes every run new: the page answers with the policies while the sweep's line says how
+    many runs are done; the fragment's polls finish it and the page reruns once more with the sweep's sentences."""
+    open_app(page, f"{app_server}/Fairness?preset=rate_limits", timeout_ms=120_000)
+    wait_for_chart_title(page, "Throughput against the per-client rate limit")
+    thumb = page.get_by_role("slider", name=re.compile(r"^KV pool"))
+    thumb.focus()
+    page.keyboard.press("ArrowLeft")
+    page.wait_for_function(SWEEP_RUNNING_JS, timeout=60_000, polling=50)  # the rerun is back, the sweep is not
+    assert "At the tightest limit" not in notice_text(page)
+    page.locator('[data-testid="stCaptionContainer"]').filter(has_text="Running the sweep").screenshot(
+        path=str(SCREENSHOT_DIR / "fairness-rate-limit-sweep-filling-in-caption.png"))
+    wait_for_app(page, timeout_ms=120_000)  # the polls (and the last rerun) are done
+    assert_no_exception(page)
+    assert "At the tightest limit" in notice_text(page)
+    assert "num_blocks=" in page.url
+    screenshot(page, "fairness-rate-limits-after-pool-change")

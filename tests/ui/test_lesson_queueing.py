@@ -68,7 +68,16 @@ def test_priority_notice_says_running_work_is_not_displaced():
 
 def test_sigma_sweep_moves_from_sjf_toward_fcfs():
     p = presets.get("predicted_lengths")
-    sweep = lesson.sigma_sweep(p.scenario, (0.0, 2.0), lambda sc: simulate(sc.config, sc.requests))
-    sjf, fcfs = sweep["sjf"][0], sweep["fcfs"][0]
+    sweep = lesson.sigma_sweep(p.scenario, (0.0, 2.0), lambda sc, fn: fn(simulate(sc.config, sc.requests)))
+    sjf, fcfs = sweep["sjf"], sweep["fcfs"]
     assert sweep["predicted"][0] == sjf  # sigma 0: predictions are the true lengths
     assert sjf < sweep["predicted"][1] < fcfs  # a large error loses much of SJF's gain, still beats FCFS
+
+
+def test_sigma_sweep_leaves_out_the_points_not_run_yet():
+    p = presets.get("predicted_lengths")
+    ready = {"sjf", "sjf_predicted"}  # FCFS and sigma 2.0 still running
+    sweep = lesson.sigma_sweep(p.scenario, (0.0, 2.0), lambda sc, fn: fn(simulate(sc.config, sc.requests))
+                               if sc.config.policy.value in ready and sc.config.prediction_error_sigma < 1 else None)
+    assert sweep["sigma"] == [0.0] and len(sweep["predicted"]) == 1 and sweep["sigma_all"] == [0.0, 2.0]
+    assert sweep["sjf"] is not None and sweep["fcfs"] is None

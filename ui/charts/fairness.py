@@ -230,10 +230,12 @@ def limit_sweep_chart(sweep: Mapping[str, Any], references: Mapping[str, Mapping
     """Rate-limit sweep: total throughput (top), the light client's mean finish time (middle, when given) and
     requests rejected per client (bottom) against the limit, with unlimited policies as flat references.
 
-    ``sweep``: lesson.limit_sweep's ``{"x", "points", "window_steps"}``; ``references``: label -> sweep point."""
+    ``sweep``: lesson.limit_sweep's ``{"x", "points", "window_steps"}`` (and ``x_all``, every swept value, when
+    ``x`` has only the points run so far: the axis spans it); ``references``: label -> sweep point."""
     x = list(sweep["x"])
+    x_all = list(sweep.get("x_all", x))
     pts = sweep["points"]
-    ids = pts[0]["client_ids"] if pts else []
+    ids = _client_ids(pts, references)
     panels = ["throughput"] + (["latency"] if light_client is not None and light_client < len(ids) else [])
     panels.append("rejected")
     grid, axes = subplot_grid(len(panels), shared_xaxes=True, vertical_spacing=0.07)
@@ -251,7 +253,8 @@ def limit_sweep_chart(sweep: Mapping[str, Any], references: Mapping[str, Mapping
         **panel["throughput"],
     }]
     data += [{
-        "type": "scatter", "x": [x[0], x[-1]], "y": [ref["throughput"]] * 2, "mode": "lines", "legendgroup": label,
+        "type": "scatter", "x": [x_all[0], x_all[-1]], "y": [ref["throughput"]] * 2, "mode": "lines",
+        "legendgroup": label,
         "name": f"{label}, no limit ({fmt_num(ref['throughput'], 0)} tokens/s)",
         "line": {**line, "color": ref_colors[label], "dash": ref_dash[j % 3]},
         "hovertemplate": f"{label}: %{{y:,.0f}} tokens/s<extra></extra>", **panel["throughput"],
@@ -266,7 +269,7 @@ def limit_sweep_chart(sweep: Mapping[str, Any], references: Mapping[str, Mapping
             **panel["latency"],
         })
         data += [{
-            "type": "scatter", "x": [x[0], x[-1]], "y": [ref["mean_finish_ms"][c]] * 2, "mode": "lines",
+            "type": "scatter", "x": [x_all[0], x_all[-1]], "y": [ref["mean_finish_ms"][c]] * 2, "mode": "lines",
             "legendgroup": label, "showlegend": False, "name": label,
             "line": {**line, "color": ref_colors[label], "dash": ref_dash[j % 3]},
             "hovertemplate": f"{label}: client {ids[c]}'s mean finish %{{y:,.0f}} ms<extra></extra>",
@@ -285,9 +288,16 @@ def limit_sweep_chart(sweep: Mapping[str, Any], references: Mapping[str, Mapping
     marks = _vline(chosen, f"your limit: {chosen:g}", style, len(panels)) if chosen is not None else {}
     layout = styled_layout(style, title=title, x_title=f"rate limit (requests per client per "
                            f"{sweep['window_steps']:,} steps, log scale)", y_title=[y_titles[p] for p in panels],
-                           height=260 * len(panels) + 60, base=grid, xaxis=_log_x(x, [str(v) for v in x]),
+                           height=260 * len(panels) + 60, base=grid, xaxis=_log_x(x_all, [str(v) for v in x_all]),
                            yaxis={"rangemode": "tozero"}, layout=marks)
     return trusted_figure(data, layout)
+
+
+def _client_ids(points: Sequence[Mapping[str, Any]], references: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The clients a sweep's panels are drawn for: from its first point, or a reference run before any point is in
+    (so a sweep that fills in keeps its panels)."""
+    first = points[0] if points else next(iter(references.values()), {})
+    return list(first.get("client_ids", []))
 
 
 def _reference_colors(references: Mapping[str, Any]) -> dict[str, str]:
@@ -305,10 +315,12 @@ def weight_sweep_chart(sweep: Mapping[str, Any], references: Mapping[str, Mappin
                        chosen: float | None = None,
                        title: str = "Who waits, as the output weight changes") -> go.Figure:
     """Per-client mean finish time (ms) under VTC against the output weight (log scale), with each client's
-    mean finish under the reference policies (e.g. FCFS) as flat dashed lines in the client's colour."""
+    mean finish under the reference policies (e.g. FCFS) as flat dashed lines in the client's colour. ``sweep``:
+    lesson.weight_sweep's (``x_all``, every swept value, spans the axis when ``x`` has only the points so far)."""
     x = list(sweep["x"])
+    x_all = list(sweep.get("x_all", x))
     pts = sweep["points"]
-    ids = pts[0]["client_ids"] if pts else []
+    ids = _client_ids(pts, references)
     data = []
     for i, client_id in enumerate(ids):
         color = theme.client_color(i)
@@ -323,7 +335,7 @@ def weight_sweep_chart(sweep: Mapping[str, Any], references: Mapping[str, Mappin
                 continue
             value = ref["mean_finish_ms"][i]
             data.append({
-                "type": "scatter", "x": [x[0], x[-1]], "y": [value, value], "mode": "lines",
+                "type": "scatter", "x": [x_all[0], x_all[-1]], "y": [value, value], "mode": "lines",
                 "name": f"client {client_id}, {label} ({fmt_num(value, 0)} ms)",
                 "line": {"color": color, "width": style.line_width * 0.8, "dash": ("dash", "dot", "dashdot")[j % 3]},
                 "hovertemplate": f"{label}: client {client_id}'s mean finish %{{y:,.0f}} ms<extra></extra>",
@@ -332,7 +344,7 @@ def weight_sweep_chart(sweep: Mapping[str, Any], references: Mapping[str, Mappin
     layout = styled_layout(style, title=title,
                            x_title=f"VTC output weight (charge per output token; input weight "
                                    f"{sweep['input_weight']:g}, log scale)", y_title="mean finish time (ms)",
-                           height=440, xaxis=_log_x(x, [f"{v:g}" for v in x]), yaxis={"rangemode": "tozero"},
+                           height=440, xaxis=_log_x(x_all, [f"{v:g}" for v in x_all]), yaxis={"rangemode": "tozero"},
                            layout=marks)
     return trusted_figure(data, layout)
 

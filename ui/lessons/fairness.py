@@ -418,11 +418,18 @@ def limit_sweep_runs(base: Scenario, limits: Sequence[int]) -> list[Scenario]:
     return [base.with_config(policy=Policy.FCFS, rate_limit_max_requests=v) for v in sorted({int(v) for v in limits})]
 
 
+def _sweep(x: list[float], runs: list[Scenario], measure_fn: MeasureFn) -> dict[str, Any]:
+    """``x`` and the sweep_point of each run; a point ``measure_fn`` gives as None (a ui.sweeps pass: not run yet)
+    is left out of ``x`` and ``points``, and ``x_all`` keeps every swept value."""
+    shown = [(v, p) for v, p in zip(x, [measure_fn(sc, sweep_point) for sc in runs], strict=True) if p is not None]
+    return {"x": [v for v, _ in shown], "points": [p for _, p in shown], "x_all": x}
+
+
 def limit_sweep(base: Scenario, limits: Sequence[int], measure_fn: MeasureFn) -> dict[str, Any]:
     """FCFS with a per-client rate limit of each of ``limits`` requests per window (the window from ``base``)."""
     runs = limit_sweep_runs(base, limits)
-    return {"x": [sc.config.rate_limit_max_requests for sc in runs],
-            "points": [measure_fn(sc, sweep_point) for sc in runs], "window_steps": base.config.rate_limit_window_steps}
+    return {**_sweep([sc.config.rate_limit_max_requests for sc in runs], runs, measure_fn),
+            "window_steps": base.config.rate_limit_window_steps}
 
 
 def weight_sweep_runs(vtc: Scenario, output_weights: Sequence[float]) -> list[Scenario]:
@@ -433,7 +440,7 @@ def weight_sweep_runs(vtc: Scenario, output_weights: Sequence[float]) -> list[Sc
 def weight_sweep(vtc: Scenario, output_weights: Sequence[float], measure_fn: MeasureFn) -> dict[str, Any]:
     """The VTC run ``vtc`` again with each of ``output_weights`` (its input weight kept)."""
     runs = weight_sweep_runs(vtc, output_weights)
-    return {"x": [sc.config.output_weight for sc in runs], "points": [measure_fn(sc, sweep_point) for sc in runs],
+    return {**_sweep([sc.config.output_weight for sc in runs], runs, measure_fn),
             "input_weight": vtc.config.input_weight}
 
 

@@ -165,9 +165,16 @@ def sigma_sweep_runs(base: Scenario, sigmas: tuple[float, ...]) -> list[Scenario
             *(base.with_config(policy="sjf_predicted", prediction_error_sigma=float(s)) for s in sigmas)]
 
 
-def sigma_sweep(base: Scenario, sigmas: tuple[float, ...], run_fn: Any) -> dict[str, list[float]]:
-    """Mean finish time (steps) of predicted SJF at each prediction error, plus the SJF and FCFS references."""
-    sjf, fcfs, *predicted = [run_fn(sc) for sc in sigma_sweep_runs(base, sigmas)]
-    mean = lambda tr: metrics.summary(tr)["finish_steps"]["mean"]  # noqa: E731
-    return {"sigma": list(sigmas), "predicted": [mean(t) for t in predicted], "sjf": [mean(sjf)] * len(sigmas),
-            "fcfs": [mean(fcfs)] * len(sigmas)}
+def mean_finish_steps(trace: Trace) -> float:
+    """A sweep point: the run's mean finish time (steps)."""
+    return metrics.summary(trace)["finish_steps"]["mean"]
+
+
+def sigma_sweep(base: Scenario, sigmas: tuple[float, ...], measure_fn: Any) -> dict[str, Any]:
+    """Mean finish time (steps) of predicted SJF at each prediction error, plus the SJF and FCFS references.
+    ``measure_fn(scenario, fn)``: runner.measure, or a ui.sweeps pass's, which gives None for a run not made yet:
+    such a sigma is left out of ``sigma`` / ``predicted`` (``sigma_all`` keeps every one), a reference is None."""
+    sjf, fcfs, *predicted = [measure_fn(sc, mean_finish_steps) for sc in sigma_sweep_runs(base, sigmas)]
+    shown = [(float(s), v) for s, v in zip(sigmas, predicted, strict=True) if v is not None]
+    return {"sigma": [s for s, _ in shown], "predicted": [v for _, v in shown],
+            "sigma_all": [float(s) for s in sigmas], "sjf": sjf, "fcfs": fcfs}
