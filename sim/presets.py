@@ -150,16 +150,16 @@ def _rate_limit_sweep() -> Preset:
 
 
 def _returning_idle() -> Preset:
-    # A alone already fills the batch (0.35 requests/step); B says nothing until step 500, then sends as much as
-    # A for 300 steps, after which A has the server to itself again. At step 500 A's counter is ~63,000 weighted
-    # tokens and B's is 0.
-    clients = (ClientSpec("A", share=0.5), ClientSpec("B", share=0.5, start_step=500, stop_step=800))
-    workload = WorkloadSpec(num_requests=500, rate_per_step=0.7, prompt_median=200, prompt_sigma=0.4,
+    # A alone already fills the batch (0.35 requests/step); B says nothing until step 300, then sends as much as
+    # A for 180 steps, after which A has the server to itself again. At step 300 A's counter is ~37,000 weighted
+    # tokens and B's is 0. (300 requests, ~1,200 steps per run: three runs rerun in well under a second.)
+    clients = (ClientSpec("A", share=0.5), ClientSpec("B", share=0.5, start_step=300, stop_step=480))
+    workload = WorkloadSpec(num_requests=300, rate_per_step=0.7, prompt_median=200, prompt_sigma=0.4,
                             output_median=100, output_sigma=0.4, clients=clients, seed=5)
     config = EngineConfig(num_blocks=800, max_num_seqs=32)
     return Preset(
         "returning_idle", "fairness", "Returning from idle: why the lift",
-        "B stays away for 500 steps, then sends a burst as large as A's traffic. Least-counter-first (no lift) "
+        "B stays away for 300 steps, then sends a burst as large as A's traffic. Least-counter-first (no lift) "
         "lets B spend the credit it 'banked' while idle and starve A; VTC lifts B's counter to the lowest "
         "active one, so the two share the GPU from the moment B returns.",
         _workload_scenario("B returns from idle", config, workload),
@@ -169,7 +169,7 @@ def _returning_idle() -> Preset:
 
 def _weighted_vtc() -> Preset:
     clients = (ClientSpec("A", share=0.5), ClientSpec("B", share=0.5))
-    workload = WorkloadSpec(num_requests=400, rate_per_step=0.7, prompt_median=150, prompt_sigma=0.4,
+    workload = WorkloadSpec(num_requests=300, rate_per_step=0.7, prompt_median=150, prompt_sigma=0.4,
                             output_median=100, output_sigma=0.4, clients=clients, seed=11)
     config = EngineConfig(num_blocks=800, max_num_seqs=32, client_weights=(("A", 1.0), ("B", 2.0)))
     return Preset(

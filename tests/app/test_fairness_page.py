@@ -75,7 +75,7 @@ def test_engine_slider_reruns_with_new_numbers():
 
 def test_client_weight_changes_the_weighted_split():
     at = open_page(PAGE, {"preset": "weighted_vtc"})
-    assert "B was served 2.02x the tokens (prompt + output) A was under VTC 1:2" in notice(at)
+    assert "B was served 2.01x the tokens (prompt + output) A was under VTC 1:2" in notice(at)
     at.slider(key="fairness.client.B.B_weight").set_value(3.0).run()
     assert_clean(at)
     assert "VTC 1:2 (weights A 1 : B 3): total throughput" in metric_values(at)
@@ -96,7 +96,7 @@ def test_lift_toggle_turns_vtc_into_lcf():
 def test_returning_idle_compares_lift_and_lcf():
     at = open_page(PAGE, {"preset": "returning_idle"})
     text = notice(at)
-    assert "at step 501 B's counter went from 0 to" in text
+    assert "at step 300 B's counter went from 0 to" in text
     assert "Without the lift (LCF (no lift)) B came back" in text
 
 
