@@ -1,6 +1,6 @@
 """Server-side rerun time of every lesson page after a slider change, for every preset (AppTest timing).
 
-    .venv/bin/python benchmarks/page_rerun.py [page ...]
+    .venv/bin/python benchmarks/page_rerun.py [--apptest-polling] [page ...]
 
 For each page and preset: open it (first run, cold caches), then move the KV pool slider to REPEAT values it has
 not had yet and time each rerun (new simulations, charts rebuilt), moving it back to the start value after each
@@ -10,6 +10,12 @@ Target: a slider change reruns in under 300 ms.
 A sweep (ui.sweeps) may still be filling in after the rerun: "settled ms" is the time from the slider change
 until it is complete, rerunning the page until it is (in a browser, the sweep's fragment polls instead, every
 ui.sweeps.POLL_EVERY_S, and the page reruns once at the end); "-" where the rerun already had everything.
+
+How AppTest waits: it polls for the end of the script run with ``time.sleep(0.001)``, so the waiting thread asks
+for the GIL ~1,000 times a second while the page's thread simulates, which slows CPU-bound pages by 20-50% on
+this machine (a thread that polls like that beside a simulation: 52 -> 82 ms). A Streamlit server does not poll
+(its event loop sleeps until there are messages to send). So this script waits for AppTest's script thread with
+a blocking join instead; ``--apptest-polling`` keeps AppTest's own wait, for comparison.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from streamlit.testing.v1 import AppTest  # noqa: E402
+from streamlit.testing.v1 import AppTest, local_script_runner  # noqa: E402
 
 from sim import presets  # noqa: E402
 
@@ -38,6 +44,17 @@ def _pool_slider(at: AppTest):
 
 
 REPEAT = 3
+
+
+def _wait_without_polling(runner: local_script_runner.LocalScriptRunner, timeout: float = 3) -> None:
+    """AppTest's require_widgets_deltas, blocking on the script thread instead of polling every millisecond."""
+    thread = runner._script_thread
+    if thread is not None:
+        thread.join(timeout)
+    if not runner.script_stopped():
+        runner.request_stop()
+        runner.join()
+        raise RuntimeError(f"AppTest script run timed out after {timeout}(s)")
 
 
 def _sweep_running(at: AppTest) -> bool:
@@ -81,7 +98,13 @@ def time_page(lesson: str, preset: str) -> tuple[float, float, float, float | No
     return first, min(changed), min(back), (min(settled) if max(settled) > max(changed) else None)
 
 
-def main(lessons: list[str]) -> int:
+def main(args: list[str]) -> int:
+    if "--apptest-polling" in args:
+        args = [a for a in args if a != "--apptest-polling"]
+        print("waiting as AppTest does (polling every 1 ms)")
+    else:
+        local_script_runner.require_widgets_deltas = _wait_without_polling
+    lessons = args
     print(f"{'page':<13} {'preset':<20} {'first s':>8} {'slider ms':>10} {'back ms':>8} {'settled ms':>11}")
     worst = 0.0
     for lesson in lessons or list(PAGES):

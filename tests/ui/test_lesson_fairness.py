@@ -169,8 +169,8 @@ def _run(scenario: Scenario) -> Trace:
     return _CACHE[key]
 
 
-def _measure(scenario: Scenario, fn, *args):
-    return fn(_run(scenario), *args)
+def _measure(scenario: Scenario, fn, *args, trace=None):
+    return fn(_run(scenario) if trace is None else trace, *args)
 
 
 def _client(run: lesson.Run, client: str) -> dict:

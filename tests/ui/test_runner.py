@@ -23,3 +23,13 @@ def test_the_key_follows_a_request_list_changed_in_place():
     before = scenario_key(as_list)
     requests.reverse()
     assert scenario_key(as_list) != before
+
+
+def test_equal_request_tuples_share_a_key_whichever_object_asks():
+    # A cached request list comes back as a new, equal tuple each rerun: the key must not depend on the object.
+    sc = presets.get("weighted_vtc").scenario
+    copy = dataclasses.replace(sc, requests=tuple(list(sc.requests)))
+    assert copy.requests is not sc.requests
+    assert scenario_key(copy) == scenario_key(sc) == scenario_key(sc)  # the second ask is answered by the memo
+    shorter = dataclasses.replace(sc, requests=sc.requests[:-1])
+    assert scenario_key(shorter) != scenario_key(sc)

@@ -300,8 +300,8 @@ def run_maker(measure_fn: MeasureFn) -> Callable[[str, Scenario, Trace, dict[str
     """What ui.lesson.run_variants calls to wrap each run: adds the per-client rows and the fairness statistics
     (computed once per run, through the page's cache)."""
     def make(label: str, scenario: Scenario, trace: Trace, summary: dict[str, Any]) -> Run:
-        return Run(label, scenario, trace, summary, measure_fn(scenario, metrics.per_client),
-                   measure_fn(scenario, fairness_stats))
+        return Run(label, scenario, trace, summary, measure_fn(scenario, metrics.per_client, trace=trace),
+                   measure_fn(scenario, fairness_stats, trace=trace))
     return make
 
 
