@@ -158,7 +158,7 @@ class Scheduler:
         nothing, when the pool cannot give all of those a block (the general path then preempts)."""
         kv, run = self.kv, self.running
         computed = self.table.num_computed_tokens[run]
-        growing = np.flatnonzero(kv.fills_its_blocks(computed))
+        growing = kv.fills_its_blocks(computed).nonzero()[0]  # (np.flatnonzero adds two Python wrappers)
         if len(growing) > kv.pool.num_free:
             return False
         if len(growing):

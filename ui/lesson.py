@@ -73,7 +73,10 @@ def run_variants(variants: Sequence[tuple[str, Scenario]], make: Callable[..., A
     """Run each ``(label, scenario)`` (cached) and wrap it with ``make(label, scenario, trace, summary)``; a bad
     setting or a run that cannot finish stops the page with a clear message; no variant at all asks for one.
     ``ahead``: the runs the page makes next (a sweep), started on the other cores with these."""
-    runner.prefetch([*(sc for _, sc in variants), *ahead])
+    # The page runs the first half of the variants in order while a worker takes queued runs from the back: put
+    # the second half last, so the worker starts on those before it gets to the sweep ``ahead``.
+    half = (len(variants) + 1) // 2
+    runner.prefetch([*(sc for _, sc in variants[:half]), *ahead, *(sc for _, sc in variants[half:])])
     runs = page.guarded(lambda: [make(label, sc, tr := runner.run(sc), runner.summary(sc, tr))
                                  for label, sc in variants])
     if not runs:

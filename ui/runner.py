@@ -117,8 +117,9 @@ def is_ready(key: str) -> bool:
 
 
 def prefetch(scenarios: Sequence[Scenario]) -> None:
-    """About to ``run`` (or ``measure``) each of ``scenarios``, in this order: start the ones never run in this
-    process on the other cores (ui.background), so the page's own thread shares the work."""
+    """About to ``run`` (or ``measure``) each of ``scenarios``: start the ones never run in this process on the
+    other cores (ui.background), so the page's own thread shares the work. The page's thread takes them from the
+    front of this list and the workers from the back: put last what the page needs soonest but leaves to them."""
     _prefetcher().prefetch((scenario_key(sc), sc) for sc in scenarios)
 
 
