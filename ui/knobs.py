@@ -79,6 +79,9 @@ def scenario_with(scenario: Scenario, config: EngineConfig, workload: WorkloadSp
     return dataclasses.replace(scenario, config=config, workload=workload, requests=requests)
 
 
-@st.cache_data(max_entries=256, show_spinner=False)
+@st.cache_resource(max_entries=64, show_spinner=False)
 def _generate(key: str, _workload: WorkloadSpec) -> tuple:
+    """The request list of ``_workload`` (``key``: its repr). A resource, not a copy per caller: a tuple of frozen
+    RequestSpecs cannot be changed, and the same tuple object on every rerun lets the runner's key reuse its
+    digest (unpickling 300 specs and hashing them again took ~5 ms a rerun)."""
     return tuple(generate(_workload))

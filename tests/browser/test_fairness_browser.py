@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 
 from tests.browser.helpers import (
-    SCREENSHOT_DIR,
     SWEEP_RUNNING_JS,
     assert_no_exception,
     open_app,
@@ -102,8 +101,6 @@ def test_rate_limit_sweep_fills_in_after_a_slider_move(app_server, page):
     page.keyboard.press("ArrowLeft")
     page.wait_for_function(SWEEP_RUNNING_JS, timeout=60_000, polling=50)  # the rerun is back, the sweep is not
     assert "At the tightest limit" not in notice_text(page)
-    page.locator('[data-testid="stCaptionContainer"]').filter(has_text="Running the sweep").screenshot(
-        path=str(SCREENSHOT_DIR / "fairness-rate-limit-sweep-filling-in-caption.png"))
     wait_for_app(page, timeout_ms=120_000)  # the polls (and the last rerun) are done
     assert_no_exception(page)
     assert "At the tightest limit" in notice_text(page)
