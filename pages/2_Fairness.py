@@ -65,8 +65,9 @@ if weight_values:
                                                      lesson.sweep_point, lp.started_s))
 page.notice(lesson.notices(
     runs,
-    lesson.limit_sweep(scenario, limit_values, runner.measure) if limit_sweep and limit_sweep.is_complete else None,
-    lesson.weight_sweep(vtc_scenario, weight_values, runner.measure)
+    page.guarded(lambda: lesson.limit_sweep(scenario, limit_values, runner.measure))
+    if limit_sweep and limit_sweep.is_complete else None,
+    page.guarded(lambda: lesson.weight_sweep(vtc_scenario, weight_values, runner.measure))
     if weight_sweep and weight_sweep.is_complete else None))
 
 if limit_sweep is not None:

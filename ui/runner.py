@@ -17,7 +17,7 @@ from typing import Any
 
 import streamlit as st
 
-from sim import metrics, presets
+from sim import SimulationError, metrics, presets
 from sim.engine import Engine, queues_after_step, simulate
 from sim.scenario import Scenario
 from sim.trace import Trace
@@ -76,29 +76,42 @@ def _run(key: str, _scenario: Scenario, snapshot_every_steps: int) -> Trace:
 
 
 def run(scenario: Scenario, snapshot_every_steps: int = 0) -> Trace:
-    """Simulate ``scenario`` (cached). Raises sim.SimulationError for a run that cannot finish."""
+    """Simulate ``scenario`` (cached). Raises sim.SimulationError for a run that cannot finish (and ValueError
+    for a request list the engine refuses); the error is remembered, so asking again does not run it again."""
     key = scenario_key(scenario)
-    trace = _run(key, scenario, snapshot_every_steps)
+    ready = _ready_keys()
+    ready.raise_if_failed(key)
+    try:
+        trace = _run(key, scenario, snapshot_every_steps)
+    except (SimulationError, ValueError) as e:
+        ready.add(key, e)
+        raise
     if not snapshot_every_steps:
-        _ready_keys().add(key)
+        ready.add(key)
     return trace
 
 
 class _ReadyKeys:
-    """The keys of the runs this process has made (so they are cached), newest last; at most MAX_KEYS."""
+    """The keys of the runs this process has made (so they are cached), newest last; at most MAX_KEYS. A run
+    that failed is kept with its error: it is done too (a sweep polling for it must not run it again and again)."""
 
     MAX_KEYS = 4096  # well past the caches' sizes: a forgotten key only makes a sweep wait for a cached run
 
     def __init__(self) -> None:
-        self._keys: OrderedDict[str, None] = OrderedDict()
+        self._keys: OrderedDict[str, Exception | None] = OrderedDict()  # key -> the run's error, None if it ran
         self._lock = threading.Lock()
 
-    def add(self, key: str) -> None:
+    def add(self, key: str, error: Exception | None = None) -> None:
         with self._lock:
-            self._keys[key] = None
+            self._keys[key] = error
             self._keys.move_to_end(key)
             if len(self._keys) > self.MAX_KEYS:
                 self._keys.popitem(last=False)
+
+    def raise_if_failed(self, key: str) -> None:
+        error = self._keys.get(key)
+        if error is not None:
+            raise error
 
     def __contains__(self, key: str) -> bool:
         return key in self._keys
@@ -165,6 +178,7 @@ def measure(scenario: Scenario, fn: Callable[..., Any], *args: Any, trace: Trace
     recomputing them or unpickling the trace again. ``fn`` must be a pure module-level function of the trace.
     ``trace``: the scenario's trace if the caller has it already (spares fetching it from the cache)."""
     key = scenario_key(scenario)
+    _ready_keys().raise_if_failed(key)
     value = _measure(key, f"{fn.__module__}.{fn.__qualname__}", args, scenario, fn, trace)
     _ready_keys().add(key)
     return value

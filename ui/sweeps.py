@@ -17,12 +17,14 @@ A page uses it in two steps:
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import streamlit as st
 
+from sim import SimulationError
 from sim.scenario import Scenario
 
 from . import runner
@@ -83,7 +85,10 @@ def show(sweep: Sweep, draw: Callable[[MeasureFn], None]) -> None:
 
     def section() -> None:
         if not is_page_run[0]:
-            sweep.advance(time.perf_counter() + POLL_BUDGET_S, min_runs=1)  # (the worker may have the rest)
+            # A run that cannot finish: the runner keeps it as done (with its error), so the polls go on to the
+            # rest, and the page's rerun at the end shows the error where it asks for that point.
+            with contextlib.suppress(SimulationError, ValueError):
+                sweep.advance(time.perf_counter() + POLL_BUDGET_S, min_runs=1)  # (the worker may have the rest)
         num_ready, total = sweep.num_ready, len(sweep.scenarios)  # a point landing later: the next poll's
         if num_ready == total and not is_page_run[0]:
             st.rerun()  # the page's notices and the rest of it now see the whole sweep (from cache)

@@ -82,3 +82,24 @@ def test_is_ready_knows_runs_made_and_runs_a_worker_finished(monkeypatch):
     runner.run(scenario)
     assert runner.is_ready(key)
     assert not runner.is_ready("never-run")
+
+
+def test_a_run_that_cannot_finish_is_remembered_not_run_again(monkeypatch):
+    # A sweep's fragment polls until every point is in: a failing point must count as done, and asking for it
+    # again must give the same error at once instead of running it again on every poll.
+    from sim import SimulationError
+
+    scenario = _scenarios(1)[0].with_config(max_steps=2)  # 3 output tokens need 4 steps: cannot finish
+    key = runner.scenario_key(scenario)
+    calls = []
+    real_simulate = runner.simulate
+
+    def counting_simulate(*args, **kwargs):
+        calls.append(1)
+        return real_simulate(*args, **kwargs)
+
+    monkeypatch.setattr(runner, "simulate", counting_simulate)
+    for _ in range(3):
+        with pytest.raises(SimulationError, match="max_steps"):
+            runner.measure(scenario, _name)
+    assert len(calls) == 1 and runner.is_ready(key)
