@@ -33,3 +33,20 @@ def test_equal_request_tuples_share_a_key_whichever_object_asks():
     assert scenario_key(copy) == scenario_key(sc) == scenario_key(sc)  # the second ask is answered by the memo
     shorter = dataclasses.replace(sc, requests=sc.requests[:-1])
     assert scenario_key(shorter) != scenario_key(sc)
+
+
+def test_run_variants_leaves_the_second_half_of_the_policies_to_the_worker(monkeypatch):
+    # The page's thread takes queued runs from the front, a worker from the back: the second half of the policy
+    # runs goes last, so the worker starts on those before the sweep queued ahead.
+    from ui import lesson, runner
+
+    queued = []
+    monkeypatch.setattr(runner, "prefetch", lambda scenarios: queued.extend(sc.name for sc in scenarios))
+    monkeypatch.setattr(runner, "run", lambda sc: sc.name)
+    monkeypatch.setattr(runner, "summary", lambda sc, trace: {})
+    base = presets.get("article_hol").scenario
+    variants = [(f"v{i}", dataclasses.replace(base, name=f"v{i}")) for i in range(3)]
+    ahead = [dataclasses.replace(base, name=f"sweep{i}") for i in range(2)]
+    runs = lesson.run_variants(variants, ahead=ahead)
+    assert queued == ["v0", "v1", "sweep0", "sweep1", "v2"]
+    assert [r.label for r in runs] == ["v0", "v1", "v2"]  # the page still shows them in order
