@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from ui import sweeps
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -31,14 +33,20 @@ def sweep_running(at: AppTest) -> bool:
     return any(SWEEP_RUNNING in c.value for c in at.caption)
 
 
-def settle_sweeps(at: AppTest, max_reruns: int = 30) -> AppTest:
-    """Rerun until no sweep is still filling in. In a browser a polling fragment does this; AppTest runs no
-    fragment on its own, but each rerun runs more of the sweep (its runs cached, the budget goes to the sweep)."""
-    for _ in range(max_reruns):
-        if not sweep_running(at):
-            return at
+def settle_sweeps(at: AppTest) -> AppTest:
+    """Complete a sweep that is still filling in. In a browser the sweep's fragment polls until it is; AppTest runs
+    no fragment by itself, so rerun once with no time limit on the page's own pass over the sweep (it then runs
+    every point left, whether or not a prefetch worker helps)."""
+    if not sweep_running(at):
+        return at
+    budget = sweeps.RERUN_BUDGET_S
+    sweeps.RERUN_BUDGET_S = float("inf")
+    try:
         at.run()
-    raise AssertionError(f"a sweep was still running after {max_reruns} reruns")
+    finally:
+        sweeps.RERUN_BUDGET_S = budget
+    assert not sweep_running(at), "a sweep was still running after a rerun without a time limit"
+    return at
 
 
 def metric_values(at: AppTest) -> dict[str, str]:
