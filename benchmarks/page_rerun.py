@@ -31,7 +31,6 @@ sys.path.insert(0, str(ROOT))
 from streamlit.testing.v1 import AppTest, local_script_runner  # noqa: E402
 
 from sim import presets  # noqa: E402
-from ui import sweeps  # noqa: E402
 
 PAGES = {"queueing": "pages/1_Queueing.py", "fairness": "pages/2_Fairness.py",
          "cancellation": "pages/3_Cancellation.py", "preemption": "pages/4_Preemption.py"}
@@ -70,6 +69,8 @@ def _timed_set(at: AppTest, value: float) -> tuple[float, float | None]:
     rerun = time.perf_counter() - t0
     if not _sweep_running(at):
         return rerun, None
+    from ui import sweeps  # (imported once AppTest has set Streamlit up: no "no runtime" warnings)
+
     budget, sweeps.RERUN_BUDGET_S = sweeps.RERUN_BUDGET_S, float("inf")  # one more rerun runs all that is left
     try:
         at.run()
