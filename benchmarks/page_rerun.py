@@ -28,6 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import streamlit as st  # noqa: E402
 from streamlit.testing.v1 import AppTest, local_script_runner  # noqa: E402
 
 from sim import presets  # noqa: E402
@@ -83,7 +84,11 @@ def _timed_set(at: AppTest, value: float) -> tuple[float, float | None]:
 
 def time_page(lesson: str, preset: str) -> tuple[float, float, float, float | None]:
     """(first run s, fastest rerun after a slider change s, fastest rerun back to the start value s, fastest time
-    from a slider change until its sweeps were complete s or None)."""
+    from a slider change until its sweeps were complete s or None). Caches are emptied first: presets share
+    workloads (busy_server and predicted_lengths run the same policies on the same requests), and a run cached
+    by the preset before would make this one look fast."""
+    st.cache_data.clear()
+    st.cache_resource.clear()  # (the prefetch workers too: they start again in the first run, which is not timed)
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
     at.switch_page(PAGES[lesson])
     at.query_params["preset"] = preset

@@ -74,9 +74,12 @@ def run_variants(variants: Sequence[tuple[str, Scenario]], make: Callable[..., A
     setting or a run that cannot finish stops the page with a clear message; no variant at all asks for one.
     ``ahead``: the runs the page makes next (a sweep), started on the other cores with these."""
     # The page runs the first half of the variants in order while a worker takes queued runs from the back: put
-    # the second half last, so the worker starts on those before it gets to the sweep ``ahead``.
+    # the second half last, so the worker starts on those before it gets to the sweep ``ahead`` (a sweep often
+    # repeats a variant, e.g. SJF and FCFS as its references: that run keeps its place among the variants).
     half = (len(variants) + 1) // 2
-    runner.prefetch([*(sc for _, sc in variants[:half]), *ahead, *(sc for _, sc in variants[half:])])
+    keys = {runner.scenario_key(sc) for _, sc in variants}
+    sweep = [sc for sc in ahead if runner.scenario_key(sc) not in keys]
+    runner.prefetch([*(sc for _, sc in variants[:half]), *sweep, *(sc for _, sc in variants[half:])])
     runs = page.guarded(lambda: [make(label, sc, tr := runner.run(sc), runner.summary(sc, tr))
                                  for label, sc in variants])
     if not runs:

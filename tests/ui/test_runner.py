@@ -45,8 +45,12 @@ def test_run_variants_leaves_the_second_half_of_the_policies_to_the_worker(monke
     monkeypatch.setattr(runner, "run", lambda sc: sc.name)
     monkeypatch.setattr(runner, "summary", lambda sc, trace: {})
     base = presets.get("article_hol").scenario
-    variants = [(f"v{i}", dataclasses.replace(base, name=f"v{i}")) for i in range(3)]
-    ahead = [dataclasses.replace(base, name=f"sweep{i}") for i in range(2)]
+    def named(max_num_seqs: int, name: str):
+        return dataclasses.replace(base.with_config(max_num_seqs=max_num_seqs), name=name)
+
+    variants = [(f"v{i}", named(1 + i, f"v{i}")) for i in range(3)]
+    # A sweep that repeats the last variant (as the sigma sweep repeats FCFS) must not pull it forward.
+    ahead = [named(9, "sweep0"), named(3, "sweep-v2")]
     runs = lesson.run_variants(variants, ahead=ahead)
-    assert queued == ["v0", "v1", "sweep0", "sweep1", "v2"]
+    assert queued == ["v0", "v1", "sweep0", "v2"]
     assert [r.label for r in runs] == ["v0", "v1", "v2"]  # the page still shows them in order
