@@ -18,7 +18,8 @@ unit = own["unit"]
 
 scenario = page.guarded(lambda: knobs.scenario_with(base, config, workload))
 sweeping = "sigma_sweep" in preset.knobs and not lp.is_uploaded
-runs = run_variants(lesson.variants(preset, scenario, own["policies"]))
+sigma_sweep_runs = lesson.sigma_sweep_runs(scenario, preset.knobs["sigma_sweep"]) if sweeping else []
+runs = run_variants(lesson.variants(preset, scenario, own["policies"]), ahead=sigma_sweep_runs)
 
 # The numbers first: one column per policy.
 cols = st.columns(len(runs))
@@ -57,8 +58,7 @@ with right:
 if sweeping:
     st.subheader("Prediction error: from SJF toward FCFS")
     sigmas = preset.knobs["sigma_sweep"]
-    sigma_sweep = page.guarded(lambda: sweeps.Sweep(lesson.sigma_sweep_runs(scenario, sigmas),
-                                                    lesson.mean_finish_steps, lp.started_s))
+    sigma_sweep = page.guarded(lambda: sweeps.Sweep(sigma_sweep_runs, lesson.mean_finish_steps, lp.started_s))
 
     def draw_sigma_sweep(measure: sweeps.MeasureFn) -> None:
         sweep = page.guarded(lambda: lesson.sigma_sweep(scenario, sigmas, measure))

@@ -36,13 +36,17 @@ unit = own["unit"]
 
 scenario = page.guarded(lambda: lesson.in_client_order(knobs.scenario_with(base, config, workload)))
 variants = lesson.variants(preset, scenario, own["policies"], base.config, lift=own.get("lift", True))
+# A preset with a sweep makes its point there: its runs start on the other cores with the policies'.
 limit_values = weight_values = None
 if "limit_sweep" in preset.knobs and "limit" in own:
     limit_values = lesson.sweep_values(preset, "limit_sweep", own["limit"])
 vtc_scenario = next((sc for _, sc in variants if sc.config.policy.value in ("vtc", "lcf")), None)
 if "output_weight_sweep" in preset.knobs and vtc_scenario is not None:
     weight_values = lesson.sweep_values(preset, "output_weight_sweep", vtc_scenario.config.output_weight)
-runs = run_variants(variants, make=lesson.run_maker(runner.measure))
+ahead = page.guarded(lambda: [
+    *(lesson.limit_sweep_runs(scenario, limit_values) if limit_values else []),
+    *(lesson.weight_sweep_runs(vtc_scenario, weight_values) if weight_values else [])])
+runs = run_variants(variants, make=lesson.run_maker(runner.measure), ahead=ahead)
 
 # The numbers first: one column per policy.
 for col, run in zip(st.columns(len(runs)), runs, strict=True):

@@ -69,13 +69,17 @@ def open_lesson(lesson: str, title: str, icon: str, question: str) -> LessonPage
 
 
 def run_variants(variants: Sequence[tuple[str, Scenario]], make: Callable[..., Any] = Run,
-                 what: str = "policy") -> list[Any]:
+                 what: str = "policy", ahead: Sequence[Scenario] = ()) -> list[Any]:
     """Run each ``(label, scenario)`` (cached) and wrap it with ``make(label, scenario, trace, summary)``; a bad
-    setting or a run that cannot finish stops the page with a clear message; no variant at all asks for one."""
-    # The page runs the variants from the first while a worker takes them from the last. (A sweep's runs are
-    # queued later, by ui.sweeps: queued now, they would keep the other core busy, slowing this thread, while the
-    # page draws.)
-    runner.prefetch([sc for _, sc in variants])
+    setting or a run that cannot finish stops the page with a clear message; no variant at all asks for one.
+    ``ahead``: the runs the page makes next (a sweep), started on the other cores with these."""
+    # The page runs the first half of the variants in order while a worker takes queued runs from the back: put
+    # the second half last, so the worker starts on those before it gets to the sweep ``ahead`` (a sweep often
+    # repeats a variant, e.g. SJF and FCFS as its references: that run keeps its place among the variants).
+    half = (len(variants) + 1) // 2
+    keys = {runner.scenario_key(sc) for _, sc in variants}
+    sweep = [sc for sc in ahead if runner.scenario_key(sc) not in keys]
+    runner.prefetch([*(sc for _, sc in variants[:half]), *sweep, *(sc for _, sc in variants[half:])])
     runs = page.guarded(lambda: [make(label, sc, tr := runner.run(sc), runner.summary(sc, tr))
                                  for label, sc in variants])
     if not runs:

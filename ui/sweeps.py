@@ -2,11 +2,10 @@
 
 A sweep (one setting over a range of values) costs several simulations on top of the policy runs a page compares,
 and on a slider change every one of them is new. So a page's rerun draws the sweep's points that are ready -
-cached, or run while the rerun is still young (RERUN_BUDGET_S) - and hands the rest to a prefetch worker
-(ui.background, which takes them from the far end). A fragment then polls: each poll runs more of the sweep from
-the near end (for about POLL_BUDGET_S) and redraws the chart with the points so far, under a line saying how many
-are still running. When the last point is in, the page reruns once more, from cache, so its "what to notice" box
-can speak of the whole sweep.
+cached, finished by a prefetch worker (ui.background), or run while the rerun is still young (RERUN_BUDGET_S) -
+and a fragment then polls: each poll runs more of the sweep (for about POLL_BUDGET_S) and redraws the chart with
+the points so far, under a line saying how many are still running. When the last point is in, the page reruns
+once more, from cache, so its "what to notice" box can speak of the whole sweep.
 
 A page uses it in two steps:
 
@@ -62,10 +61,6 @@ class Sweep:
             made += 1
         return made
 
-    def missing(self) -> list[Scenario]:
-        """The points not ready yet, in sweep order."""
-        return [sc for sc, key in zip(self.scenarios, self._keys, strict=True) if not runner.is_ready(key)]
-
     @property
     def num_ready(self) -> int:
         return sum(runner.is_ready(key) for key in self._keys)
@@ -86,7 +81,6 @@ def show(sweep: Sweep, draw: Callable[[MeasureFn], None]) -> None:
     if sweep.is_complete:
         draw(sweep.measure)
         return
-    runner.prefetch(sweep.missing())  # the worker starts now, from the far end of the sweep
     is_page_run = [True]
 
     def section() -> None:

@@ -35,9 +35,9 @@ def test_equal_request_tuples_share_a_key_whichever_object_asks():
     assert scenario_key(shorter) != scenario_key(sc)
 
 
-def test_run_variants_queues_the_policies_only(monkeypatch):
-    # The page's thread takes queued runs from the front, a worker from the back. A sweep's runs are not queued
-    # with the policies: the worker would keep the other core busy while the page draws (ui.sweeps queues them).
+def test_run_variants_leaves_the_second_half_of_the_policies_to_the_worker(monkeypatch):
+    # The page's thread takes queued runs from the front, a worker from the back: the second half of the policy
+    # runs goes last, so the worker starts on those before the sweep queued ahead.
     from ui import lesson, runner
 
     queued = []
@@ -45,7 +45,12 @@ def test_run_variants_queues_the_policies_only(monkeypatch):
     monkeypatch.setattr(runner, "run", lambda sc: sc.name)
     monkeypatch.setattr(runner, "summary", lambda sc, trace: {})
     base = presets.get("article_hol").scenario
-    variants = [(f"v{i}", dataclasses.replace(base.with_config(max_num_seqs=1 + i), name=f"v{i}")) for i in range(3)]
-    runs = lesson.run_variants(variants)
-    assert queued == ["v0", "v1", "v2"]  # the page takes v0 then v1; the worker starts from v2
-    assert [r.label for r in runs] == ["v0", "v1", "v2"]
+    def named(max_num_seqs: int, name: str):
+        return dataclasses.replace(base.with_config(max_num_seqs=max_num_seqs), name=name)
+
+    variants = [(f"v{i}", named(1 + i, f"v{i}")) for i in range(3)]
+    # A sweep that repeats the last variant (as the sigma sweep repeats FCFS) must not pull it forward.
+    ahead = [named(9, "sweep0"), named(3, "sweep-v2")]
+    runs = lesson.run_variants(variants, ahead=ahead)
+    assert queued == ["v0", "v1", "sweep0", "v2"]
+    assert [r.label for r in runs] == ["v0", "v1", "v2"]  # the page still shows them in order
