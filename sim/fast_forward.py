@@ -149,22 +149,30 @@ def _walk(engine: Engine, step: int, d: int, free_after: np.ndarray) -> _Walked:
                     if (row, f) not in refusals:
                         refusals[row, f] = s.admission_check(row, r, budget, f)[0]
                 if not refusals[row, frees[0]]:
-                    return _Walked(j, num_waiting[:j].tolist(), counters[:j], service[:j])
+                    return _walked(s, j, num_waiting, counters, service, charge, in_bulk)
                 events.extend([(step + i, "blocked", row, refusals[row, f]) for i, f in zip(range(j, end), frees,
                                                                                            strict=True)])
         num_waiting[j:end] = len(s.waiting)
-        for total, out in ((s.counters, counters), (s.service, service)):
-            if end == j + 1:
+        if not in_bulk:  # one step (end == j + 1); an arrival may lift a counter (VTC) before the next one
+            for total, out in ((s.counters, counters), (s.service, service)):
                 total += charge
                 out[j] = total
-                continue
-            steps = np.empty((end - j + 1, len(total)))
-            steps[0], steps[1:] = total, charge
-            _cumsum(steps, axis=0, out=steps)  # one addition a step, in order: the step loop's floats
-            out[j:end] = steps[1:]
-            total[:] = steps[-1]
         j = end
-    return _Walked(d, num_waiting.tolist(), counters, service)
+    return _walked(s, d, num_waiting, counters, service, charge, in_bulk)
+
+
+def _walked(s, n: int, num_waiting: np.ndarray, counters: np.ndarray, service: np.ndarray, charge: np.ndarray,
+            in_bulk: bool) -> _Walked:
+    """The walk's first ``n`` steps. In a bulk order (no lifts) the counters were left alone: charge all ``n``
+    steps now, in one running sum (one addition a step, in order: the step loop's floats exactly)."""
+    if in_bulk and n:
+        for total, out in ((s.counters, counters), (s.service, service)):
+            steps = np.empty((n + 1, len(total)))
+            steps[0], steps[1:] = total, charge
+            _cumsum(steps, axis=0, out=steps)
+            out[:n] = steps[1:]
+            total[:] = steps[-1]
+    return _Walked(n, num_waiting[:n].tolist(), counters[:n], service[:n])
 
 
 def _allocate(engine: Engine, run: np.ndarray, j_of: np.ndarray, pos_of: np.ndarray, k_of: np.ndarray) -> None:
