@@ -22,14 +22,16 @@ def _map_slider(page):
     return page.locator('[data-testid="stSlider"]').filter(has_text="Engine step").first.get_by_role("slider")
 
 
-def _wait_for_map_step(page, step: int) -> None:
+def _wait_for_map_step(page, step: int, num_maps: int = 2) -> None:
+    """Wait until ``num_maps`` block maps (the toy pool's two policies) show ``step``: the second chart may still
+    be drawing when the first one is there."""
     page.wait_for_function(
-        """(step) => {
+        """([step, count]) => {
           const titles = [...document.querySelectorAll('.gtitle')].map(t => t.textContent);
           const maps = titles.filter(t => /^Step [\\d,]+/.test(t));
-          return maps.length > 0 && maps.every(t => t.startsWith(`Step ${step.toLocaleString('en-US')}:`));
+          return maps.length === count && maps.every(t => t.startsWith(`Step ${step.toLocaleString('en-US')}:`));
         }""",
-        arg=step, timeout=30_000)
+        arg=[step, num_maps], timeout=30_000)
 
 
 def test_toy_pool_block_map_scrubs_by_keyboard_and_buttons(app_server, page):
