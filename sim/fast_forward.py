@@ -70,6 +70,11 @@ def _block_events(engine: Engine, d: int) -> tuple[np.ndarray, np.ndarray, np.nd
     bs = engine.kv.block_size
     computed = engine.table.num_computed_tokens[engine.scheduler.running]
     first = (-computed) % bs  # the step at which computing token `computed + j` opens a new block
+    if d <= bs:  # the usual short stretch: one new block at most per request (a stable sort keeps list order)
+        pos = (first < d).nonzero()[0]
+        j = first[pos]
+        order = j.argsort(kind="stable")
+        return j[order], pos[order], np.zeros(len(pos), dtype=np.int64)
     count = np.where(first < d, (d - 1 - first) // bs + 1, 0)
     pos = np.repeat(np.arange(len(computed)), count)
     k = np.arange(int(count.sum())) - np.repeat(_cumsum(count) - count, count)
