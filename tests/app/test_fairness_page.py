@@ -217,3 +217,39 @@ def test_rate_limit_sweep_fills_in_without_holding_up_the_rerun(monkeypatch):
     assert "At the tightest limit (2 requests per client per 200 steps)" in notice(at)
     chart = _chart(at, "Throughput against the per-client rate limit")
     assert next(t for t in chart["data"] if t["name"] == "FCFS + rate limit")["x"] == [2, 4, 6, 10, 15, 25, 40, 60]
+
+
+def test_a_sweep_point_that_cannot_finish_shows_a_message_once(monkeypatch):
+    """A sweep run that fails (here: the limit-60 point) ends in the page's error box, not a traceback, and is not
+    run again on the next rerun (the runner remembers the error; a polling sweep would otherwise retry it)."""
+    import streamlit as st
+
+    from sim import SimulationError
+    from ui import runner
+
+    monkeypatch.setenv("SCHEDLAB_PREFETCH_WORKERS", "0")  # every run in this process, where the patch applies
+    st.cache_resource.clear()
+    st.cache_data.clear()
+    calls = []
+    real_simulate = runner.simulate
+
+    def simulate(config, requests, **kwargs):
+        if config.rate_limit_max_requests == 60:
+            calls.append(1)
+            raise SimulationError("stopped after max_steps=1 steps (planted for this test)")
+        return real_simulate(config, requests, **kwargs)
+
+    monkeypatch.setattr(runner, "simulate", simulate)
+    monkeypatch.setattr(sweeps, "RERUN_BUDGET_S", 0.0)
+    try:
+        at = open_page(PAGE, {"preset": "rate_limits"}, settle=False)
+        assert_clean(at)  # the policies ran; the sweep is still filling in
+        monkeypatch.setattr(sweeps, "RERUN_BUDGET_S", float("inf"))
+        at.run()  # what the polls do: every point left, the failing one included
+        assert not at.exception
+        assert any("planted for this test" in e.value for e in at.error)
+        at.run()
+        assert not at.exception and any("planted for this test" in e.value for e in at.error)
+        assert len(calls) == 1
+    finally:
+        st.cache_resource.clear()  # later tests get a prefetcher with workers (and no remembered failure) again
