@@ -26,7 +26,7 @@ from ui import charts, theme
 from ui.charts import cancellation, preemption
 from ui.charts import fairness as fc
 from ui.charts.gantt import MAX_HEIGHT
-from ui.charts.layout import NO_FILL, downsample, label_colors, style_figure
+from ui.charts.layout import NO_FILL, downsample, label_colors, styled_layout, trusted_figure
 from ui.charts.segments import SEGMENT_COLUMNS, life_spans, request_segments
 from ui.theme import ChartStyle
 
@@ -629,9 +629,10 @@ def test_long_trace_payload_is_bounded(bench):
 
 
 # ---- layout and tables ----------------------------------------------------------------------------------------------
-def test_style_figure_sets_fonts_margins_and_presentation_size():
-    fig = style_figure(go.Figure(go.Scatter(x=[0, 1], y=[0, 1])), ChartStyle(presentation=True), title="t",
-                       x_title="time (ms)", y_title="requests (requests)", height=400)
+def test_styled_layout_sets_fonts_margins_and_presentation_size():
+    layout = styled_layout(ChartStyle(presentation=True), title="t", x_title="time (ms)",
+                           y_title="requests (requests)", height=400)
+    fig = trusted_figure([{"type": "scatter", "x": [0, 1], "y": [0, 1]}], layout)
     assert fig.layout.font.size == 20 and fig.layout.title.font.size == 24
     assert fig.layout.height == 500
     assert fig.layout.title.automargin and fig.layout.xaxis.automargin and fig.layout.yaxis.automargin

@@ -8,7 +8,7 @@ number of points, so a 20,000-step trace sends a few kB instead of a few MB to t
 A page rebuilds its charts on every rerun, so builders make plain trace and layout dicts and hand them to plotly
 once (``trusted_figure``): each plotly ``add_*``/``update_*``/``make_subplots`` call validates and deep-copies the
 figure (~5-50 ms a chart). ``subplot_grid`` (subplot axes) and ``hline`` (a labelled horizontal line) give what
-make_subplots and add_hline would have put in the layout. ``style_figure`` styles a figure made elsewhere.
+make_subplots and add_hline would have put in the layout.
 """
 
 from __future__ import annotations
@@ -35,13 +35,6 @@ MAX_POINTS = 1500  # per series; a 1,000-px-wide chart cannot show more anyway
 # Every figure here is styled by styled_layout. Plotly's default template ("plotly") would be deep-copied into
 # each new figure and serialised with it (~6 ms a figure, for a look we replace anyway), so: no template.
 pio.templates.default = "none"
-
-
-def style_figure(fig: go.Figure, style: ChartStyle, **options: Any) -> go.Figure:
-    """Apply the shared look to a figure a builder just made, and return it. ``options`` are styled_layout()'s;
-    what the builder (or make_subplots) set in the layout already, such as domains and shapes, is kept."""
-    fig.layout = styled_layout(style, base=fig.layout.to_plotly_json(), **options)
-    return fig
 
 
 def styled_layout(
@@ -141,7 +134,7 @@ def _subplot_grid(rows: int, cols: int, secondary_y: bool,
     specs = [[{"secondary_y": True}] * cols for _ in range(rows)] if secondary_y else None
     fig = make_subplots(rows=rows, cols=cols, specs=specs, **dict(options))
     layout = fig.layout.to_plotly_json()
-    layout.pop("template", None)  # trusted_figure (or style_figure) sets the default one
+    layout.pop("template", None)  # trusted_figure sets the default one
     axes = {}
     for row in range(1, rows + 1):
         for col in range(1, cols + 1):
