@@ -60,23 +60,22 @@ def _wait_without_polling(runner: local_script_runner.LocalScriptRunner, timeout
 
 
 def _sweep_running(at: AppTest) -> bool:
-    return any("Running the sweep" in c.value for c in at.caption)
+    from ui import sweeps  # (imported once AppTest has set Streamlit up: no "no runtime" warnings)
+
+    return any(sweeps.RUNNING_TEXT in c.value for c in at.caption)
 
 
 def _timed_set(at: AppTest, value: float) -> tuple[float, float | None]:
     """(rerun s, s until its sweeps were complete, None if the rerun had them whole)."""
+    from ui import sweeps
+
     t0 = time.perf_counter()
     _pool_slider(at).set_value(value).run()
     rerun = time.perf_counter() - t0
     if not _sweep_running(at):
         return rerun, None
-    from ui import sweeps  # (imported once AppTest has set Streamlit up: no "no runtime" warnings)
-
-    budget, sweeps.RERUN_BUDGET_S = sweeps.RERUN_BUDGET_S, float("inf")  # one more rerun runs all that is left
-    try:
+    with sweeps.without_time_limit():  # one more rerun runs all that is left
         at.run()
-    finally:
-        sweeps.RERUN_BUDGET_S = budget
     if _sweep_running(at):
         raise RuntimeError("a sweep was still running after a rerun without a time limit")
     return rerun, time.perf_counter() - t0

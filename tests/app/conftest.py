@@ -26,7 +26,7 @@ def open_page(page: str | None = None, query: dict[str, str] | None = None, time
     return settle_sweeps(at) if settle else at
 
 
-SWEEP_RUNNING = "Running the sweep"  # ui.sweeps' line under a sweep that is still filling in
+SWEEP_RUNNING = sweeps.RUNNING_TEXT  # ui.sweeps' line under a sweep that is still filling in
 
 
 def sweep_running(at: AppTest) -> bool:
@@ -39,12 +39,8 @@ def settle_sweeps(at: AppTest) -> AppTest:
     every point left, whether or not a prefetch worker helps)."""
     if not sweep_running(at):
         return at
-    budget = sweeps.RERUN_BUDGET_S
-    sweeps.RERUN_BUDGET_S = float("inf")
-    try:
+    with sweeps.without_time_limit():
         at.run()
-    finally:
-        sweeps.RERUN_BUDGET_S = budget
     assert not sweep_running(at), "a sweep was still running after a rerun without a time limit"
     return at
 

@@ -12,16 +12,23 @@ fragment polls between reruns), and requires that to hold twice in a row.
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from ui import sweeps
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
 
 SCREENSHOT_DIR = Path(__file__).resolve().parent / "screenshots"
 MAX_SCREENSHOT_HEIGHT_PX = 16_000  # beyond this Chromium's capture gets unreliable; such pages are cut
+
+# A JS expression: is a sweep still filling in (ui.sweeps' line under it)?
+_SWEEP_RUNNING = ("[...document.querySelectorAll('[data-testid=\"stCaptionContainer\"]')]"
+                  f".some(c => c.textContent.includes({json.dumps(sweeps.RUNNING_TEXT)}))")
 
 # Streamlit's frontend sets these attributes on the stApp root for its own e2e tests. The script state goes
 # initial -> running -> notRunning (compilationError on a syntax error, which the page shows as an exception).
@@ -33,12 +40,10 @@ _APP_IS_IDLE_JS = """() => {
     && (script === 'notRunning' || script === 'compilationError')
     && document.querySelector('[data-testid="stStatusWidget"]') === null
     && document.querySelector('[data-stale="true"]') === null
-    && ![...document.querySelectorAll('[data-testid="stCaptionContainer"]')]
-         .some(c => c.textContent.includes('Running the sweep'));
-}"""
+    && !(SWEEP_RUNNING);
+}""".replace("SWEEP_RUNNING", _SWEEP_RUNNING)
 
-SWEEP_RUNNING_JS = """() => [...document.querySelectorAll('[data-testid="stCaptionContainer"]')]
-  .some(c => c.textContent.includes('Running the sweep'))"""
+SWEEP_RUNNING_JS = f"() => {_SWEEP_RUNNING}"
 
 _APP_STATE_JS = """() => {
   const app = document.querySelector('[data-testid="stApp"]');
@@ -49,10 +54,9 @@ _APP_STATE_JS = """() => {
     script_state: app && app.getAttribute('data-test-script-state'),
     status_widget: status && status.innerText,
     num_stale_elements: document.querySelectorAll('[data-stale="true"]').length,
-    sweep_running: [...document.querySelectorAll('[data-testid="stCaptionContainer"]')]
-      .some(c => c.textContent.includes('Running the sweep')),
+    sweep_running: SWEEP_RUNNING,
   };
-}"""
+}""".replace("SWEEP_RUNNING", _SWEEP_RUNNING)
 
 
 # How much taller than its box the tallest scrolling element is (CSS px); Streamlit's main area is one.
