@@ -43,10 +43,9 @@ if "limit_sweep" in preset.knobs and "limit" in own:
 vtc_scenario = next((sc for _, sc in variants if sc.config.policy.value in ("vtc", "lcf")), None)
 if "output_weight_sweep" in preset.knobs and vtc_scenario is not None:
     weight_values = lesson.sweep_values(preset, "output_weight_sweep", vtc_scenario.config.output_weight)
-ahead = page.guarded(lambda: [
-    *(lesson.limit_sweep_runs(scenario, limit_values) if limit_values else []),
-    *(lesson.weight_sweep_runs(vtc_scenario, weight_values) if weight_values else [])])
-runs = run_variants(variants, make=lesson.run_maker(runner.measure), ahead=ahead)
+limit_runs = page.guarded(lambda: lesson.limit_sweep_runs(scenario, limit_values)) if limit_values else []
+weight_runs = page.guarded(lambda: lesson.weight_sweep_runs(vtc_scenario, weight_values)) if weight_values else []
+runs = run_variants(variants, make=lesson.run_maker(runner.measure), ahead=[*limit_runs, *weight_runs])
 
 # The numbers first: one column per policy.
 for col, run in zip(st.columns(len(runs)), runs, strict=True):
@@ -57,12 +56,10 @@ for col, run in zip(st.columns(len(runs)), runs, strict=True):
 # The sweep's curve comes first, and its sentences join the notice once every point is in (ui.sweeps: the page
 # draws the points ready now, and the rest fill in without holding up the rerun).
 limit_sweep = weight_sweep = None
-if limit_values:
-    limit_sweep = page.guarded(lambda: sweeps.Sweep(lesson.limit_sweep_runs(scenario, limit_values),
-                                                    lesson.sweep_point, lp.started_s))
-if weight_values:
-    weight_sweep = page.guarded(lambda: sweeps.Sweep(lesson.weight_sweep_runs(vtc_scenario, weight_values),
-                                                     lesson.sweep_point, lp.started_s))
+if limit_runs:
+    limit_sweep = page.guarded(lambda: sweeps.Sweep(limit_runs, lesson.sweep_point, lp.started_s))
+if weight_runs:
+    weight_sweep = page.guarded(lambda: sweeps.Sweep(weight_runs, lesson.sweep_point, lp.started_s))
 page.notice(lesson.notices(
     runs,
     page.guarded(lambda: lesson.limit_sweep(scenario, limit_values, runner.measure))
