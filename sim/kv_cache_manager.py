@@ -63,10 +63,6 @@ class KVCacheManager:
     def num_free_blocks(self) -> int:
         return self.pool.num_free
 
-    def blocks_of(self, row: int) -> np.ndarray:
-        slot = self.slot_of_row[row]
-        return self.block_table[slot, : self.num_blocks_held[row]] if slot >= 0 else np.empty(0, np.int32)
-
     # ---- prefix cache -------------------------------------------------------------------------------------
     def block_hash(self, row: int, j: int) -> int:
         if self._prefix_group[row] >= 0 and (j + 1) * self.block_size <= self._prefix_len[row]:

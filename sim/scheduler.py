@@ -416,28 +416,28 @@ class Scheduler:
         self.running = self.running[~self._is_leaving[self.running]]
         self._is_leaving[rows] = False
 
-    def _one_client_output_charge(self, num_tokens: int) -> float:
-        return num_tokens * self.config.output_weight / self._client_weights[0]
+    def _output_tokens_and_charge(self, rows: np.ndarray) -> tuple[np.ndarray | None, np.ndarray | float]:
+        """One generated token for each of ``rows``: (tokens per client, what they add to the counters), the
+        charge being ``output_weight`` per token (the first included) divided by the client's weight. With one
+        client: (None, a plain float), which the hot path adds to the counters without numpy's array overhead."""
+        if len(self._client_weights) == 1:
+            return None, len(rows) * self.config.output_weight / self._client_weights[0]
+        per_client = np.bincount(self.table.client[rows], minlength=len(self.counters))
+        return per_client, per_client * self._output_charge_per_token
 
     def output_charge(self, rows: np.ndarray) -> np.ndarray:
-        """[clients] what one token for each of ``rows`` adds to the counters: ``output_weight`` per generated
-        token (the first included), divided by the client's weight."""
-        if len(self._client_weights) == 1:
-            return np.array([self._one_client_output_charge(len(rows))])
-        per_client = np.bincount(self.table.client[rows], minlength=len(self.counters))
-        return per_client * self._output_charge_per_token
+        """[clients] what one token for each of ``rows`` adds to the counters (charged later by the caller)."""
+        per_client, charge = self._output_tokens_and_charge(rows)
+        return np.array([charge]) if per_client is None else charge
 
     def charge_output(self, rows: np.ndarray) -> np.ndarray | None:
-        """Charge one generated token for each of ``rows`` (output_charge); returns the [clients] token counts
-        (None with one client, whose charge is a plain float)."""
-        if len(self._client_weights) == 1:
-            charge = self._one_client_output_charge(len(rows))
+        """Charge one generated token for each of ``rows``; returns the [clients] token counts (None with one
+        client)."""
+        per_client, charge = self._output_tokens_and_charge(rows)
+        if per_client is None:
             self.counters[0] += charge
             self.service[0] += charge
-            return None
-        per_client = np.bincount(self.table.client[rows], minlength=len(self.counters))
-        if len(rows):
-            charge = per_client * self._output_charge_per_token
+        elif len(rows):
             self.counters += charge
             self.service += charge
         return per_client
