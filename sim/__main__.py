@@ -50,6 +50,12 @@ def _jsonable(value: object) -> object:
     return value
 
 
+def _positive_int(text: str) -> int:
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
+    return int(text)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sim", description="Scheduler Lab's step-level simulator")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -59,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--steps", action="store_true", help="include per-step records")
     bench = sub.add_parser("bench", help="time the simulator on the benchmark workloads")
     bench.add_argument("files", nargs="*", help="scenario files (default: ../shared/scenarios/bench/*.json)")
-    bench.add_argument("--repeat", type=int, default=5, help="runs per file; the fastest is reported")
+    bench.add_argument("--repeat", type=_positive_int, default=5,
+                       help="runs per file (>= 1); the fastest and the median are reported")
     args = parser.parse_args(argv)
     if args.command == "run":
         return _run(args)

@@ -281,3 +281,22 @@ def test_cli_writes_null_for_statistics_over_no_request(tmp_path):
     result = json.loads(out.read_text())
     assert result["summary"]["finish_steps"] == {"count": 0, "mean": None, "p50": None, "p99": None, "max": None}
     assert (result["requests"][0]["final_status"], result["requests"][0]["finish_step"]) == ("FINISHED_ABORTED", 0)
+
+
+def test_cli_bench_prints_best_and_median_per_file(tmp_path):
+    # The vLLM example (one slot, 1,000/100/100-step answers) runs 1,200 steps and preempts nobody.
+    done = _cli("bench", str(VLLM_SCENARIOS_DIR / "a_hol_fcfs.json"), "--repeat", "3")
+    assert done.returncode == 0, done.stderr
+    header, row = done.stdout.strip().splitlines()
+    assert header.split() == ["scenario", "requests", "steps", "preempt", "wall", "s", "median", "s", "steps/s",
+                              "peak", "MB"]
+    name, requests, steps, preempt, best, median, steps_per_s, peak_mb = row.split()
+    assert (name, requests, steps, preempt) == ("a_hol_fcfs", "3", "1200", "0")
+    assert 0 < float(best) <= float(median) and float(steps_per_s) > 0 and float(peak_mb) > 0
+
+
+@pytest.mark.parametrize("repeat", ["0", "-1", "x"])
+def test_cli_bench_refuses_a_repeat_below_one(repeat):
+    done = _cli("bench", "--repeat", repeat)
+    assert done.returncode == 2
+    assert f"argument --repeat: must be a whole number >= 1, got '{repeat}'" in done.stderr
