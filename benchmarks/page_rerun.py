@@ -21,8 +21,11 @@ a blocking join instead; ``--apptest-polling`` keeps AppTest's own wait, for com
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -81,14 +84,25 @@ def _timed_set(at: AppTest, value: float) -> tuple[float, float | None]:
     return rerun, time.perf_counter() - t0
 
 
+@contextlib.contextmanager
+def _quiet_streamlit() -> Iterator[None]:
+    """Warnings off for a moment (errors still print)."""
+    logging.disable(logging.WARNING)
+    try:
+        yield
+    finally:
+        logging.disable(logging.NOTSET)
+
+
 def time_page(lesson: str, preset: str) -> tuple[float, float, float, float | None]:
     """(first run s, fastest rerun after a slider change s, fastest rerun back to the start value s, fastest time
     from a slider change until its sweeps were complete s or None). Caches are emptied first: presets share
     workloads (busy_server and predicted_lengths run the same policies on the same requests), and a run cached
     by the preset before would make this one look fast."""
-    st.cache_data.clear()
-    st.cache_resource.clear()  # (the prefetch workers too: they start again in the first run, which is not timed)
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    with _quiet_streamlit():  # outside a script run Streamlit warns that it has no runtime: expected here
+        st.cache_data.clear()
+        st.cache_resource.clear()  # (the prefetch workers too: they start again in the first run, not timed)
+        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
     at.switch_page(PAGES[lesson])
     at.query_params["preset"] = preset
     t0 = time.perf_counter()
