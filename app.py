@@ -33,13 +33,15 @@ LESSONS = {
 }
 
 lessons = [p for p in page.PAGES if p[1] in LESSONS]
-for col, (path, name, icon) in zip(st.columns(len(lessons)), lessons, strict=True):
-    question, takeaway = LESSONS[name]
-    with col.container(border=True):
-        st.markdown(f"### {icon} {name}")
-        st.markdown(f"**{question}**")
-        st.markdown(takeaway)
-        st.page_link(path, label="Open the lesson", icon=":material/arrow_forward:")
+for start in range(0, len(lessons), 2):  # two cards a row: four would break "Cancellation" on a 1,024-px projector
+    row = lessons[start : start + 2]
+    for col, (path, name, icon) in zip(st.columns(2), row, strict=False):
+        question, takeaway = LESSONS[name]
+        with col.container(border=True, height="stretch"):  # as tall as the other card in the row
+            st.subheader(f"{icon} {name}", anchor=False)  # (an anchor icon would wrap onto a line of its own)
+            st.markdown(f"**{question}**")
+            st.markdown(takeaway)
+            st.page_link(path, label="Open the lesson", icon=":material/arrow_forward:")
 
 st.subheader("One engine step, up close")
 st.markdown(

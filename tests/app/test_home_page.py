@@ -10,8 +10,12 @@ def test_home_page_runs_and_links_every_page():
     assert at.title[0].value == "Scheduler Lab"
     for path, _, _ in PAGES:
         assert (ROOT / path).exists(), path  # every page the navigation names exists
-    cards = [m.value for m in at.markdown if m.value.startswith("### :material/")]
-    assert cards == [f"### {icon} {name}" for _, name, icon in PAGES[1:]]  # one card per lesson, in order
+    cards = [h.value for h in at.subheader if h.value.startswith(":material/")]
+    assert cards == [f"{icon} {name}" for _, name, icon in PAGES[1:]]  # one card per lesson, in order
+    # Two cards a row (four in a row break the lesson names on a 1,024-px projector), one in each column.
+    rows = [block for block in at.main.children.values()
+            if block.type == "flex_container" and any(c.type == "column" for c in block.children.values())]
+    assert [[col.subheader[0].value for col in row.children.values()] for row in rows] == [cards[:2], cards[2:]]
 
 
 def test_engine_step_slider_moves_the_picture():
