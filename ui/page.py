@@ -34,6 +34,18 @@ html { font-size: 20px; }
 </style>
 """
 
+# Side-by-side cells wrap onto rows of their own where they would be too narrow to read (a 1,024-px projector with
+# the sidebar open leaves ~520 px for two charts: titles and legends were cut off, metric labels cut to "Swap: c…").
+# Only rows of charts or metrics wrap; buttons and other widgets in columns keep their row.
+_LAYOUT_CSS = """
+<style>
+[data-testid="stHorizontalBlock"]:has(> [data-testid="stColumn"] [data-testid="stPlotlyChart"]),
+[data-testid="stHorizontalBlock"]:has(> [data-testid="stColumn"] [data-testid="stMetric"]) { flex-wrap: wrap; }
+[data-testid="stColumn"]:has([data-testid="stPlotlyChart"]) { min-width: min(100%, 25rem); }
+[data-testid="stColumn"]:has([data-testid="stMetric"]) { min-width: min(100%, 12rem); }
+</style>
+"""
+
 
 PAGES = (
     ("app.py", "Home", ":material/home:"),
@@ -52,8 +64,7 @@ def setup(title: str, icon: str) -> ChartStyle:
         st.sidebar.page_link(path, label=label, icon=page_icon)
     with st.sidebar.expander("Display", expanded=False):
         values = KnobPanel("display", _DISPLAY_KNOBS).render(st.container())
-    if values["present"]:
-        st.markdown(_PRESENTATION_CSS, unsafe_allow_html=True)
+    st.html(_LAYOUT_CSS + (_PRESENTATION_CSS if values["present"] else ""))  # (style only: takes no space)
     return ChartStyle(presentation=values["present"], export_format=values["export"])
 
 

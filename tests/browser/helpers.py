@@ -6,8 +6,9 @@ Playwright is imported lazily so that collecting the suite never needs it (brows
 Why waiting is subtle: after a widget changes, Streamlit debounces, sends a rerun request, marks the old
 elements stale (`data-stale="true"`), runs the script, then drops the stale ones. Until then the page can show
 the old chart beside the new one. `wait_for_app` waits until the app is connected, its script state is idle,
-the "Running..." status widget is gone, no element is stale and no sweep is still filling in (ui.sweeps: its
-fragment polls between reruns), and requires that to hold twice in a row.
+the "Running..." status widget is gone, no element is stale, no element is still a grey placeholder while its
+code loads (``stSkeleton``: sliders, metrics and charts on a page's first load) and no sweep is still filling in
+(ui.sweeps: its fragment polls between reruns), and requires that to hold twice in a row.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
 SCREENSHOT_DIR = Path(__file__).resolve().parent / "screenshots"
 MAX_SCREENSHOT_HEIGHT_PX = 16_000  # beyond this Chromium's capture gets unreliable; such pages are cut
 
+_NO_SKELETON_JS = """() => document.querySelector('[data-testid="stSkeleton"]') === null"""
+
 # A JS expression: is a sweep still filling in (ui.sweeps' line under it)?
 _SWEEP_RUNNING = ("[...document.querySelectorAll('[data-testid=\"stCaptionContainer\"]')]"
                   f".some(c => c.textContent.includes({json.dumps(sweeps.RUNNING_TEXT)}))")
@@ -40,6 +43,7 @@ _APP_IS_IDLE_JS = """() => {
     && (script === 'notRunning' || script === 'compilationError')
     && document.querySelector('[data-testid="stStatusWidget"]') === null
     && document.querySelector('[data-stale="true"]') === null
+    && document.querySelector('[data-testid="stSkeleton"]') === null
     && !(SWEEP_RUNNING);
 }""".replace("SWEEP_RUNNING", _SWEEP_RUNNING)
 
@@ -54,6 +58,7 @@ _APP_STATE_JS = """() => {
     script_state: app && app.getAttribute('data-test-script-state'),
     status_widget: status && status.innerText,
     num_stale_elements: document.querySelectorAll('[data-stale="true"]').length,
+    num_skeletons: document.querySelectorAll('[data-testid="stSkeleton"]').length,
     sweep_running: SWEEP_RUNNING,
   };
 }""".replace("SWEEP_RUNNING", _SWEEP_RUNNING)
@@ -128,6 +133,7 @@ def screenshot(page: Page, name: str) -> Path:
         tall_height = min(viewport["height"] + hidden_px, MAX_SCREENSHOT_HEIGHT_PX)
         page.set_viewport_size({"width": viewport["width"], "height": tall_height})
         page.wait_for_timeout(300)  # let charts and layout react to the resize
+        page.wait_for_function(_NO_SKELETON_JS, timeout=10_000, polling=100)
         try:
             page.screenshot(path=str(path), full_page=True)
         finally:

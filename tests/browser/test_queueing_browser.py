@@ -55,6 +55,7 @@ def test_busy_server_presentation_mode(app_server, page):
     assert_no_exception(page)
     wait_for_chart_title(page, GANTT_TITLE)
     assert all(v.endswith(" ms") for v in metric_values(page))
+    assert page.evaluate("getComputedStyle(document.documentElement).fontSize") == "20px"  # projector text
     screenshot(page, "queueing-busy-500-presentation")
 
 
@@ -65,3 +66,25 @@ def test_tampered_link_warns_and_falls_back(app_server, page):
     warnings = page.locator('[data-testid="stAlertContentWarning"]').all_inner_texts()
     assert any("max_num_seqs=abc" in w for w in warnings), warnings
     assert metric_values(page) == ["1,100 steps", "500 steps"]
+
+
+def _chart_boxes(page) -> list[dict]:
+    return [c.bounding_box() for c in page.locator('[data-testid="stPlotlyChart"]').all()]
+
+
+def test_side_by_side_charts_stack_on_a_narrow_projector(app_server, page):
+    # 1,400 px: the two Gantt charts share a row. 1,024 px with the sidebar open leaves ~520 px: two charts of
+    # ~250 px cut their titles and legends off, so each takes a row of its own, at the full width.
+    open_app(page, f"{app_server}/Queueing")
+    wait_for_chart_title(page, GANTT_TITLE)
+    fcfs, sjf = _chart_boxes(page)[:2]
+    assert sjf["y"] == fcfs["y"] and sjf["x"] > fcfs["x"] + fcfs["width"]
+    wide_width = fcfs["width"]
+    page.set_viewport_size({"width": 1024, "height": 768})
+    page.wait_for_timeout(500)  # the layout reflows; the charts resize to their new cells
+    fcfs, sjf = _chart_boxes(page)[:2]
+    assert sjf["y"] >= fcfs["y"] + fcfs["height"] and sjf["x"] == fcfs["x"]
+    assert fcfs["width"] > wide_width  # a narrow screen gives each chart more room, not less
+    metrics = [m.bounding_box() for m in page.locator('[data-testid="stMetric"]').all()]
+    assert all(m["width"] >= 190 for m in metrics)  # metric labels are not cut to "FCFS: av…"
+    screenshot(page, "queueing-article-1024px")
