@@ -190,8 +190,8 @@ def _biggest_abort(trace: Trace) -> tuple[int, int] | None:
 
 
 WASTE_PANELS = (  # (summary key, axis title with the unit): one panel each, left to right
-    ("wasted_tokens", "generated for nobody<br>(tokens)"),
-    ("wasted_gpu_ms", "GPU time for nobody<br>(ms)"),
+    ("wasted_tokens", "generated for<br>nobody (tokens)"),
+    ("wasted_gpu_ms", "GPU time for<br>nobody (ms)"),
     ("goodput_tok_s", "goodput<br>(tokens read/s)"),
 )
 
