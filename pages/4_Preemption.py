@@ -88,12 +88,12 @@ def show_block_map() -> None:
 
     @st.fragment
     def block_map() -> None:
-        left, right, slider = st.columns([1.5, 1.5, 7], vertical_alignment="bottom")
-        left.button("Prev", key=f"{lesson.LESSON}.map.prev", on_click=jump, args=(-1,), width="stretch",
-                    icon=":material/skip_previous:", help="Jump to the previous preemption or resume")
-        right.button("Next", key=f"{lesson.LESSON}.map.next", on_click=jump, args=(1,), width="stretch",
-                     icon=":material/skip_next:", help="Jump to the next preemption or resume")
-        step = panel.render(slider)["map_step"]
+        row = st.container(horizontal=True, vertical_alignment="bottom")  # buttons as wide as their labels
+        row.button("Prev", key=f"{lesson.LESSON}.map.prev", on_click=jump, args=(-1,), width="content",
+                   icon=":material/skip_previous:", help="Jump to the previous preemption or resume")
+        row.button("Next", key=f"{lesson.LESSON}.map.next", on_click=jump, args=(1,), width="content",
+                   icon=":material/skip_next:", help="Jump to the next preemption or resume")
+        step = panel.render(row)["map_step"]  # the slider takes the rest of the row
 
         def draw(label: str) -> None:
             run = next(r for r in runs if r.label == label)

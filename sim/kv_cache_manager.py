@@ -127,7 +127,8 @@ class KVCacheManager:
 
     def grow_by_one_block(self, rows: np.ndarray, num_computed: np.ndarray) -> None:
         """One more block for each of ``rows``, whose ``num_computed`` tokens (> 0) fill the blocks they hold."""
-        held = self.blocks_for(num_computed)  # whole blocks: ceil is exact
+        # They hold whole blocks: num_computed / block_size exactly (a shift when block_size is a power of two)
+        held = num_computed >> self._block_shift if self._block_shift >= 0 else num_computed // self.block_size
         self.block_table[self.slot_of_row[rows], held] = self.pool.allocate(len(rows))
         self.num_blocks_held[rows] = held + 1
 
