@@ -22,6 +22,22 @@ def test_article_preset_shows_1100_and_500():
     assert "Head-of-line blocking" in notice
 
 
+def _gantt_annotations(at, title: str) -> list[str]:
+    specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    gantt = next(s for s in specs if s["layout"]["title"]["text"] == title)
+    return [a["text"] for a in gantt["layout"].get("annotations", [])]
+
+
+def test_starvation_outlines_the_starving_request_not_a_blocker():
+    # Under SJF the long request waits behind a stream of short ones: no head-of-line blocker to name; its own
+    # row is outlined (named beside its bar, since 121 rows hide the tick labels).
+    at = open_page(PAGE, {"preset": "starvation"})
+    assert_clean(at)
+    notice = " ".join(i.value for i in at.info)
+    assert "Under SJF, no guard, long waited 4,800 engine steps" in notice and "Head-of-line blocking" not in notice
+    assert [text for text in _gantt_annotations(at, "SJF, no guard") if "long" in text] == ["\u2190 long"]
+
+
 @pytest.mark.parametrize("preset", [p.key for p in presets.presets_for("queueing")])
 def test_every_preset_runs(preset):
     at = open_page(PAGE, {"preset": preset})

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from sim import metrics, presets
 from sim.engine import simulate
 from ui.lessons import queueing as lesson
@@ -30,12 +32,33 @@ def test_notices_in_milliseconds_follow_the_unit():
     assert " ms (" in text and "steps (" not in text
 
 
-def test_hol_blocker_is_the_long_request():
+def test_the_long_request_is_the_head_of_line_blocker():
     fcfs = runs_of("article_hol")[0]
-    assert lesson.hol_blocker(fcfs.trace) == ("long", "short2", 1100)
+    # short2 waits steps 0-1,099: long holds the only slot for 1,000 of them, short1 for 100.
+    assert lesson.longest_wait(fcfs.trace) == lesson.LongestWait("short2", 1100, [("long", 1000)], 2,
+                                                                 pytest.approx(1000 / 1100))
     # With three slots nobody waits: no blocker.
     three = runs_of("article_hol", max_num_seqs=3)[0]
-    assert lesson.hol_blocker(three.trace) is None
+    assert lesson.longest_wait(three.trace) is None
+
+
+def test_a_starving_request_waits_behind_a_stream_not_one_blocker():
+    # Under SJF the long request waits behind 120 short ones, 40 steps each: nobody held the slot for long, so
+    # no request is named (or outlined in the Gantt chart) as its blocker.
+    no_guard = runs_of("starvation")[0]
+    lw = lesson.longest_wait(no_guard.trace)
+    assert (lw.waiter, lw.wait_steps, lw.blockers, lw.num_ran) == ("long", 4800, [], 120)
+    text = " ".join(lesson.notices(runs_of("starvation")))
+    assert ("long waited 4,800 engine steps in the queue while 120 other requests ran, none for more than 1% of "
+            "that time: no single blocker") in text
+    assert "Head-of-line blocking" not in text
+
+
+def test_several_long_answers_pinning_the_slots_are_all_named():
+    # Four batch jobs hold all 4 slots while batch4 waits 280 steps.
+    text = " ".join(lesson.notices(runs_of("priority_lanes")))
+    assert ("batch4 waited 280 engine steps in the queue while batch0, batch1, batch2 and batch3 each held a batch "
+            "slot for most of that time") in text
 
 
 def test_knobs_appear_only_where_a_variant_uses_them():

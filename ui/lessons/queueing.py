@@ -3,7 +3,7 @@ computed from the runs. No Streamlit calls here, so it is testable on its own.""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -65,9 +65,21 @@ def variants(preset: Preset, base: Scenario, chosen: list[str]) -> list[tuple[st
     return [(label, base.with_config(**overrides)) for label, overrides in preset.variants if label in chosen]
 
 
-def hol_blocker(trace: Trace) -> tuple[str, str, int] | None:
-    """(blocker id, waiter id, wait in steps): the longest-waiting request and the running request that held a
-    slot for most of its wait - the head-of-line blocker. None when nobody waited."""
+class LongestWait(NamedTuple):
+    """Who waited longest in the queue before its first step, and who ran meanwhile."""
+
+    waiter: str  # request id
+    wait_steps: int  # arrival to first scheduled step
+    blockers: list[tuple[str, int]]  # requests that held a batch slot for most of that wait: (id, steps), longest first
+    num_ran: int  # requests that ran at some point during the wait
+    longest_share: float  # the largest fraction of the wait that any one of them ran
+
+
+def longest_wait(trace: Trace) -> LongestWait | None:
+    """The longest-waiting request and what held the batch meanwhile (None when nobody waited). A head-of-line
+    blocker is a request that held a slot for more than half of the wait: one long answer in the only slot (the
+    article's example), or the few long answers that pin most slots. Under SJF a long request instead waits behind
+    a stream of short ones, none for long: ``blockers`` is then empty."""
     r = trace.requests
     started = r["first_scheduled_step"] >= 0
     wait = np.where(started, r["first_scheduled_step"] - r["arrival_step"], -1)
@@ -79,8 +91,28 @@ def hol_blocker(trace: Trace) -> tuple[str, str, int] | None:
     during = (steps >= a) & (steps < b)
     if not during.any():
         return None
-    counts = np.bincount(rows[during], minlength=trace.num_requests)
-    return trace.request_ids[int(np.argmax(counts))], trace.request_ids[w], b - a
+    counts = np.bincount(rows[during], minlength=trace.num_requests)  # [requests] steps run during the wait
+    order = np.argsort(-counts, kind="stable")
+    blockers = [(trace.request_ids[i], int(counts[i])) for i in order.tolist() if 2 * counts[i] > b - a]
+    return LongestWait(trace.request_ids[w], b - a, blockers, int(np.count_nonzero(counts)),
+                       float(counts[order[0]]) / (b - a))
+
+
+def _wait_sentence(label: str, lw: LongestWait) -> str:
+    """Head-of-line blocking when somebody held a slot for most of the longest wait; otherwise a stream."""
+    if len(lw.blockers) == 1:
+        who, steps = lw.blockers[0]
+        return (f"Head-of-line blocking under {label}: {lw.waiter} waited {lw.wait_steps:,} engine steps in the "
+                f"queue, mostly behind {who}, which ran for {steps:,} of them.")
+    if lw.blockers:
+        names = [who for who, _ in lw.blockers]
+        head, tail = (names[:-1], names[-1]) if len(names) <= 4 else (names[:3], f"{len(names) - 3} more")
+        shown = ", ".join(head) + f" and {tail}"
+        return (f"Head-of-line blocking under {label}: {lw.waiter} waited {lw.wait_steps:,} engine steps in the "
+                f"queue while {shown} each held a batch slot for most of that time.")
+    return (f"Under {label}, {lw.waiter} waited {lw.wait_steps:,} engine steps in the queue while {lw.num_ran:,} "
+            f"other requests ran, none for more than {lw.longest_share:.0%} of that time: no single blocker, a "
+            f"stream of others served ahead of it.")
 
 
 def notices(runs: list[Run], unit: str = "steps") -> list[str]:
@@ -109,11 +141,9 @@ def notices(runs: list[Run], unit: str = "steps") -> list[str]:
         elif worst_b == worst_a:
             out.append(f"The slowest request ({slowest}) still finishes after {worst_b:,.0f} {unit} under "
                        f"{run.label}: it only stops making the others wait.")
-    blocker = hol_blocker(first.trace)
-    if blocker:
-        who, waiter, wait = blocker
-        out.append(f"Head-of-line blocking under {first.label}: {waiter} waited {wait:,} engine steps in the queue, "
-                   f"mostly behind {who}.")
+    lw = longest_wait(first.trace)
+    if lw:
+        out.append(_wait_sentence(first.label, lw))
     out.extend(_priority_notice(runs))
     out.extend(_starvation_notice(runs))
     return out
