@@ -297,7 +297,9 @@ class Scheduler:
 
     def _no_slot(self, num_running: int | None = None) -> str:
         if (len(self.running) if num_running is None else num_running) >= self.config.max_num_seqs:
-            return f"all {self.config.max_num_seqs} batch slots (max_num_seqs) are taken"
+            n = self.config.max_num_seqs
+            return "the only batch slot (max_num_seqs = 1) is taken" if n == 1 else \
+                f"all {n} batch slots (max_num_seqs) are taken"
         return ""
 
     def _no_room(self, blocks_needed: int, num_running: int | None = None, free: int | None = None) -> str:

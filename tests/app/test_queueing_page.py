@@ -86,7 +86,7 @@ def test_step_inspector_explains_the_schedule():
     # The FCFS run opens at its first refusal to admit: step 0, where short1 and short2 find the one slot taken.
     assert at.slider(key="queueing.inspect_step.FCFS").value == 0
     text = " ".join(m.value for m in at.markdown)
-    assert "all 1 batch slots (max_num_seqs) are taken" in text
+    assert "the only batch slot (max_num_seqs = 1) is taken" in text
     at.slider(key="queueing.inspect_step.FCFS").set_value(1000).run()
     assert_clean(at)
     text = " ".join(m.value for m in at.markdown)

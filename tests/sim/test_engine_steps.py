@@ -219,6 +219,8 @@ def test_max_num_seqs_caps_the_running_batch():
     assert rec(t, "C")["first_scheduled_step"] == 3
     assert event_reasons(t, 0, "blocked") == ["all 2 batch slots (max_num_seqs) are taken"]
     assert t.steps["num_running"].max() == 2
+    one = run(config(max_num_seqs=1), req("A", 0, 1, 3), req("B", 0, 1, 3))
+    assert event_reasons(one, 0, "blocked") == ["the only batch slot (max_num_seqs = 1) is taken"]
 
 
 def test_blocks_freed_at_the_end_of_a_finish_step_are_reused_next_step():
