@@ -24,6 +24,7 @@ from sim.workload import ABANDON_POINTS, WorkloadSpec
 
 from ..controls import Knob
 from ..lesson import Run
+from .wording import count
 
 LESSON = "cancellation"
 QUESTION = (
@@ -357,7 +358,7 @@ def _waiting_sentences(runs: list[Run], unit: str) -> list[str]:
         more = "more" if b > a else "less"
         out.append(f"The waiting time others lose: users who stayed waited {b:,.0f} {unit} on average in the "
                    f"queue under {run.label}, against {a:,.0f} under {first.label} "
-                   f"({abs(b - a):,.0f} {unit} {more} each; {_count(run.summary['num_served'], 'user')} "
+                   f"({abs(b - a):,.0f} {unit} {more} each; {count(run.summary['num_served'], 'user')} "
                    f"stayed to the end).")
     return out
 
@@ -410,7 +411,7 @@ def _timeout_sentences(runs: list[Run]) -> list[str]:
             waited = f", the others after waiting {mean_wait:,.0f} steps on average for their first token"
         what = ("it dropped them from the queue and the batch at once" if run.scenario.config.abort_on_disconnect
                 else "without an abort it still generated their answers for nobody")
-        out.append(f"With a {timeout:,}-step client timeout, {_count(int(gone.sum()), 'user')} gave up under "
+        out.append(f"With a {timeout:,}-step client timeout, {count(int(gone.sum()), 'user')} gave up under "
                    f"{run.label}, {int(queued.sum()):,} of them still queued{waited}; {what}.")
     return out
 
@@ -475,7 +476,3 @@ def gantt_columns(runs: list[Run]) -> int:
 def _percent(share: float) -> str:
     """A share for a sentence: whole percents, one decimal below 1% so a small waste never reads as 0%."""
     return f"{share:.1%}" if 0 < share < 0.01 else f"{share:.0%}"
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n:,} {noun}" + ("" if n == 1 else "s")

@@ -27,6 +27,7 @@ from sim.workload import ClientSpec, WorkloadSpec, client_rates
 
 from ..controls import Knob
 from ..lesson import Run as LessonRun
+from .wording import count
 
 LESSON = "fairness"
 QUESTION = (
@@ -602,16 +603,17 @@ def _throughput_notice(runs: Sequence[Run]) -> list[str]:
         if run.is_limited:
             rejected = ", ".join(f"{c['num_rejected']:,} of {c['client']}'s"
                                  for c in sorted(run.clients, key=lambda c: c["client"]))
-            head = (f"The rate limit ({limit_text(run.config)}) turned away {run.summary['num_rejected']:,} requests "
-                    f"({rejected})")
+            turned_away = count(run.summary["num_rejected"], "request")
+            head = f"The rate limit ({limit_text(run.config)}) turned away {turned_away} ({rejected})"
             if t < 0.95 * t0:
-                out.append(f"{head} and kept only {run.stats['mean_batch']:.1f} of {seqs} batch slots busy on "
-                           f"average: throughput fell from {t0:,.0f} to {t:,.0f} tokens/s ({t / t0:.0%} of "
+                out.append(f"{head} and kept only {run.stats['mean_batch']:.1f} of {count(seqs, 'batch slot')} busy "
+                           f"on average: throughput fell from {t0:,.0f} to {t:,.0f} tokens/s ({t / t0:.0%} of "
                            f"{base.label}'s) while the GPU had room to spare.")
             else:
+                busy = f"{base.stats['mean_batch']:.1f} of {count(seqs, 'slot')} busy"
                 out.append(f"{head}, yet throughput stayed at {t:,.0f} tokens/s ({t / t0:.0%} of {base.label}'s): "
-                           f"something else (here {base.stats['mean_batch']:.1f} of {seqs} slots busy even under "
-                           f"{base.label}, so the KV pool or the load) holds the server back, not the limit.")
+                           f"something else (here {busy} even under {base.label}, so the KV pool or the load) holds "
+                           f"the server back, not the limit.")
         elif run.config.policy in _VTC_LIKE and any(r.is_limited for r in runs):
             line = (f"{run.label} kept {t:,.0f} tokens/s ({t / t0:.0%} of {base.label}'s {t0:,.0f}) and rejected "
                     f"nothing")

@@ -1,0 +1,10 @@
+"""Sentence helpers of the lessons."""
+
+from ui.lessons.wording import count
+
+
+def test_count_puts_the_noun_in_the_right_number():
+    assert count(1, "request") == "1 request"
+    assert count(0, "batch slot") == "0 batch slots"
+    assert count(2345, "request") == "2,345 requests"
+    assert count(3, "query", "queries") == "3 queries" and count(1, "query", "queries") == "1 query"
