@@ -26,10 +26,11 @@ cols = st.columns(len(runs))
 for col, run in zip(cols, runs, strict=True):
     s = run.summary
     key = "finish_steps" if unit == "steps" else "finish_ms"
-    col.metric(f"{run.label}: average finish", f"{s[key]['mean']:,.0f} {unit}",
+    finished = s[key]["count"] > 0
+    col.metric(f"{run.label}: average finish", f"{s[key]['mean']:,.0f} {unit}" if finished else "none finished",
                help="Arrival to the end of the last token, averaged over the requests that finished.")
-    col.caption(f"p99 {s[key]['p99']:,.0f} · max {s[key]['max']:,.0f} {unit} · "
-                f"{s['num_preemptions']} preemptions")
+    spread = f"p99 {s[key]['p99']:,.0f} · max {s[key]['max']:,.0f} {unit} · " if finished else ""
+    col.caption(f"{spread}{s['num_preemptions']:,} preemption{'' if s['num_preemptions'] == 1 else 's'}")
 
 page.notice(lesson.notices(runs, unit))
 

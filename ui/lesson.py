@@ -20,6 +20,7 @@ from sim.workload import WorkloadSpec
 
 from . import knobs, page, runner, sections
 from .controls import Knob, KnobPanel, preset_picker
+from .lessons.wording import count
 from .theme import ChartStyle
 
 
@@ -85,7 +86,49 @@ def run_variants(variants: Sequence[tuple[str, Scenario]], make: Callable[..., A
     if not runs:
         st.warning(f"Pick at least one {what} to compare in the sidebar.", icon=":material/warning:")
         st.stop()
+    messages = {run.label: unservable_message(run.scenario, run.trace) for run in runs}
+    if len(set(messages.values())) == 1:
+        text = next(iter(messages.values()))
+    else:
+        text = "\n".join(f"- **{label}:** {m}" for label, m in messages.items() if m)
+    if text:
+        st.warning(text, icon=":material/block:")
     return runs
+
+
+def unservable_message(scenario: Scenario, trace: Trace) -> str:
+    """Why some requests were rejected on arrival because this engine can never run them ('' if none were): the
+    figures then cover only the others. (A rate limit's rejections are the lesson's subject, not said here.)"""
+    reasons = trace.finish_reason
+    too_big = [i for i, why in enumerate(reasons) if why == "exceeds_kv_pool"]
+    too_long = [i for i, why in enumerate(reasons) if why == "exceeds_token_budget"]
+    if not too_big and not too_long:
+        return ""
+    cfg, n = scenario.config, len(reasons)
+    both = bool(too_big and too_long)  # then each part says how many it is about
+
+    def who(rows: list[int], verb_one: str, verb_many: str) -> str:
+        if both:
+            return f"{count(len(rows), 'request')} {verb_one if len(rows) == 1 else verb_many}"
+        return f"it {verb_one}" if len(rows) == 1 else f"they {verb_many}"
+
+    parts = []
+    if too_big:
+        need = max(scenario.requests[i].max_blocks(cfg) for i in too_big)
+        up_to = "" if len(too_big) == 1 else "up to "
+        parts.append(f"{who(too_big, 'needs', 'need')} {up_to}{need:,} KV blocks at the longest (prompt + answer), "
+                     f"more than the pool's {count(cfg.num_blocks, 'block')} ({cfg.num_blocks * cfg.block_size:,} "
+                     f"tokens): enlarge the KV pool to run {'it' if len(too_big) == 1 else 'them'}")
+    if too_long:
+        longest = max(scenario.requests[i].prompt_len for i in too_long)
+        up_to = "" if len(too_long) == 1 else "up to "
+        parts.append(f"{who(too_long, 'has', 'have')} a prompt of {up_to}{longest:,} tokens, more than the step's "
+                     f"token budget (max_num_batched_tokens {cfg.max_num_batched_tokens:,}), and chunked prefill "
+                     f"is off")
+    rejected = len(too_big) + len(too_long)
+    verb = "was" if rejected == 1 else "were"
+    return (f"**{rejected:,} of {count(n, 'request')} can never run on this engine and {verb} rejected on arrival**: "
+            + "; ".join(parts) + ". Every figure on this page counts only the others.")
 
 
 def footer(lesson: str, preset: Preset, runs: Sequence[Run], start_step: Callable[[Trace], int] | None = None) -> None:

@@ -123,3 +123,12 @@ def test_no_run_chosen_asks_for_one():
     at.multiselect(key="preemption.compare").set_value([]).run()
     assert_clean(at)
     assert any("at least one run" in w.value for w in at.warning)
+
+
+def test_a_pool_too_small_for_every_request_says_so():
+    # 1 block (1/1024 GiB) holds 16 tokens: none of the toy pool's five requests fits.
+    at = open_page(PAGE, {"preset": "toy_pool", "pool_gib": str(1 / 1024)})
+    assert_clean(at)
+    assert "5 of 5 requests can never run on this engine and were rejected on arrival" in at.warning[0].value
+    captions = [c.value for c in at.caption if "tokens recomputed" in c.value]
+    assert captions and all(c.startswith("no request finished · ") and "of 1 block" in c for c in captions)

@@ -115,3 +115,18 @@ def test_prediction_error_sweep_fills_in(monkeypatch):
     chart = _sweep_chart(at)
     assert chart["data"][0]["x"] == sigmas
     assert [t["name"].split(" (")[0] for t in chart["data"][1:]] == ["SJF, true lengths", "FCFS"]
+
+
+def test_requests_too_big_for_the_pool_are_reported_not_silently_dropped():
+    # 8 blocks (128 tokens) is the smallest pool: most of the busy server's answers can never fit. The averages
+    # then cover the few that ran, and the page says so above them.
+    at = open_page(PAGE, {"preset": "busy_server", "num_blocks": "8"})
+    assert_clean(at)
+    warning = " ".join(w.value for w in at.warning)
+    assert "289 of 300 requests can never run on this engine and were rejected on arrival" in warning
+    assert "more than the pool's 8 blocks (128 tokens)" in warning
+    # The article's two short answers still fit; both orders run them alike.
+    at = open_page(PAGE, {"num_blocks": "8"})
+    assert "1 of 3 requests can never run" in " ".join(w.value for w in at.warning)
+    notice = " ".join(i.value for i in at.info)
+    assert "SJF (true lengths) gave the same average finish time as FCFS on this workload: 150 steps." in notice

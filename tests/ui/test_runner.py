@@ -44,6 +44,7 @@ def test_run_variants_leaves_the_second_half_of_the_policies_to_the_worker(monke
     monkeypatch.setattr(runner, "prefetch", lambda scenarios: queued.extend(sc.name for sc in scenarios))
     monkeypatch.setattr(runner, "run", lambda sc: sc.name)
     monkeypatch.setattr(runner, "summary", lambda sc, trace: {})
+    monkeypatch.setattr(lesson, "unservable_message", lambda sc, trace: "")  # (the "traces" here are names)
     base = presets.get("article_hol").scenario
     def named(max_num_seqs: int, name: str):
         return dataclasses.replace(base.with_config(max_num_seqs=max_num_seqs), name=name)

@@ -31,6 +31,7 @@ from sim.trace import Trace
 from ..controls import Knob
 from ..knobs import engine_knobs as shared_engine_knobs
 from ..lesson import Run as LessonRun
+from .wording import count
 
 LESSON = "preemption"
 QUESTION = (
@@ -376,10 +377,6 @@ def _join(items: Sequence[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
-def _plural(n: int, word: str, plural: str | None = None) -> str:
-    return f"{n:,} {word if n == 1 else plural or word + 's'}"
-
-
 _NEEDED_RE = re.compile(r"KV pool full: (\S+) needed")
 
 
@@ -397,14 +394,14 @@ def victim_notice(run: Run) -> list[str]:
     if not ps:
         peak = int(trace.steps["used_blocks"].max()) if trace.num_steps else 0
         return [f"{run.label}: nothing was preempted: at its fullest the running requests held {peak:,} of the "
-                f"{trace.config.num_blocks:,} blocks ({peak / trace.config.num_blocks:.0%})."]
+                f"pool's {count(trace.config.num_blocks, 'block')} ({peak / trace.config.num_blocks:.0%})."]
     p = ps[0]
     why = next(e[3] for e in trace.events if e[0] == p.step and e[2] == p.row and e[1] in ("preempt", "swap_out"))
     m = _NEEDED_RE.search(why)
     needer = m.group(1) if m else "a running request"
     needer = f"{p.request_id} itself" if needer == "itself" else needer
     rows = {q.row for q in ps}
-    tail = f" In all: {_plural(len(ps), 'preemption')} of {_plural(len(rows), 'request')}." if len(ps) > 1 else ""
+    tail = f" In all: {count(len(ps), 'preemption')} of {count(len(rows), 'request')}." if len(ps) > 1 else ""
     return [f"{run.label}: the pool filled at step {p.step:,}: {needer} needed a new block and none was free, so "
             f"the scheduler evicted {p.request_id}, {_victim_reason(trace, p)}, holding {p.tokens:,} tokens "
             f"({p.blocks:,} blocks).{tail}"]
@@ -435,13 +432,13 @@ def requeue_notice(run: Run) -> list[str]:
         if behind and not ahead:
             need = {w: -(-int(r["prompt_len"][w]) // bs) for w in behind}
             mine = -(-p.resume_tokens // bs) if p.resume_tokens else p.blocks
-            small = _join([f"{trace.request_ids[w]} ({_plural(need[w], 'block')})" for w in behind[:4]]
+            small = _join([f"{trace.request_ids[w]} ({count(need[w], 'block')})" for w in behind[:4]]
                           + ([f"{len(behind) - 4} more"] if len(behind) > 4 else []))
             they = "it" if len(behind) == 1 else "they"
             less = f" although {they} needed far fewer blocks" if max(need.values()) * 2 <= mine else ""
             return [f"{run.label}: {p.request_id} went back to the head of the waiting queue. Needing "
-                    f"{_plural(mine, 'block')} to re-prefill, it could not be re-admitted for "
-                    f"{_plural(len(head_steps), 'step')}, and {small} waited behind it{less}: a preempted request "
+                    f"{count(mine, 'block')} to re-prefill, it could not be re-admitted for "
+                    f"{count(len(head_steps), 'step')}, and {small} waited behind it{less}: a preempted request "
                     f"at the head of the queue blocks the requests behind it."]
         if ahead:
             names = _join([f"{trace.request_ids[w]} (priority {int(r['priority'][w])})" for w in ahead[:4]])
@@ -462,19 +459,19 @@ def cost_notices(runs: Sequence[Run]) -> list[str]:
         swapped = [p for p in ps if p.kind == "swap"]
         if recomputed:
             tokens = int(run.summary["recomputed_tokens"])
-            out.append(f"{run.label}: {_plural(len(recomputed), 'eviction')} by recompute threw away KV that "
+            out.append(f"{run.label}: {count(len(recomputed), 'eviction')} by recompute threw away KV that "
                        f"cost {tokens:,} tokens of prefill to rebuild: {tokens * cfg.cost.prefill_token_us / 1e3:,.1f} "
                        f"ms of GPU time spent on work already done once.")
         if swapped:
             moved = sum(p.blocks for p in swapped) * cfg.block_bytes
             peak_cpu = int(run.trace.steps["cpu_blocks_used"].max()) * cfg.block_bytes
-            out.append(f"{run.label}: {_plural(len(swapped), 'swap')} copied {fmt_bytes(moved)} to CPU memory "
+            out.append(f"{run.label}: {count(len(swapped), 'swap')} copied {fmt_bytes(moved)} to CPU memory "
                        f"(and back), {run.summary['swap_ms']:,.1f} ms of copies in all, and parked up to "
                        f"{fmt_bytes(peak_cpu)} in CPU RAM; no token was recomputed.")
         fallback = [p for p in ps if p.kind == "fallback"]
         if fallback:
             cpu = gib_for_blocks(cfg.num_cpu_blocks, cfg.model, cfg.block_size)
-            out.append(f"{run.label}: {_plural(len(fallback), 'swap')} fell back to recompute: the CPU swap space "
+            out.append(f"{run.label}: {count(len(fallback), 'swap')} fell back to recompute: the CPU swap space "
                        f"({fmt_gib(cpu)}, {cfg.num_cpu_blocks:,} blocks) had no room for the victim's "
                        f"{fallback[0].blocks:,} blocks.")
     return out
@@ -507,12 +504,12 @@ def cache_notices(runs: Sequence[Run]) -> list[str]:
         total = sum(p.resume_tokens for p in back)
         hits = sum(p.hit_tokens for p in back)
         if run.trace.config.enable_prefix_caching:
-            out.append(f"{run.label}: the {_plural(len(back), 're-admission')} found {hits:,} of their {total:,} "
+            out.append(f"{run.label}: the {count(len(back), 're-admission')} found {hits:,} of their {total:,} "
                        f"tokens in the prefix cache ({hits / max(total, 1):.0%}): blocks shared with others and "
                        f"the victim's own freed blocks that nobody had taken yet; only {total - hits:,} were "
                        f"prefilled again.")
         elif any_caching:
-            out.append(f"{run.label}: the {_plural(len(back), 're-admission')} prefilled all {total:,} of "
+            out.append(f"{run.label}: the {count(len(back), 're-admission')} prefilled all {total:,} of "
                        f"{'its' if len(back) == 1 else 'their'} tokens again (no prefix cache).")
     return out
 
@@ -572,7 +569,7 @@ def sweep_notices(sweep: Sweep, pool: float, seqs: int) -> list[str]:
                       ", without preemptions."))
     if sweep.rejected.any():
         k = int((sweep.rejected > 0).sum())
-        out.append(f"In {_plural(k, 'run')} some requests were too large for the pool and were turned away on "
+        out.append(f"In {count(k, 'run')} some requests were too large for the pool and were turned away on "
                    "arrival (hover a cell: its mean covers only the requests served).")
     return out
 
@@ -658,12 +655,14 @@ def run_caption(run: Run, unit: str) -> str:
     """One line under a run's preemption count: latency, recompute, swap, peak KV."""
     s, cfg = run.summary, run.trace.config
     key = "finish_steps" if unit == "steps" else "finish_ms"
-    parts = [f"mean finish {s[key]['mean']:,.0f} {unit}", f"{s['recomputed_tokens']:,} tokens recomputed"]
+    mean = s[key]["mean"]
+    finish = f"mean finish {mean:,.0f} {unit}" if math.isfinite(mean) else "no request finished"
+    parts = [finish, f"{s['recomputed_tokens']:,} tokens recomputed"]
     if cfg.preemption_mode.value == "swap":
-        parts.append(f"{_plural(s['num_swaps'], 'swap')} ({s['swap_ms']:,.1f} ms of copies)")
+        parts.append(f"{count(s['num_swaps'], 'swap')} ({s['swap_ms']:,.1f} ms of copies)")
     if cfg.enable_prefix_caching:
         parts.append(f"{s['cached_tokens']:,} tokens from the prefix cache")
-    parts.append(f"peak KV {s['peak_used_blocks']:,} of {cfg.num_blocks:,} blocks")
+    parts.append(f"peak KV {s['peak_used_blocks']:,} of {count(cfg.num_blocks, 'block')}")
     return " · ".join(parts)
 
 

@@ -126,7 +126,10 @@ def notices(runs: list[Run], unit: str = "steps") -> list[str]:
     first = runs[0]
     for run in runs[1:]:
         a, b = means[first.label], means[run.label]
-        if np.isfinite(a) and np.isfinite(b) and a > 0:
+        if np.isfinite(a) and np.isfinite(b) and a > 0 and f"{a:,.0f}" == f"{b:,.0f}":
+            out.append(f"{run.label} gave the same average finish time as {first.label} on this workload: "
+                       f"{a:,.0f} {unit}.")
+        elif np.isfinite(a) and np.isfinite(b) and a > 0:
             change = "cut" if b < a else "raised"
             out.append(f"{run.label} {change} the average finish time from {a:,.0f} to {b:,.0f} {unit} "
                        f"({(b - a) / a:+.0%}) compared with {first.label}.")

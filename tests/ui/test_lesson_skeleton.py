@@ -1,0 +1,37 @@
+"""ui.lesson's shared pieces that need no Streamlit: the warning about requests the engine can never run."""
+
+from __future__ import annotations
+
+from sim.config import EngineConfig
+from sim.engine import simulate
+from sim.request import RequestSpec
+from sim.scenario import Scenario
+from ui.lesson import unservable_message
+
+
+def message(config: EngineConfig, *requests: RequestSpec) -> str:
+    scenario = Scenario("t", config, tuple(requests))
+    return unservable_message(scenario, simulate(config, requests))
+
+
+def test_nothing_to_say_when_every_request_can_run():
+    assert message(EngineConfig(num_blocks=8), RequestSpec("a", 0, 16, 16)) == ""
+
+
+def test_one_request_too_big_for_the_pool():
+    # 8 blocks of 16 tokens = 128 tokens; b holds 100 + 99 = 199 tokens at its longest = 13 blocks.
+    text = message(EngineConfig(num_blocks=8), RequestSpec("a", 0, 16, 16), RequestSpec("b", 0, 100, 100))
+    assert text == ("**1 of 2 requests can never run on this engine and was rejected on arrival**: it needs 13 KV "
+                    "blocks at the longest (prompt + answer), more than the pool's 8 blocks (128 tokens): enlarge "
+                    "the KV pool to run it. Every figure on this page counts only the others.")
+
+
+def test_both_reasons_say_how_many_each():
+    # Chunked prefill off and a 64-token budget: c's 100-token prompt can never be scheduled; b is too big.
+    config = EngineConfig(num_blocks=8, chunked_prefill=False, max_num_batched_tokens=64)
+    text = message(config, RequestSpec("a", 0, 16, 16), RequestSpec("b", 0, 60, 200), RequestSpec("c", 0, 100, 1),
+                   RequestSpec("d", 0, 120, 1))
+    assert text.startswith("**3 of 4 requests can never run on this engine and were rejected on arrival**: ")
+    assert "1 request needs 17 KV blocks at the longest" in text
+    assert "2 requests have a prompt of up to 120 tokens, more than the step's token budget " \
+           "(max_num_batched_tokens 64), and chunked prefill is off" in text
