@@ -20,8 +20,8 @@ from sim.workload import WorkloadSpec
 
 from . import knobs, page, runner, sections
 from .controls import Knob, KnobPanel, preset_picker
-from .lessons.wording import count
 from .theme import ChartStyle
+from .wording import count
 
 
 @dataclass

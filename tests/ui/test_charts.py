@@ -286,6 +286,9 @@ def test_gantt_hover_shows_the_numbers(hol):
     short1 = next(t for t in texts if t.startswith("short1"))
     assert "steps 1,001 to 1,099" in short1 and "prompt 4 tokens, output 100 tokens" in short1
     assert "finished at step 1,099: 1,100 steps" in short1 and "preemptions: 0" in short1
+    # A one-step segment (long's prefill, step 0, 5.75 ms) names its step, in the singular.
+    prefill = [" ".join(map(str, row)) for row in bars(fig)[1].customdata]
+    assert any(t.startswith("long") and "prefill step 0 (0.0 to 5.8 ms)" in t for t in prefill)
 
 
 def test_gantt_of_a_partial_trace_and_its_hover_times_in_ms():

@@ -1,6 +1,6 @@
 """Sentence helpers of the lessons."""
 
-from ui.lessons.wording import count
+from ui.wording import count
 
 
 def test_count_puts_the_noun_in_the_right_number():

@@ -21,6 +21,7 @@ from ui import theme
 from ui.charts.layout import NO_FILL, fmt_num, styled_layout, time_title, trusted_figure
 from ui.charts.segments import STATES, life_spans, request_segments, segment_intervals
 from ui.theme import ChartStyle
+from ui.wording import count
 
 __all__ = ["gantt", "request_segments"]
 
@@ -140,6 +141,7 @@ def _segment_hover(seg: dict[str, np.ndarray], requests: np.ndarray) -> np.ndarr
     from ``requests``, _request_hover()'s)."""
     columns = (seg[c].tolist() for c in ("start_step", "end_step", "start_ms", "end_ms"))  # Python scalars:
     spans = [  # formatting them is several times faster than formatting numpy ones
+        f"step {a:,} ({fmt_num(x, 1)} to {fmt_num(y, 1)} ms)" if b - a == 1 else
         f"steps {a:,} to {b - 1:,} ({b - a:,} steps, {fmt_num(x, 1)} to {fmt_num(y, 1)} ms)"
         for a, b, x, y in zip(*columns, strict=True)
     ]
@@ -176,9 +178,9 @@ def _request_info(trace: Trace, rows: np.ndarray) -> np.ndarray:
         elif state in (RequestStatus.FINISHED_ABORTED, RequestStatus.REJECTED):
             done = f"{state.name.lower().replace('finished_', '')} at step {finish[i]:,} ({trace.finish_reason[i]})"
         else:
-            done = (f"finished at step {finish[i]:,}: {finish[i] - arrival[i] + 1:,} steps, "
+            done = (f"finished at step {finish[i]:,}: {count(finish[i] - arrival[i] + 1, 'step')}, "
                     f"{fmt_num(took_ms[i], 1)} ms after arrival")
-        out[i] = (f"prompt {prompt[i]:,} tokens, output {output[i]:,} tokens"
+        out[i] = (f"prompt {count(prompt[i], 'token')}, output {count(output[i], 'token')}"
                   f"<br>{done}<br>preemptions: {preemptions[i]}")
     return out
 

@@ -24,7 +24,7 @@ from sim.workload import ABANDON_POINTS, WorkloadSpec
 
 from ..controls import Knob
 from ..lesson import Run
-from .wording import count
+from ..wording import count
 
 LESSON = "cancellation"
 QUESTION = (

@@ -27,7 +27,7 @@ from sim.workload import ClientSpec, WorkloadSpec, client_rates
 
 from ..controls import Knob
 from ..lesson import Run as LessonRun
-from .wording import count
+from ..wording import count
 
 LESSON = "fairness"
 QUESTION = (

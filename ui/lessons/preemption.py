@@ -31,7 +31,7 @@ from sim.trace import Trace
 from ..controls import Knob
 from ..knobs import engine_knobs as shared_engine_knobs
 from ..lesson import Run as LessonRun
-from .wording import count
+from ..wording import count
 
 LESSON = "preemption"
 QUESTION = (

@@ -1,4 +1,4 @@
-"""Small helpers for the "what to notice" sentences."""
+"""Small helpers for sentences and hover text: numbers with their nouns."""
 
 from __future__ import annotations
 
