@@ -16,6 +16,7 @@ from sim.scenario import Scenario, ScenarioError
 from sim.trace import SCHED_DECODE, SCHED_PREFILL, SCHED_PREFILL_DONE, SCHED_WASTED, Trace
 
 from . import runner
+from .wording import count
 
 _KIND_TEXT = {SCHED_PREFILL: "prefill chunk (no token yet)", SCHED_PREFILL_DONE: "prefill done, first/next token",
               SCHED_DECODE: "decode 1 token", SCHED_WASTED: "token for nobody (wasted)"}
@@ -103,10 +104,11 @@ def _show_step(scenario: Scenario, trace: Trace, step: int) -> None:
     s = trace.steps
     t0, t1 = float(trace.start_ms(step)), float(trace.end_ms(step))
     st.markdown(f"**Step {step}** (from {t0:,.1f} ms to {t1:,.1f} ms, {t1 - t0:.2f} ms long): "
-                f"{int(s['num_scheduled'][step])} requests computed {int(s['num_prefill_tokens'][step])} prefill "
-                f"tokens and {int(s['num_decode_reqs'][step])} decode tokens; "
-                f"{int(s['used_blocks'][step])} of {trace.config.num_blocks} KV blocks in use, "
-                f"{int(s['free_blocks_after'][step])} free after the step.")
+                f"{count(int(s['num_scheduled'][step]), 'request')} computed "
+                f"{count(int(s['num_prefill_tokens'][step]), 'prefill token')} and "
+                f"{count(int(s['num_decode_reqs'][step]), 'decode token')}; "
+                f"{int(s['used_blocks'][step]):,} of {count(trace.config.num_blocks, 'KV block')} in use, "
+                f"{int(s['free_blocks_after'][step]):,} free after the step.")
     left, right = st.columns(2)
     lo, hi = trace.sched_offsets[step], trace.sched_offsets[step + 1]
     scheduled = pd.DataFrame({

@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 from sim.trace import SCHED_DECODE, SCHED_PREFILL, SCHED_PREFILL_DONE, SCHED_WASTED, Trace
 
 from ..theme import LIGHT_GREY, ChartStyle, series_color
+from ..wording import count
 from .layout import styled_layout, trusted_figure
 
 # x positions (data units): the waiting queue, the running batch (its labels run to the right), the block grid.
@@ -51,8 +52,8 @@ def engine_step(trace: Trace, step: int, queues: dict[str, list[str]], style: Ch
                       "yref": "y", "axref": "x", "ayref": "y", "showarrow": True, "arrowhead": 3, "arrowwidth": 2,
                       "text": ""})
     free = int(trace.steps["free_blocks_after"][step])
-    title = (f"Step {step}: {hi - lo} requests ran, {int(trace.steps['used_blocks'][step])} blocks in use, "
-             f"{free} free after the step")
+    title = (f"Step {step}: {count(hi - lo, 'request')} ran, {count(int(trace.steps['used_blocks'][step]), 'block')} "
+             f"in use, {free} free after the step")
     layout = styled_layout(style, title=title, x_title="", y_title="", height=120 + 46 * rows, legend=False,
                            xaxis={"visible": False, "range": [-0.8, _BLOCKS_X + block_columns]},
                            yaxis={"visible": False, "range": [-rows - 0.2, top + 1.0]}, layout={"annotations": notes})
