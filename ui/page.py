@@ -36,12 +36,13 @@ html { font-size: 20px; }
 
 # Side-by-side cells wrap onto rows of their own where they would be too narrow to read (a 1,024-px projector with
 # the sidebar open leaves ~520 px for two charts: titles and legends were cut off, metric labels cut to "Swap: c…").
-# Only rows of charts or metrics wrap; buttons and other widgets in columns keep their row.
+# Only rows of charts or metrics wrap; buttons and other widgets in columns keep their row. Charts wrap below 400 px
+# (presentation mode's larger chart text still fits two across at 1,400 px), metrics below 12 rem of their text.
 _LAYOUT_CSS = """
 <style>
 [data-testid="stHorizontalBlock"]:has(> [data-testid="stColumn"] [data-testid="stPlotlyChart"]),
 [data-testid="stHorizontalBlock"]:has(> [data-testid="stColumn"] [data-testid="stMetric"]) { flex-wrap: wrap; }
-[data-testid="stColumn"]:has([data-testid="stPlotlyChart"]) { min-width: min(100%, 25rem); }
+[data-testid="stColumn"]:has([data-testid="stPlotlyChart"]) { min-width: min(100%, 400px); }
 [data-testid="stColumn"]:has([data-testid="stMetric"]) { min-width: min(100%, 12rem); }
 </style>
 """
