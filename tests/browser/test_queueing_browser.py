@@ -56,6 +56,8 @@ def test_busy_server_presentation_mode(app_server, page):
     wait_for_chart_title(page, GANTT_TITLE)
     assert all(v.endswith(" ms") for v in metric_values(page))
     assert page.evaluate("getComputedStyle(document.documentElement).fontSize") == "20px"  # projector text
+    fcfs, sjf = _chart_boxes(page)[:2]
+    assert sjf["y"] == fcfs["y"]  # still compared side by side at 1,400 px
     screenshot(page, "queueing-busy-500-presentation")
 
 
