@@ -113,7 +113,7 @@ def test_article_notices(article):
     assert "1,000 tokens = 131 MB (63 blocks of 16 tokens)" in text
     assert "300 tokens of KV it held (39 MB) were freed at step 300, the very next step" in text
     assert "waiting started at step 300 instead of 1,000: 700 steps earlier" in text
-    assert "999 steps on average in the queue under no abort, against 299" in text
+    assert "the user who stayed to the end under both waited 999 steps in the queue under no abort, against 299" in text
     assert "1 user stayed" in text
 
 
@@ -210,6 +210,20 @@ def test_timeout_knob_reaches_every_server():
     # FCFS under overload: the oldest request is admitted first, so users time out soon after they start, having
     # waited most of the timeout in the queue (the notice says how long).
     assert "the others after waiting" in " ".join(lesson.notices(runs, None))
+
+
+def test_waiting_time_is_compared_over_the_users_who_stayed_under_both_servers():
+    # With a timeout, who gives up depends on the server: under no abort only the lucky few who got in quickly
+    # stay, so each run's own average would flatter it. The sentence pairs the same users.
+    prompt, late, never = runs_of("impatient_users", timeout=300)
+    both = metrics.served_mask(prompt.trace) & metrics.served_mask(never.trace)
+    a = metrics.request_latencies(prompt.trace)["queue_steps"][both].mean()
+    b = metrics.request_latencies(never.trace)["queue_steps"][both].mean()
+    assert metrics.served_mask(never.trace).sum() == both.sum() < metrics.served_mask(prompt.trace).sum()
+    assert b - a > never.summary["queue_steps"]["mean"] - prompt.summary["queue_steps"]["mean"] + 20  # unpaired: less
+    text = " ".join(lesson.notices([prompt, late, never], None))
+    assert (f"the {both.sum()} users who stayed to the end under both waited {b:,.0f} steps on average in the queue "
+            f"under no abort, against {a:,.0f} under abort at once ({b - a:,.0f} steps more each)") in text
 
 
 def test_a_user_leaving_before_the_timeout_is_not_counted_as_a_timeout():

@@ -348,18 +348,29 @@ def _goodput_sentence(runs: list[Run]) -> list[str]:
 
 
 def _waiting_sentences(runs: list[Run], unit: str) -> list[str]:
+    """How much longer the users who stayed queued under each server than under the first. Compared over the same
+    users, those who stayed to the end under both: with a client timeout, who gives up depends on the server, and
+    the survivors of a slow server are the lucky ones (an average over each run's own survivors would flatter it)."""
     first = runs[0]
-    a = first.summary[f"queue_{unit}"]["mean"]
+    stayed = metrics.served_mask(first.trace)
+    waits = metrics.request_latencies(first.trace)[f"queue_{unit}"]
     out = []
     for run in runs[1:]:
-        b = run.summary[f"queue_{unit}"]["mean"]
-        if not (np.isfinite(a) and np.isfinite(b)) or abs(b - a) < 0.5:
+        if run.trace.num_requests != first.trace.num_requests:  # (not the same workload: nothing to pair)
+            continue
+        both = stayed & metrics.served_mask(run.trace)
+        if not both.any():
+            continue
+        a = float(waits[both].mean())
+        b = float(metrics.request_latencies(run.trace)[f"queue_{unit}"][both].mean())
+        if abs(b - a) < 0.5:
             continue
         more = "more" if b > a else "less"
-        out.append(f"The waiting time others lose: users who stayed waited {b:,.0f} {unit} on average in the "
-                   f"queue under {run.label}, against {a:,.0f} under {first.label} "
-                   f"({abs(b - a):,.0f} {unit} {more} each; {count(run.summary['num_served'], 'user')} "
-                   f"stayed to the end).")
+        one = both.sum() == 1
+        who = "the user" if one else f"the {int(both.sum()):,} users"
+        out.append(f"The waiting time others lose: {who} who stayed to the end under both waited {b:,.0f} {unit}"
+                   f"{'' if one else ' on average'} in the queue under {run.label}, against {a:,.0f} under "
+                   f"{first.label} ({abs(b - a):,.0f} {unit} {more}{'' if one else ' each'}).")
     return out
 
 
