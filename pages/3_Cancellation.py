@@ -60,8 +60,8 @@ st.subheader("What the waste costs")
 page.show_chart(cancel_charts.waste_bars(summaries, style, styles=styles), "work-for-nobody", style)
 cols = st.columns(1 if style.presentation else 2)  # on a projector, one wide column: labels stay readable
 with cols[0]:
-    page.show_chart(cancel_charts.waiting_others_lose(summaries, style, styles=styles, unit=unit),
-                    "waiting-others-lose", style)
+    page.show_chart(cancel_charts.waiting_others_lose(lesson.waiting_of_the_same_users(runs), style, styles=styles,
+                                                      unit=unit), "waiting-others-lose", style)
 with cols[-1]:
     page.show_chart(charts.queue_and_batch({run.label: run.trace for run in runs}, style, x_unit=unit,
                                            colors={label: color for label, (color, _) in styles.items()}),

@@ -212,18 +212,23 @@ def test_timeout_knob_reaches_every_server():
     assert "the others after waiting" in " ".join(lesson.notices(runs, None))
 
 
-def test_waiting_time_is_compared_over_the_users_who_stayed_under_both_servers():
+def test_waiting_time_is_compared_over_the_users_who_stayed_under_every_server():
     # With a timeout, who gives up depends on the server: under no abort only the lucky few who got in quickly
-    # stay, so each run's own average would flatter it. The sentence pairs the same users.
-    prompt, late, never = runs_of("impatient_users", timeout=300)
-    both = metrics.served_mask(prompt.trace) & metrics.served_mask(never.trace)
-    a = metrics.request_latencies(prompt.trace)["queue_steps"][both].mean()
-    b = metrics.request_latencies(never.trace)["queue_steps"][both].mean()
-    assert metrics.served_mask(never.trace).sum() == both.sum() < metrics.served_mask(prompt.trace).sum()
+    # stay, so each run's own average would flatter it. The sentences and the chart take the same users.
+    runs = runs_of("impatient_users", timeout=300)
+    prompt, late, never = runs
+    every = np.logical_and.reduce([metrics.served_mask(r.trace) for r in runs])
+    assert (lesson.stayed_under_every_server(runs) == every).all()
+    assert 0 < every.sum() < metrics.served_mask(prompt.trace).sum()
+    a = metrics.request_latencies(prompt.trace)["queue_steps"][every].mean()
+    b = metrics.request_latencies(never.trace)["queue_steps"][every].mean()
     assert b - a > never.summary["queue_steps"]["mean"] - prompt.summary["queue_steps"]["mean"] + 20  # unpaired: less
-    text = " ".join(lesson.notices([prompt, late, never], None))
-    assert (f"the {both.sum()} users who stayed to the end under both waited {b:,.0f} steps on average in the queue "
-            f"under no abort, against {a:,.0f} under abort at once ({b - a:,.0f} steps more each)") in text
+    text = " ".join(lesson.notices(runs, None))
+    assert (f"the {every.sum()} users who stayed to the end under every server waited {b:,.0f} steps on average in "
+            f"the queue under no abort, against {a:,.0f} under abort at once ({b - a:,.0f} steps more each)") in text
+    waits = lesson.waiting_of_the_same_users(runs)
+    assert waits["no abort"]["queue_steps"]["mean"] == pytest.approx(b)
+    assert {w["num_served"] for w in waits.values()} == {int(every.sum())}
 
 
 def test_a_user_leaving_before_the_timeout_is_not_counted_as_a_timeout():
@@ -404,7 +409,7 @@ def test_waiting_chart_labels_the_difference(article):
     assert list(abort.x) == [299, 299] and list(keep.x) == [999, 999]
     assert list(keep.text) == ["999 (+700)", "999 (+700)"]
     assert fig.layout.xaxis.title.text == "queueing delay (steps)"
-    assert "users who stayed" in fig.layout.title.subtitle.text
+    assert fig.layout.title.subtitle.text == "1 user who stayed under every server; arrival to first step run"
     with pytest.raises(ValueError):
         charts.waiting_others_lose(summaries, STYLE, styles=styles, unit="hours")
 

@@ -30,6 +30,7 @@ from ui.charts.layout import (
     trusted_figure,
 )
 from ui.theme import ChartStyle
+from ui.wording import count
 
 MB = 1e6
 KV_PARTS = {  # name -> (colour, fill pattern); "wanted" matches the Gantt's decode, "abandoned" its wasted segments
@@ -237,8 +238,9 @@ def waiting_others_lose(
     unit: str = "steps",
     title: str = "The waiting time others lose",
 ) -> go.Figure:
-    """Queueing delay (arrival to first scheduled step) of the users who stayed: average and p99, one horizontal
-    bar per server in each group, labelled with its difference from the first server."""
+    """Queueing delay (arrival to first scheduled step) of the users who stayed to the end (the same users under
+    every server: lesson.waiting_of_the_same_users): average and p99, one horizontal bar per server in each group,
+    labelled with its difference from the first server."""
     x_title = f"queueing delay ({unit})"
     time_title(unit)  # validates the unit
     labels = list(summaries)
@@ -263,11 +265,12 @@ def waiting_others_lose(
             "hovertemplate": f"{label}: %{{y}} %{{x:,.0f}} {unit} (%{{customdata:,}} users stayed)<extra></extra>",
         })
     extra: dict[str, Any] = {"barmode": "group", "bargap": 0.25, "bargroupgap": 0.05,
-                             "title": {"subtitle": {"text": "users who stayed; arrival to first step run",
+                             "title": {"subtitle": {"text": f"{count(summaries[labels[0]]['num_served'], 'user')} "
+                                                            "who stayed under every server; arrival to first step run",
                                                     "font": {"size": style.font_size}}}}
     if top == 0.0 and not any(np.isfinite(float(summaries[label][f"queue_{unit}"]["mean"])) for label in labels):
         extra["annotations"] = [{"x": 0.5, "y": 0.5, "xref": "paper", "yref": "paper", "showarrow": False,
-                                 "text": "No user stayed to the end under any server:<br>nobody is left to wait.",
+                                 "text": "No user stayed to the end under every server:<br>no waiting to compare.",
                                  "font": {"size": style.font_size}}]
     layout = styled_layout(style, title=title, x_title=x_title, y_title=None, height=200 + 60 * len(labels),
                            yaxis={"autorange": "reversed", "showgrid": False},  # average on top, servers in order

@@ -347,30 +347,50 @@ def _goodput_sentence(runs: list[Run]) -> list[str]:
             f"{good[worst]:,.0f} with {worst} ({(good[worst] - good[best]) / good[best]:+.0%})."]
 
 
+def stayed_under_every_server(runs: list[Run]) -> np.ndarray | None:
+    """[requests] bool: the users who stayed to the end under every one of ``runs`` (None if the runs do not share
+    a workload). Waiting times are compared over these: with a client timeout, who gives up depends on the server,
+    and the survivors of a slow server are the lucky ones (each run's own average would flatter it)."""
+    if len({run.trace.num_requests for run in runs}) != 1:
+        return None
+    return np.logical_and.reduce([metrics.served_mask(run.trace) for run in runs])
+
+
+def waiting_of_the_same_users(runs: list[Run]) -> dict[str, dict[str, Any]]:
+    """Per server, the queueing delay statistics (``queue_steps``, ``queue_ms``) and ``num_served`` of the users
+    who stayed to the end under every server, as the waiting chart takes them (each run's own if no pairing)."""
+    stayed = stayed_under_every_server(runs)
+    if stayed is None:
+        return {run.label: run.summary for run in runs}
+    out = {}
+    for run in runs:
+        lat = metrics.request_latencies(run.trace)
+        out[run.label] = {"queue_steps": metrics.stats(lat["queue_steps"][stayed]),
+                          "queue_ms": metrics.stats(lat["queue_ms"][stayed]), "num_served": int(stayed.sum())}
+    return out
+
+
 def _waiting_sentences(runs: list[Run], unit: str) -> list[str]:
-    """How much longer the users who stayed queued under each server than under the first. Compared over the same
-    users, those who stayed to the end under both: with a client timeout, who gives up depends on the server, and
-    the survivors of a slow server are the lucky ones (an average over each run's own survivors would flatter it)."""
+    """How much longer the users who stayed queued under each server than under the first, over the same users."""
+    stayed = stayed_under_every_server(runs)
+    if stayed is None or not stayed.any():
+        return []
+    waits = {label: w[f"queue_{unit}"]["mean"] for label, w in waiting_of_the_same_users(runs).items()}
     first = runs[0]
-    stayed = metrics.served_mask(first.trace)
-    waits = metrics.request_latencies(first.trace)[f"queue_{unit}"]
+    a = waits[first.label]
+    one = stayed.sum() == 1
+    every = "both" if len(runs) == 2 else "every server"
+    who = f"the user who stayed to the end under {every}" if one else \
+        f"the {int(stayed.sum()):,} users who stayed to the end under {every}"
     out = []
     for run in runs[1:]:
-        if run.trace.num_requests != first.trace.num_requests:  # (not the same workload: nothing to pair)
-            continue
-        both = stayed & metrics.served_mask(run.trace)
-        if not both.any():
-            continue
-        a = float(waits[both].mean())
-        b = float(metrics.request_latencies(run.trace)[f"queue_{unit}"][both].mean())
+        b = waits[run.label]
         if abs(b - a) < 0.5:
             continue
         more = "more" if b > a else "less"
-        one = both.sum() == 1
-        who = "the user" if one else f"the {int(both.sum()):,} users"
-        out.append(f"The waiting time others lose: {who} who stayed to the end under both waited {b:,.0f} {unit}"
-                   f"{'' if one else ' on average'} in the queue under {run.label}, against {a:,.0f} under "
-                   f"{first.label} ({abs(b - a):,.0f} {unit} {more}{'' if one else ' each'}).")
+        out.append(f"The waiting time others lose: {who} waited {b:,.0f} {unit}{'' if one else ' on average'} in "
+                   f"the queue under {run.label}, against {a:,.0f} under {first.label} ({abs(b - a):,.0f} {unit} "
+                   f"{more}{'' if one else ' each'}).")
     return out
 
 
