@@ -253,3 +253,22 @@ def test_a_sweep_point_that_cannot_finish_shows_a_message_once(monkeypatch):
         assert len(calls) == 1
     finally:
         st.cache_resource.clear()  # later tests get a prefetcher with workers (and no remembered failure) again
+
+
+def test_a_lift_names_the_counter_it_lifts_to_and_the_lower_idle_ones():
+    # Four clients: at the largest lift B rose to A's counter, the lowest among clients with requests waiting; C
+    # and D had lower counters but nothing waiting, so the lift did not count them (the engine's rule).
+    at = open_page(PAGE, {"preset": "article_fairness", "clients": "4"})
+    assert_clean(at)
+    text = " ".join(i.value for i in at.info)
+    assert ("B's counter went from 1,295 to 16,555, A's, the lowest among the clients with requests waiting (C and "
+            "D, lower, had none waiting)") in text
+
+
+def test_a_rate_limit_that_never_rejects_says_it_changes_nothing():
+    at = open_page(PAGE, {"preset": "article_fairness", "limit": "100"})
+    assert_clean(at)
+    text = " ".join(i.value for i in at.info)
+    assert "The rate limit (100 requests per client per 200 steps) never turned a request away" in text
+    assert "Rate limit: B's mean finish time stayed at 2,445 ms, with none of B's requests rejected." in text
+    assert "turned away 0 requests" not in text and "from 2,445 ms to 2,445 ms" not in text

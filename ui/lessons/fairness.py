@@ -387,6 +387,11 @@ def _longest_starvation(trace: Trace, waiting: np.ndarray, client: int) -> int:
     return _longest_run(waiting & ~admitted)
 
 
+def _join_names(names: Sequence[str]) -> str:
+    """"A", "A and C", "A, C and D"."""
+    return " and ".join([", ".join(names[:-1]), names[-1]]) if len(names) > 1 else "".join(names)
+
+
 def _lifts(trace: Trace) -> dict[str, Any]:
     """Lifts are where a counter grew by more than the service charged: counter - service jumps."""
     counters, service = trace.clients["client_counters"], trace.clients["client_service"]
@@ -584,8 +589,11 @@ def _light_client_notice(runs: Sequence[Run]) -> list[str]:
         rejected = run.clients[c]["num_rejected"]
         tail = ("." if not run.is_limited else f", with {rejected:,} of {name}'s requests rejected." if rejected
                 else f", with none of {name}'s requests rejected.")
-        out.append(f"{run.label}: {name}'s mean finish time {'fell' if b < a else 'rose'} from {_ms(a)} to {_ms(b)}"
-                   f" ({change}){tail}")
+        if _ms(a) == _ms(b):
+            out.append(f"{run.label}: {name}'s mean finish time stayed at {_ms(a)}{tail}")
+        else:
+            out.append(f"{run.label}: {name}'s mean finish time {'fell' if b < a else 'rose'} from {_ms(a)} to "
+                       f"{_ms(b)} ({change}){tail}")
     return out
 
 
@@ -605,7 +613,11 @@ def _throughput_notice(runs: Sequence[Run]) -> list[str]:
                                  for c in sorted(run.clients, key=lambda c: c["client"]))
             turned_away = count(run.summary["num_rejected"], "request")
             head = f"The rate limit ({limit_text(run.config)}) turned away {turned_away} ({rejected})"
-            if t < 0.95 * t0:
+            if not run.summary["num_rejected"]:
+                out.append(f"The rate limit ({limit_text(run.config)}) never turned a request away: at this limit "
+                           f"nobody sends faster than allowed, and it changes nothing ({t:,.0f} tokens/s, "
+                           f"{t / t0:.0%} of {base.label}'s).")
+            elif t < 0.95 * t0:
                 out.append(f"{head} and kept only {run.stats['mean_batch']:.1f} of {count(seqs, 'batch slot')} busy "
                            f"on average: throughput fell from {t0:,.0f} to {t:,.0f} tokens/s ({t / t0:.0%} of "
                            f"{base.label}'s) while the GPU had room to spare.")
@@ -637,11 +649,17 @@ def _lift_notice(runs: Sequence[Run]) -> list[str]:
     if vtc is not None:
         lift = vtc.stats["lifts"]
         ids = vtc.stats["client_ids"]
-        who = ids[lift["client"]]
-        others = [f"{ids[c]}'s: {v:,.0f}" for c, v in enumerate(lift["others"]) if c != lift["client"]]
+        who, after = ids[lift["client"]], lift["after"]
+        # The lift's target is the lowest counter among the clients with requests waiting then: name that client,
+        # and any whose counter was lower still but had nothing waiting (so did not count).
+        tol = 1e-6 * max(1.0, abs(after))
+        others = [(ids[c], v) for c, v in enumerate(lift["others"]) if c != lift["client"]]
+        target = _join_names([name for name, v in others if abs(v - after) <= tol])
+        idle = _join_names([name for name, v in others if v < after - tol])
         out.append(f"{vtc.label} lifted a returning client's counter {lift['count']:,} times. The largest: at step "
-                   f"{lift['step']:,} {who}'s counter went from {lift['before']:,.0f} to {lift['after']:,.0f}"
-                   + (f" ({'; '.join(others)})" if others else "")
+                   f"{lift['step']:,} {who}'s counter went from {lift['before']:,.0f} to {after:,.0f}"
+                   + (f", {target}'s, the lowest among the clients with requests waiting" if target else "")
+                   + (f" ({idle}, lower, had none waiting)" if idle else "")
                    + f", so the credit {who} 'saved' while idle could not be spent at "
                    + (f"{ids[1 - lift['client']]}'s" if len(ids) == 2 else "the others'") + " expense.")
     if vtc is not None and lcf is not None:
