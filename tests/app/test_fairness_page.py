@@ -272,3 +272,16 @@ def test_a_rate_limit_that_never_rejects_says_it_changes_nothing():
     assert "The rate limit (100 requests per client per 200 steps) never turned a request away" in text
     assert "Rate limit: B's mean finish time stayed at 2,445 ms, with none of B's requests rejected." in text
     assert "turned away 0 requests" not in text and "from 2,445 ms to 2,445 ms" not in text
+
+
+def test_an_output_weight_sweep_that_moves_nothing_says_so():
+    # At 0.02 requests per step the two clients never wait for each other: any output weight gives the same order.
+    at = open_page(PAGE, {"preset": "prefill_vs_decode", "rate": "0.02"})
+    assert_clean(at)
+    text = " ".join(i.value for i in at.info)
+    assert ("Raising the output weight from 0.5 to 16 (input weight 1) changes nothing here: every client's mean "
+            "finish time stays the same (A 278 ms, B 1,828 ms)") in text
+    assert "moves the waiting" not in text
+    # The preset itself: the decode-heavy client B waits longer as output tokens get dearer.
+    text = " ".join(i.value for i in open_page(PAGE, {"preset": "prefill_vs_decode"}).info)
+    assert "moves the waiting between clients" in text and "counts as served sooner and waits longer" in text

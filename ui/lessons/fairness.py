@@ -761,17 +761,39 @@ def _weight_sweep_notice(sweep: dict, runs: Sequence[Run]) -> list[str]:
         return []
     ids = pts[0]["client_ids"]
     first, last = pts[0]["mean_finish_ms"], pts[-1]["mean_finish_ms"]
-    moves = "; ".join(f"{c}'s mean finish time goes from {_ms(first[i])} to {_ms(last[i])}" for i, c in
-                      enumerate(ids))
-    out = [f"Raising the output weight from {x[0]:g} to {x[-1]:g} (input weight {sweep['input_weight']:g}) moves "
-           f"the waiting between clients: {moves}. Whoever consumes the expensive kind of token counts as served "
-           f"sooner and waits longer."]
+    raising = f"Raising the output weight from {x[0]:g} to {x[-1]:g} (input weight {sweep['input_weight']:g})"
+    if all(_ms(a) == _ms(b) for a, b in zip(first, last, strict=True)):
+        stay = ", ".join(f"{c} {_ms(first[i])}" for i, c in enumerate(ids))
+        out = [f"{raising} changes nothing here: every client's mean finish time stays the same ({stay}). VTC "
+               f"reorders requests only while clients wait for each other, and here the order did not change."]
+    else:
+        moves = "; ".join(f"{c}'s mean finish time goes from {_ms(first[i])} to {_ms(last[i])}"
+                          for i, c in enumerate(ids))
+        # The lesson's point holds when the client that waits longer is the one with the most output per token.
+        rose = max(range(len(ids)), key=lambda i: last[i] - first[i])
+        shares = _output_shares(runs[0]) if runs else {}
+        holds = last[rose] > first[rose] and shares and max(shares, key=shares.get) == ids[rose]
+        out = [f"{raising} moves the waiting between clients: {moves}."
+               + (" Whoever consumes the expensive kind of token counts as served sooner and waits longer."
+                  if holds else "")]
     vtc = next((r for r in runs if r.config.policy in _VTC_LIKE), None)
     if vtc is not None and len(vtc.clients) >= 2:
         cost = _mean_charges(vtc)
         cfg = vtc.config
         out.append(f"Mean charge per request at your weights (in {cfg.input_weight:g} : out {cfg.output_weight:g}): "
                    + ", ".join(f"{c} {v:,.0f} weighted tokens" for c, v in cost.items()) + ".")
+    return out
+
+
+def _output_shares(run: Run) -> dict[str, float]:
+    """Per client, output tokens as a share of all the tokens it asks for (prompt + output)."""
+    r = run.trace.requests
+    out = {}
+    for c, cid in enumerate(run.trace.client_ids):
+        mine = r["client"] == c
+        total = int(r["prompt_len"][mine].sum() + r["target_len"][mine].sum())
+        if total:
+            out[cid] = float(r["target_len"][mine].sum()) / total
     return out
 
 
