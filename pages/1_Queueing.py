@@ -32,7 +32,14 @@ for col, run in zip(cols, runs, strict=True):
     spread = f"p99 {s[key]['p99']:,.0f} · max {s[key]['max']:,.0f} {unit} · " if finished else ""
     col.caption(f"{spread}{s['num_preemptions']:,} preemption{'' if s['num_preemptions'] == 1 else 's'}")
 
-page.notice(lesson.notices(runs, unit))
+# The sweep's runs are made (or taken from the workers) as the rerun's time allows; its sentence joins the notice
+# once every point is in (ui.sweeps: the page reruns then).
+sigmas = preset.knobs["sigma_sweep"] if sweeping else ()
+sigma_sweep = page.guarded(lambda: sweeps.Sweep(sigma_sweep_runs, lesson.mean_finish_steps, lp.started_s)) \
+    if sweeping else None
+page.notice(lesson.notices(runs, unit) + lesson.sigma_notice(
+    page.guarded(lambda: lesson.sigma_sweep(scenario, sigmas, sigma_sweep.measure))
+    if sigma_sweep and sigma_sweep.is_complete else None))
 
 st.subheader("Who ran when")
 longest = lesson.longest_wait(runs[0].trace)
@@ -59,10 +66,8 @@ with right:
     page.show_chart(charts.queue_and_batch({run.label: run.trace for run in runs}, style, x_unit=unit),
                     "queue-and-batch", style)
 
-if sweeping:
+if sigma_sweep is not None:
     st.subheader("Prediction error: from SJF toward FCFS")
-    sigmas = preset.knobs["sigma_sweep"]
-    sigma_sweep = page.guarded(lambda: sweeps.Sweep(sigma_sweep_runs, lesson.mean_finish_steps, lp.started_s))
 
     def draw_sigma_sweep(measure: sweeps.MeasureFn) -> None:
         sweep = page.guarded(lambda: lesson.sigma_sweep(scenario, sigmas, measure))

@@ -113,11 +113,19 @@ def test_prediction_error_sweep_fills_in(monkeypatch):
     sigmas = [0.0, 0.25, 0.5, 1.0, 1.5, 2.0]
     assert len(chart["data"][0]["x"]) < len(sigmas)
     assert chart["layout"]["xaxis"]["range"][0] < 0 < 2 < chart["layout"]["xaxis"]["range"][1]
+    assert "Predicted SJF slides" not in " ".join(i.value for i in at.info)  # the sweep's sentence waits for it
     settle_sweeps(at)
     assert_clean(at)
     chart = _sweep_chart(at)
     assert chart["data"][0]["x"] == sigmas
     assert [t["name"].split(" (")[0] for t in chart["data"][1:]] == ["SJF, true lengths", "FCFS"]
+    # Complete: the notice quotes the chart's end points.
+    sjf, fcfs = (t["y"][0] for t in chart["data"][1:])
+    last = chart["data"][0]["y"][-1]
+    assert (f"Predicted SJF slides from SJF's {sjf:,.0f} steps toward FCFS's {fcfs:,.0f} as predictions get worse"
+            in " ".join(i.value for i in at.info))
+    assert f"{last:,.0f} steps at sigma 2, {(last - sjf) / (fcfs - sjf):.0%} of the way" in \
+        " ".join(i.value for i in at.info)
 
 
 def test_requests_too_big_for_the_pool_are_reported_not_silently_dropped():

@@ -104,3 +104,17 @@ def test_sigma_sweep_leaves_out_the_points_not_run_yet():
                                if sc.config.policy.value in ready and sc.config.prediction_error_sigma < 1 else None)
     assert sweep["sigma"] == [0.0] and len(sweep["predicted"]) == 1 and sweep["sigma_all"] == [0.0, 2.0]
     assert sweep["sjf"] is not None and sweep["fcfs"] is None
+
+
+def test_sigma_notice_says_how_far_predicted_sjf_slides_toward_fcfs():
+    sweep = {"sigma": [0.0, 0.5, 2.0], "predicted": [676.0, 716.0, 956.0], "sjf": 676.0, "fcfs": 1482.0}
+    assert lesson.sigma_notice(sweep) == [
+        "Predicted SJF slides from SJF's 676 steps toward FCFS's 1,482 as predictions get worse: 716 steps at sigma "
+        "0.5, 5% of the way (two predictions in three within x1.6 of the true length), 956 steps at sigma 2, 35% of "
+        "the way (within x7.4). Even a rough guess of the length keeps most of the gain."]
+    # Past halfway, no claim that the guess keeps most of the gain.
+    assert "keeps most" not in lesson.sigma_notice({**sweep, "predicted": [676.0, 900.0, 1300.0]})[0]
+    # SJF and FCFS alike: nothing for the error to cost.
+    assert "within 1% of each other" in lesson.sigma_notice({**sweep, "fcfs": 680.0})[0]
+    assert lesson.sigma_notice(None) == [] and lesson.sigma_notice({**sweep, "fcfs": None}) == []
+    assert lesson.sigma_notice({**sweep, "fcfs": 500.0}) == []  # FCFS ahead of SJF: nothing slides toward it

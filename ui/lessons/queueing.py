@@ -198,6 +198,30 @@ def sigma_sweep_runs(base: Scenario, sigmas: tuple[float, ...]) -> list[Scenario
             *(base.with_config(policy="sjf_predicted", prediction_error_sigma=float(s)) for s in sigmas)]
 
 
+def sigma_notice(sweep: dict[str, Any] | None) -> list[str]:
+    """How far predicted SJF slides from SJF toward FCFS as the prediction error grows (a complete sigma_sweep)."""
+    if not sweep or sweep["sjf"] is None or sweep["fcfs"] is None or len(sweep["sigma"]) < 2:
+        return []
+    sjf, fcfs = sweep["sjf"], sweep["fcfs"]
+    points = [(s, v) for s, v in zip(sweep["sigma"], sweep["predicted"], strict=True) if s > 0 and np.isfinite(v)]
+    if not points or not (np.isfinite(sjf) and np.isfinite(fcfs)):
+        return []
+    if abs(fcfs - sjf) < 0.01 * max(fcfs, sjf):
+        return [f"Here SJF and FCFS average within 1% of each other ({sjf:,.0f} and {fcfs:,.0f} steps): with little "
+                f"queueing, the order matters little, and so does how well lengths are predicted."]
+    if fcfs < sjf:  # (a workload where shortest-first does not pay: no slide toward FCFS to describe)
+        return []
+
+    def at(sigma: float, value: float) -> str:
+        return f"{value:,.0f} steps at sigma {sigma:g}, {(value - sjf) / (fcfs - sjf):.0%} of the way"
+
+    (low, low_v), (high, high_v) = points[0], points[-1]
+    keeps = " Even a rough guess of the length keeps most of the gain." if (high_v - sjf) / (fcfs - sjf) < 0.5 else ""
+    return [f"Predicted SJF slides from SJF's {sjf:,.0f} steps toward FCFS's {fcfs:,.0f} as predictions get worse: "
+            f"{at(low, low_v)} (two predictions in three within x{np.exp(low):.1f} of the true length), "
+            f"{at(high, high_v)} (within x{np.exp(high):.1f}).{keeps}"]
+
+
 def mean_finish_steps(trace: Trace) -> float:
     """A sweep point: the run's mean finish time (steps)."""
     return metrics.summary(trace)["finish_steps"]["mean"]
