@@ -2,11 +2,13 @@
 
 import streamlit as st
 
+from sim.config import gib_for_blocks
 from ui import knobs, page, runner, theme
 from ui.charts import preemption as charts
 from ui.controls import Knob, KnobPanel
 from ui.lesson import footer, open_lesson, run_variants
 from ui.lessons import preemption as lesson
+from ui.wording import count
 
 lp = open_lesson(lesson.LESSON, "Preemption: when KV memory runs out mid-answer", ":material/autorenew:",
                  lesson.QUESTION)
@@ -125,14 +127,20 @@ def show_cost() -> None:
     d.metric("Swap: time each way", f"{cost.swap_ms:,.2f} ms",
              help=f"{cost.swap_peak_ms:,.2f} ms at {c.swap_bandwidth_gb_s:g} GB/s + {cost.swap_overhead_ms:,.2f} ms "
                   f"for {cost.blocks:,} block copies")
-    e.metric("Swap: CPU RAM parked", lesson.fmt_bytes(cost.kv_bytes))
+    fits = cost.blocks <= config.num_cpu_blocks  # else a swap-mode server recomputes this victim instead
+    e.metric("Swap: CPU RAM parked" if fits else "Swap: CPU RAM needed", lesson.fmt_bytes(cost.kv_bytes),
+             help=f"{cost.blocks:,} blocks; the CPU swap space holds {config.num_cpu_blocks:,}")
+    no_room = "" if fits else (
+        f" The CPU swap space ({lesson.fmt_gib(gib_for_blocks(config.num_cpu_blocks, config.model, config.block_size))}"
+        f", {count(config.num_cpu_blocks, 'block')}) cannot hold these {cost.blocks:,} blocks: in swap mode this "
+        "victim falls back to recompute.")
     st.caption(
         f"For {what}: {tokens:,} tokens of KV at {config.model.kv_bytes_per_token // 1024} KiB per token. Swap "
         f"copies whole blocks, {cost.blocks:,} copies of {config.block_bytes / 2**20:g} MiB each way: "
         f"{cost.swap_peak_ms:,.2f} ms at the peak {c.swap_bandwidth_gb_s:g} GB/s plus {cost.swap_overhead_ms:,.2f} ms "
         f"of per-copy overhead, an effective {cost.effective_gb_s:,.1f} GB/s (smaller blocks, lower). Recompute "
         f"is charged {c.prefill_token_us:g} us per token whatever the context; on a real GPU attention makes "
-        "each re-prefilled token of a long context cost more, so long victims cost more than this.")
+        "each re-prefilled token of a long context cost more, so long victims cost more than this." + no_room)
     page.show_chart(charts.cost_bars(cost, style, bandwidth_gb_s=c.swap_bandwidth_gb_s),
                     "preemption-recompute-vs-swap", style)
 

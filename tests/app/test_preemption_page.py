@@ -69,6 +69,14 @@ def test_too_little_cpu_swap_space_falls_back_to_recompute():
     assert_clean(at)
     assert "fell back to recompute" in notices(at)
     assert metric_values(at)["swap: preemptions"] == "1"
+    # The cost cards say the victim's 262 MB are needed, not parked: they do not fit in 64 blocks.
+    assert metric_values(at)["Swap: CPU RAM needed"] == "262 MB" and "Swap: CPU RAM parked" not in metric_values(at)
+    assert any("The CPU swap space (0.12 GiB, 64 blocks) cannot hold these 125 blocks: in swap mode this victim "
+               "falls back to recompute." in c.value for c in at.caption)
+    # With room for it, the card says parked and the caption says nothing of a fallback.
+    at = open_page(PAGE, {"preset": "recompute_vs_swap"})
+    assert metric_values(at)["Swap: CPU RAM parked"] == "262 MB"
+    assert not any("cannot hold" in c.value for c in at.caption)
 
 
 def test_a_bigger_pool_stops_preemption_and_the_model_knob_counts_bytes():

@@ -504,7 +504,8 @@ def cache_notices(runs: Sequence[Run]) -> list[str]:
         total = sum(p.resume_tokens for p in back)
         hits = sum(p.hit_tokens for p in back)
         if run.trace.config.enable_prefix_caching:
-            out.append(f"{run.label}: the {count(len(back), 're-admission')} found {hits:,} of their {total:,} "
+            out.append(f"{run.label}: the {count(len(back), 're-admission')} found {hits:,} of "
+                       f"{'its' if len(back) == 1 else 'their'} {total:,} "
                        f"tokens in the prefix cache ({hits / max(total, 1):.0%}): blocks shared with others and "
                        f"the victim's own freed blocks that nobody had taken yet; only {total - hits:,} were "
                        f"prefilled again.")
