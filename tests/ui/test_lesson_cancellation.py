@@ -4,6 +4,7 @@ the charts. Expected numbers are worked out by hand in the comments (Llama 3.1 8
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import numpy as np
 import plotly.graph_objects as go
@@ -185,11 +186,14 @@ def test_timeouts_remove_waiting_requests():
     assert lesson.timed_out(aborting).tolist() == [True, True, True]
     assert keeping.summary["wasted_tokens"] == 250 and keeping.summary["num_served"] == 0
     text = " ".join(lesson.notices([aborting, keeping], None))
-    assert ("With a 50-step client timeout, 3 users gave up under abort at once, 2 of them still queued, the "
-            "others after waiting 0 steps on average for their first token; it dropped them from the queue and the "
-            "batch at once.") in text
-    assert "3 users gave up under no abort, 2 of them still queued, the others after waiting 0 steps" in text
+    assert ("With a 50-step client timeout, 3 users gave up under abort at once: 2 still queued, 1 after waiting "
+            "0 steps before starting; it dropped them from the queue and the batch at once.") in text
+    assert "3 users gave up under no abort: 2 still queued, 1 after waiting 0 steps before starting" in text
     assert "without an abort it still generated their answers for nobody" in text
+    # One user alone, queued: the sentence speaks of one.
+    one = lesson.notices(run_scenario(config, requests[:2], {"abort at once": {}}), None)
+    assert "With a 50-step client timeout, 2 users gave up under abort at once: 1 still queued, 1 after " \
+           "waiting 0 steps before starting" in " ".join(one)
 
 
 def test_timeout_knob_reaches_every_server():
@@ -209,7 +213,11 @@ def test_timeout_knob_reaches_every_server():
     assert (r["status"][gone] != RequestStatus.FINISHED_ABORTED).all() and (r["num_wasted_tokens"][gone] > 0).all()
     # FCFS under overload: the oldest request is admitted first, so users time out soon after they start, having
     # waited most of the timeout in the queue (the notice says how long).
-    assert "the others after waiting" in " ".join(lesson.notices(runs, None))
+    text = " ".join(lesson.notices(runs, None))
+    assert re.search(r"43 users gave up under abort at once, all after waiting \d+ steps on average before "
+                     r"starting", text)
+    assert re.search(r"108 users gave up under no abort: 77 still queued, 31 after waiting \d+ steps on average "
+                     r"before starting", text)
 
 
 def test_waiting_time_is_compared_over_the_users_who_stayed_under_every_server():

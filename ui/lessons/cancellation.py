@@ -436,14 +436,20 @@ def _timeout_sentences(runs: list[Run]) -> list[str]:
         first = r["first_scheduled_step"]
         queued = gone & ((first == NO_STEP) | (first >= r["disconnect_step"]))
         started = gone & ~queued
-        waited = ""
-        if started.any():
-            mean_wait = float((first[started] - r["arrival_step"][started]).mean())
-            waited = f", the others after waiting {mean_wait:,.0f} steps on average for their first token"
-        what = ("it dropped them from the queue and the batch at once" if run.scenario.config.abort_on_disconnect
-                else "without an abort it still generated their answers for nobody")
-        out.append(f"With a {timeout:,}-step client timeout, {count(int(gone.sum()), 'user')} gave up under "
-                   f"{run.label}, {int(queued.sum()):,} of them still queued{waited}; {what}.")
+        n, q, k = int(gone.sum()), int(queued.sum()), int(started.sum())
+        mean_wait = float((first[started] - r["arrival_step"][started]).mean()) if k else 0.0
+        after = f"after waiting {mean_wait:,.0f} steps{' on average' if k > 1 else ''} before starting"
+        if q and k:
+            how = f": {q:,} still queued, {k:,} {after}"
+        elif q:
+            how = ", still queued" if n == 1 else ", all still queued"
+        else:
+            how = f", {after}" if n == 1 else f", all {after}"
+        them, their = ("it", "its answer") if n == 1 else ("them", "their answers")
+        what = (f"it dropped {them} from the queue and the batch at once" if run.scenario.config.abort_on_disconnect
+                else f"without an abort it still generated {their} for nobody")
+        out.append(f"With a {timeout:,}-step client timeout, {count(n, 'user')} gave up under {run.label}{how}; "
+                   f"{what}.")
     return out
 
 
