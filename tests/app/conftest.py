@@ -50,6 +50,18 @@ def metric_values(at: AppTest) -> dict[str, str]:
     return {m.label: m.value for m in at.metric}
 
 
+def notice_text(at: AppTest) -> str:
+    """The "what to notice" box (and any other st.info) as one string."""
+    return " ".join(i.value for i in at.info)
+
+
+def clean_notices(page: str, query: dict[str, str]) -> str:
+    """Open ``page`` with ``query``, check it shows no error, and return its notice text."""
+    at = open_page(page, query)
+    assert_clean(at)
+    return notice_text(at)
+
+
 def assert_clean(at: AppTest) -> None:
     """No exception and no error box on the page."""
     assert not at.exception, [e.value for e in at.exception]

@@ -8,7 +8,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from sim import presets
-from tests.app.conftest import ROOT, SWEEP_RUNNING, assert_clean, metric_values, open_page, settle_sweeps
+from tests.app.conftest import ROOT, SWEEP_RUNNING, assert_clean, clean_notices, metric_values, open_page, settle_sweeps
 from ui import sweeps
 
 PAGE = "pages/2_Fairness.py"
@@ -258,17 +258,13 @@ def test_a_sweep_point_that_cannot_finish_shows_a_message_once(monkeypatch):
 def test_a_lift_names_the_counter_it_lifts_to_and_the_lower_idle_ones():
     # Four clients: at the largest lift B rose to A's counter, the lowest among clients with requests waiting; C
     # and D had lower counters but nothing waiting, so the lift did not count them (the engine's rule).
-    at = open_page(PAGE, {"preset": "article_fairness", "clients": "4"})
-    assert_clean(at)
-    text = " ".join(i.value for i in at.info)
+    text = clean_notices(PAGE, {"preset": "article_fairness", "clients": "4"})
     assert ("B's counter went from 1,295 to 16,555, A's, the lowest among the clients with requests waiting (C and "
             "D, lower, had none waiting)") in text
 
 
 def test_a_rate_limit_that_never_rejects_says_it_changes_nothing():
-    at = open_page(PAGE, {"preset": "article_fairness", "limit": "100"})
-    assert_clean(at)
-    text = " ".join(i.value for i in at.info)
+    text = clean_notices(PAGE, {"preset": "article_fairness", "limit": "100"})
     assert "The rate limit (100 requests per client per 200 steps) never turned a request away" in text
     assert "Rate limit: B's mean finish time stayed at 2,445 ms, with none of B's requests rejected." in text
     assert "turned away 0 requests" not in text and "from 2,445 ms to 2,445 ms" not in text
@@ -276,12 +272,10 @@ def test_a_rate_limit_that_never_rejects_says_it_changes_nothing():
 
 def test_an_output_weight_sweep_that_moves_nothing_says_so():
     # At 0.02 requests per step the two clients never wait for each other: any output weight gives the same order.
-    at = open_page(PAGE, {"preset": "prefill_vs_decode", "rate": "0.02"})
-    assert_clean(at)
-    text = " ".join(i.value for i in at.info)
+    text = clean_notices(PAGE, {"preset": "prefill_vs_decode", "rate": "0.02"})
     assert ("Raising the output weight from 0.5 to 16 (input weight 1) changes nothing here: every client's mean "
             "finish time stays the same (A 278 ms, B 1,828 ms)") in text
     assert "moves the waiting" not in text
     # The preset itself: the decode-heavy client B waits longer as output tokens get dearer.
-    text = " ".join(i.value for i in open_page(PAGE, {"preset": "prefill_vs_decode"}).info)
+    text = clean_notices(PAGE, {"preset": "prefill_vs_decode"})
     assert "moves the waiting between clients" in text and "counts as served sooner and waits longer" in text

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from sim import presets
-from tests.app.conftest import assert_clean, metric_values, open_page, settle_sweeps, sweep_running
+from tests.app.conftest import assert_clean, metric_values, notice_text, open_page, settle_sweeps, sweep_running
 from ui import sweeps
 
 PAGE = "pages/1_Queueing.py"
@@ -113,7 +113,7 @@ def test_prediction_error_sweep_fills_in(monkeypatch):
     sigmas = [0.0, 0.25, 0.5, 1.0, 1.5, 2.0]
     assert len(chart["data"][0]["x"]) < len(sigmas)
     assert chart["layout"]["xaxis"]["range"][0] < 0 < 2 < chart["layout"]["xaxis"]["range"][1]
-    assert "Predicted SJF slides" not in " ".join(i.value for i in at.info)  # the sweep's sentence waits for it
+    assert "Predicted SJF slides" not in notice_text(at)  # the sweep's sentence waits for it
     settle_sweeps(at)
     assert_clean(at)
     chart = _sweep_chart(at)
@@ -122,10 +122,9 @@ def test_prediction_error_sweep_fills_in(monkeypatch):
     # Complete: the notice quotes the chart's end points.
     sjf, fcfs = (t["y"][0] for t in chart["data"][1:])
     last = chart["data"][0]["y"][-1]
-    assert (f"Predicted SJF slides from SJF's {sjf:,.0f} steps toward FCFS's {fcfs:,.0f} as predictions get worse"
-            in " ".join(i.value for i in at.info))
-    assert f"{last:,.0f} steps at sigma 2, {(last - sjf) / (fcfs - sjf):.0%} of the way" in \
-        " ".join(i.value for i in at.info)
+    text = notice_text(at)
+    assert f"Predicted SJF slides from SJF's {sjf:,.0f} steps toward FCFS's {fcfs:,.0f} as predictions get" in text
+    assert f"{last:,.0f} steps at sigma 2, {(last - sjf) / (fcfs - sjf):.0%} of the way" in text
 
 
 def test_requests_too_big_for_the_pool_are_reported_not_silently_dropped():
@@ -139,5 +138,5 @@ def test_requests_too_big_for_the_pool_are_reported_not_silently_dropped():
     # The article's two short answers still fit; both orders run them alike.
     at = open_page(PAGE, {"num_blocks": "8"})
     assert "1 of 3 requests can never run" in " ".join(w.value for w in at.warning)
-    notice = " ".join(i.value for i in at.info)
-    assert "SJF (true lengths) gave the same average finish time as FCFS on this workload: 150 steps." in notice
+    assert "SJF (true lengths) gave the same average finish time as FCFS on this workload: 150 steps." in \
+        notice_text(at)
