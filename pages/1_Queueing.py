@@ -18,7 +18,8 @@ unit = own["unit"]
 
 scenario = page.guarded(lambda: knobs.scenario_with(base, config, workload))
 sweeping = "sigma_sweep" in preset.knobs and not lp.is_uploaded
-sigma_sweep_runs = lesson.sigma_sweep_runs(scenario, preset.knobs["sigma_sweep"]) if sweeping else []
+sigmas = preset.knobs["sigma_sweep"] if sweeping else ()
+sigma_sweep_runs = lesson.sigma_sweep_runs(scenario, sigmas) if sweeping else []
 runs = run_variants(lesson.variants(preset, scenario, own["policies"]), ahead=sigma_sweep_runs)
 
 # The numbers first: one column per policy.
@@ -34,7 +35,6 @@ for col, run in zip(cols, runs, strict=True):
 
 # The sweep's runs are made (or taken from the workers) as the rerun's time allows; its sentence joins the notice
 # once every point is in (ui.sweeps: the page reruns then).
-sigmas = preset.knobs["sigma_sweep"] if sweeping else ()
 sigma_sweep = page.guarded(lambda: sweeps.Sweep(sigma_sweep_runs, lesson.mean_finish_steps, lp.started_s)) \
     if sweeping else None
 page.notice(lesson.notices(runs, unit) + lesson.sigma_notice(

@@ -2,13 +2,11 @@
 
 import streamlit as st
 
-from sim.config import gib_for_blocks
 from ui import knobs, page, runner, theme
 from ui.charts import preemption as charts
 from ui.controls import Knob, KnobPanel
 from ui.lesson import footer, open_lesson, run_variants
 from ui.lessons import preemption as lesson
-from ui.wording import count
 
 lp = open_lesson(lesson.LESSON, "Preemption: when KV memory runs out mid-answer", ":material/autorenew:",
                  lesson.QUESTION)
@@ -131,9 +129,8 @@ def show_cost() -> None:
     e.metric("Swap: CPU RAM parked" if fits else "Swap: CPU RAM needed", lesson.fmt_bytes(cost.kv_bytes),
              help=f"{cost.blocks:,} blocks; the CPU swap space holds {config.num_cpu_blocks:,}")
     no_room = "" if fits else (
-        f" The CPU swap space ({lesson.fmt_gib(gib_for_blocks(config.num_cpu_blocks, config.model, config.block_size))}"
-        f", {count(config.num_cpu_blocks, 'block')}) cannot hold these {cost.blocks:,} blocks: in swap mode this "
-        "victim falls back to recompute.")
+        f" The CPU swap space ({lesson.cpu_swap_space(config)}) cannot hold these {cost.blocks:,} blocks: in swap "
+        "mode this victim falls back to recompute.")
     st.caption(
         f"For {what}: {tokens:,} tokens of KV at {config.model.kv_bytes_per_token // 1024} KiB per token. Swap "
         f"copies whole blocks, {cost.blocks:,} copies of {config.block_bytes / 2**20:g} MiB each way: "

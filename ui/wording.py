@@ -1,9 +1,17 @@
-"""Small helpers for sentences and hover text: numbers with their nouns."""
+"""Small helpers for sentences and hover text: numbers with their nouns, lists joined with "and"."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 
 def count(n: int, noun: str, plural: str | None = None) -> str:
     """``n`` and the noun in the right number, with thousands separators: "1 request", "2,345 requests",
     "1 batch slot"; ``plural`` for a noun that does not just take an "s"."""
     return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
+
+
+def join_and(items: Sequence[str]) -> str:
+    """'x', 'x and y', 'x, y and z' ('' for none)."""
+    items = list(items)
+    return " and ".join([", ".join(items[:-1]), items[-1]]) if len(items) > 1 else "".join(items)

@@ -1,6 +1,6 @@
 """Sentence helpers of the lessons."""
 
-from ui.wording import count
+from ui.wording import count, join_and
 
 
 def test_count_puts_the_noun_in_the_right_number():
@@ -8,3 +8,9 @@ def test_count_puts_the_noun_in_the_right_number():
     assert count(0, "batch slot") == "0 batch slots"
     assert count(2345, "request") == "2,345 requests"
     assert count(3, "query", "queries") == "3 queries" and count(1, "query", "queries") == "1 query"
+
+
+def test_join_and_lists_in_prose():
+    assert join_and([]) == "" and join_and(["A"]) == "A"
+    assert join_and(["A", "C"]) == "A and C"
+    assert join_and(("A", "C", "D")) == "A, C and D"

@@ -360,8 +360,11 @@ def waiting_of_the_same_users(runs: list[Run]) -> dict[str, dict[str, Any]]:
     """Per server, the queueing delay statistics (``queue_steps``, ``queue_ms``) and ``num_served`` of the users
     who stayed to the end under every server, as the waiting chart takes them (each run's own if no pairing)."""
     stayed = stayed_under_every_server(runs)
-    if stayed is None:
-        return {run.label: run.summary for run in runs}
+    return {run.label: run.summary for run in runs} if stayed is None else _waiting_of(runs, stayed)
+
+
+def _waiting_of(runs: list[Run], stayed: np.ndarray) -> dict[str, dict[str, Any]]:
+    """waiting_of_the_same_users over the users ``stayed`` marks."""
     out = {}
     for run in runs:
         lat = metrics.request_latencies(run.trace)
@@ -375,7 +378,7 @@ def _waiting_sentences(runs: list[Run], unit: str) -> list[str]:
     stayed = stayed_under_every_server(runs)
     if stayed is None or not stayed.any():
         return []
-    waits = {label: w[f"queue_{unit}"]["mean"] for label, w in waiting_of_the_same_users(runs).items()}
+    waits = {label: w[f"queue_{unit}"]["mean"] for label, w in _waiting_of(runs, stayed).items()}
     first = runs[0]
     a = waits[first.label]
     one = stayed.sum() == 1

@@ -27,7 +27,7 @@ from sim.workload import ClientSpec, WorkloadSpec, client_rates
 
 from ..controls import Knob
 from ..lesson import Run as LessonRun
-from ..wording import count
+from ..wording import count, join_and
 
 LESSON = "fairness"
 QUESTION = (
@@ -387,11 +387,6 @@ def _longest_starvation(trace: Trace, waiting: np.ndarray, client: int) -> int:
     return _longest_run(waiting & ~admitted)
 
 
-def _join_names(names: Sequence[str]) -> str:
-    """"A", "A and C", "A, C and D"."""
-    return " and ".join([", ".join(names[:-1]), names[-1]]) if len(names) > 1 else "".join(names)
-
-
 def _lifts(trace: Trace) -> dict[str, Any]:
     """Lifts are where a counter grew by more than the service charged: counter - service jumps."""
     counters, service = trace.clients["client_counters"], trace.clients["client_service"]
@@ -654,8 +649,8 @@ def _lift_notice(runs: Sequence[Run]) -> list[str]:
         # and any whose counter was lower still but had nothing waiting (so did not count).
         tol = 1e-6 * max(1.0, abs(after))
         others = [(ids[c], v) for c, v in enumerate(lift["others"]) if c != lift["client"]]
-        target = _join_names([name for name, v in others if abs(v - after) <= tol])
-        idle = _join_names([name for name, v in others if v < after - tol])
+        target = join_and([name for name, v in others if abs(v - after) <= tol])
+        idle = join_and([name for name, v in others if v < after - tol])
         out.append(f"{vtc.label} lifted a returning client's counter {lift['count']:,} times. The largest: at step "
                    f"{lift['step']:,} {who}'s counter went from {lift['before']:,.0f} to {after:,.0f}"
                    + (f", {target}'s, the lowest among the clients with requests waiting" if target else "")
@@ -691,14 +686,9 @@ def _weights_notice(runs: Sequence[Run]) -> list[str]:
     if not ratios:
         return []
     (first, label), rest = ratios[0], [f"{r:.2f}x under {lab}" for r, lab in ratios[1:]]
-    listed = _and_join([f"{first:.2f}x the tokens (prompt + output) {a} was under {label}", *rest])
+    listed = join_and([f"{first:.2f}x the tokens (prompt + output) {a} was under {label}", *rest])
     return [f"While both {a} and {b} had requests waiting, {b} was served {listed}: weighted VTC splits the service "
             f"by the weights; FCFS by who sent more."]
-
-
-def _and_join(items: Sequence[str]) -> str:
-    """'x', 'x and y', 'x, y and z'."""
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def _gap_notice(runs: Sequence[Run]) -> list[str]:

@@ -31,7 +31,7 @@ from sim.trace import Trace
 from ..controls import Knob
 from ..knobs import engine_knobs as shared_engine_knobs
 from ..lesson import Run as LessonRun
-from ..wording import count
+from ..wording import count, join_and
 
 LESSON = "preemption"
 QUESTION = (
@@ -368,13 +368,14 @@ def fmt_bytes(num_bytes: float) -> str:
     return f"{num_bytes:,.0f} B"
 
 
+def cpu_swap_space(config: EngineConfig) -> str:
+    """The CPU swap space for a sentence: "0.12 GiB, 64 blocks"."""
+    gib = gib_for_blocks(config.num_cpu_blocks, config.model, config.block_size)
+    return f"{fmt_gib(gib)}, {count(config.num_cpu_blocks, 'block')}"
+
+
 def fmt_gib(gib: float) -> str:
     return f"{gib:,.2f} GiB" if gib >= 0.1 else f"{gib * 1024:,.0f} MiB"
-
-
-def _join(items: Sequence[str]) -> str:
-    items = list(items)
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 _NEEDED_RE = re.compile(r"KV pool full: (\S+) needed")
@@ -432,7 +433,7 @@ def requeue_notice(run: Run) -> list[str]:
         if behind and not ahead:
             need = {w: -(-int(r["prompt_len"][w]) // bs) for w in behind}
             mine = -(-p.resume_tokens // bs) if p.resume_tokens else p.blocks
-            small = _join([f"{trace.request_ids[w]} ({count(need[w], 'block')})" for w in behind[:4]]
+            small = join_and([f"{trace.request_ids[w]} ({count(need[w], 'block')})" for w in behind[:4]]
                           + ([f"{len(behind) - 4} more"] if len(behind) > 4 else []))
             they = "it" if len(behind) == 1 else "they"
             less = f" although {they} needed far fewer blocks" if max(need.values()) * 2 <= mine else ""
@@ -441,7 +442,7 @@ def requeue_notice(run: Run) -> list[str]:
                     f"{count(len(head_steps), 'step')}, and {small} waited behind it{less}: a preempted request "
                     f"at the head of the queue blocks the requests behind it."]
         if ahead:
-            names = _join([f"{trace.request_ids[w]} (priority {int(r['priority'][w])})" for w in ahead[:4]])
+            names = join_and([f"{trace.request_ids[w]} (priority {int(r['priority'][w])})" for w in ahead[:4]])
             return [f"{run.label}: {p.request_id} (priority {int(r['priority'][p.row])}) was re-inserted into the "
                     f"queue by priority, so {names} went ahead of it while it waited to be recomputed"
                     + (f" (back at step {p.resume_step:,})." if p.resume_step >= 0 else ".")]
@@ -470,10 +471,8 @@ def cost_notices(runs: Sequence[Run]) -> list[str]:
                        f"{fmt_bytes(peak_cpu)} in CPU RAM; no token was recomputed.")
         fallback = [p for p in ps if p.kind == "fallback"]
         if fallback:
-            cpu = gib_for_blocks(cfg.num_cpu_blocks, cfg.model, cfg.block_size)
             out.append(f"{run.label}: {count(len(fallback), 'swap')} fell back to recompute: the CPU swap space "
-                       f"({fmt_gib(cpu)}, {cfg.num_cpu_blocks:,} blocks) had no room for the victim's "
-                       f"{fallback[0].blocks:,} blocks.")
+                       f"({cpu_swap_space(cfg)}) had no room for the victim's {fallback[0].blocks:,} blocks.")
     return out
 
 
@@ -519,7 +518,7 @@ def _merged(per_run: Sequence[tuple[str, list[str]]]) -> list[str]:
     """Per-run sentences "label: text", said once as "a and b: text" when every run says the same thing."""
     texts = [[t.removeprefix(f"{label}: ") for t in sentences] for label, sentences in per_run]
     if len(per_run) > 1 and all(t == texts[0] for t in texts) and texts[0]:
-        labels = _join([label for label, _ in per_run])
+        labels = join_and([label for label, _ in per_run])
         return [f"{labels} alike: {t}" for t in texts[0]]
     return [s for _, sentences in per_run for s in sentences]
 

@@ -15,6 +15,7 @@ from sim.trace import Trace
 
 from ..controls import Knob
 from ..lesson import Run
+from ..wording import join_and
 
 LESSON = "queueing"
 QUESTION = (
@@ -106,8 +107,7 @@ def _wait_sentence(label: str, lw: LongestWait) -> str:
                 f"queue, mostly behind {who}, which ran for {steps:,} of them.")
     if lw.blockers:
         names = [who for who, _ in lw.blockers]
-        head, tail = (names[:-1], names[-1]) if len(names) <= 4 else (names[:3], f"{len(names) - 3} more")
-        shown = ", ".join(head) + f" and {tail}"
+        shown = join_and(names if len(names) <= 4 else [*names[:3], f"{len(names) - 3} more"])
         return (f"Head-of-line blocking under {label}: {lw.waiter} waited {lw.wait_steps:,} engine steps in the "
                 f"queue while {shown} each held a batch slot for most of that time.")
     return (f"Under {label}, {lw.waiter} waited {lw.wait_steps:,} engine steps in the queue while {lw.num_ran:,} "
