@@ -86,6 +86,15 @@ _LATENCY_COLUMNS = ("finish_mean", "finish_p50", "finish_p99", "finish_max", "qu
                     "ttft_p99")
 
 
+ROW_PX = 35  # st.dataframe's row height (the header row too)
+
+
+def table_height(num_rows: int, max_px: int = 800) -> int:
+    """Pixels for an st.dataframe that shows ``num_rows`` rows and its header with no blank space below, up to
+    ``max_px`` (then it scrolls)."""
+    return min(ROW_PX * (num_rows + 1) + 3, max_px)
+
+
 def show_metrics(summaries: dict[str, dict], other_columns: Sequence[str] = (), latency: bool = True) -> None:
     """The metrics table, one column per policy, latencies in both steps and ms, then ``other_columns``."""
     frames = []
@@ -97,7 +106,9 @@ def show_metrics(summaries: dict[str, dict], other_columns: Sequence[str] = (), 
         frames.append(metrics_table(summaries, columns=other_columns).set_index("policy"))
     table = pd.concat(frames, axis=1).T.map(_cell)
     table.index.name = "metric"
-    st.dataframe(table, height=min(36 * (len(table) + 1) + 4, 800))
+    # The cells are formatted text ("1,100", "—"): align them right, as numbers are in every other table.
+    right = {str(c): st.column_config.TextColumn(alignment="right") for c in table.columns}
+    st.dataframe(table, column_config=right, height=table_height(len(table)))
 
 
 def _cell(value: Any) -> str:
@@ -137,4 +148,4 @@ def show_table(table: pd.DataFrame, *, index: bool = False) -> None:
     (4,081 and 0.745, not 4081.0 and 0.7450000001). ``index``: show the frame's index as the first column."""
     numeric = {str(c): st.column_config.NumberColumn(format="localized") for c in table.columns
                if pd.api.types.is_numeric_dtype(table[c])}
-    st.dataframe(table, hide_index=not index, column_config=numeric, height=min(36 * (len(table) + 1) + 4, 800))
+    st.dataframe(table, hide_index=not index, column_config=numeric, height=table_height(len(table)))

@@ -16,6 +16,7 @@ from sim.scenario import Scenario, ScenarioError
 from sim.trace import SCHED_DECODE, SCHED_PREFILL, SCHED_PREFILL_DONE, SCHED_WASTED, Trace
 
 from . import runner
+from .page import table_height
 from .wording import count
 
 _KIND_TEXT = {SCHED_PREFILL: "prefill chunk (no token yet)", SCHED_PREFILL_DONE: "prefill done, first/next token",
@@ -119,7 +120,7 @@ def _show_step(scenario: Scenario, trace: Trace, step: int) -> None:
     with left:
         st.markdown("**Running batch this step** (running-list order)")
         if len(scheduled):
-            st.dataframe(scheduled, hide_index=True, height=min(36 * (len(scheduled) + 1), 320))
+            st.dataframe(scheduled, hide_index=True, height=table_height(len(scheduled), 320))
         else:
             st.caption("Nothing ran: the engine was idle.")
     with right:
