@@ -442,8 +442,9 @@ class Engine:
             raise AssertionError("more running requests than max_num_seqs")
         counts = np.bincount(t.status, minlength=len(RequestStatus))
         waiting = counts[RequestStatus.WAITING] + counts[RequestStatus.PREEMPTED]
-        if waiting != len(s.waiting) or counts[RequestStatus.SWAPPED] != len(s.swapped):
-            raise AssertionError("queue lengths disagree with request statuses")
+        if (counts[RequestStatus.RUNNING] != len(run) or waiting != len(s.waiting)
+                or counts[RequestStatus.SWAPPED] != len(s.swapped)):
+            raise AssertionError("queue lengths (running, waiting, swapped) disagree with request statuses")
         if counts[list(FINISHED_STATUSES)].sum() != self.num_done:
             raise AssertionError("a request was lost")
         if s.num_cpu_blocks_used != int(s.swapped_blocks.sum()) or s.num_cpu_blocks_used > self.config.num_cpu_blocks:

@@ -3,6 +3,7 @@ sidebar's page links resolve exactly as on a live server."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -48,6 +49,11 @@ def settle_sweeps(at: AppTest) -> AppTest:
 def metric_values(at: AppTest) -> dict[str, str]:
     """Every st.metric on the page: label -> shown value."""
     return {m.label: m.value for m in at.metric}
+
+
+def chart_titles(at: AppTest) -> list[str]:
+    """The title of every plotly chart on the page, in page order ('' for a chart without one)."""
+    return [json.loads(c.proto.spec)["layout"].get("title", {}).get("text", "") for c in at.get("plotly_chart")]
 
 
 def notice_text(at: AppTest) -> str:

@@ -1,6 +1,6 @@
 """The home page through AppTest: it runs, links every lesson, and draws one engine step from a real run."""
 
-from tests.app.conftest import ROOT, assert_clean, open_page
+from tests.app.conftest import ROOT, assert_clean, chart_titles, open_page
 from ui.page import PAGES
 
 
@@ -22,5 +22,7 @@ def test_engine_step_slider_moves_the_picture():
     at = open_page()
     slider = at.slider(key="home.step")
     assert slider.value == 113  # the first preemption of the toy pool
+    assert chart_titles(at) == ["Step 113: 3 requests ran, 27 blocks in use, 5 free after the step"]
     slider.set_value(200).run()
     assert_clean(at)
+    assert chart_titles(at) == ["Step 200: 3 requests ran, 21 blocks in use, 11 free after the step"]

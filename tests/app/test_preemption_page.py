@@ -88,7 +88,8 @@ def test_a_bigger_pool_stops_preemption_and_the_model_knob_counts_bytes():
     assert "nothing was preempted" in notices(at)
     at = open_page(PAGE, {"preset": "recompute_vs_swap", "model": "llama-3.1-70b", "pool_gib": "1"})
     assert_clean(at)
-    assert metric_values(at)["Swap: copied each way"].endswith("MB")  # 320 KiB per token
+    # 320 KiB per token: the victim's 144 blocks (2,304 tokens) are 755 MB (with Llama 3.1 8B, 128 KiB: 302 MB)
+    assert metric_values(at)["Swap: copied each way"] == "755 MB"
 
 
 def test_prefix_cache_and_sizing_presets_show_their_sections():
@@ -108,8 +109,11 @@ def test_prefix_cache_and_sizing_presets_show_their_sections():
 
 
 def test_policy_and_mode_knobs_when_not_compared():
+    # The preset runs the priority policy (victim: the lowest priority); under fcfs it is the last one admitted.
     at = open_page(PAGE, {"preset": "recompute_vs_swap", "policy": "fcfs"})
     assert_clean(at)
+    assert "evicted grower, the last request in the running list" in notices(at)
+    assert metric_values(at)["Recompute: GPU time"] == "4.8 ms"  # its 299 tokens at 16 us each
     at = open_page(PAGE, {"preset": "sizing", "preemption_mode": "swap"})
     assert_clean(at)
     assert "swap" in notices(at)

@@ -136,6 +136,7 @@ def test_vtc_charges_prompt_at_admission_and_each_output_token():
     # Prompt 10 x input_weight 1 at admission, then 2 per token (the first included): 12, 14, 16.
     t = run(_one_slot(policy="vtc"), req("A", 0, 10, 3, client_id="a"))
     assert _counters(t, "a") == [12.0, 14.0, 16.0]
+    assert t.clients["client_service"][:, 0].tolist() == [12.0, 14.0, 16.0]  # no lift: service is the same
 
 
 def test_vtc_weights_change_the_charges():

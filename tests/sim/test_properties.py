@@ -4,11 +4,12 @@ abort settings. ``run`` checks the engine's invariants after every step (it rais
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim import EngineConfig, RequestSpec, RequestStatus, metrics, simulate
-from sim.engine import client_ids_of, rejection_reason, rejection_reasons
+from sim import EngineConfig, RequestSpec, RequestStatus, metrics, presets, simulate
+from sim.engine import Engine, client_ids_of, rejection_reason, rejection_reasons
 from sim.request import RequestTable
 from tests.sim.factories import assert_same_trace, run
 from tests.sim.strategies import scenarios
@@ -148,3 +149,21 @@ def test_known_limitation_lift_ignores_clients_whose_requests_all_run():
     assert [t.request_records()[i]["first_scheduled_step"] for i in (3, 5, 6, 7)] == [72, 36, 48, 60]  # a3, b0-b2
     gap = metrics.service_gap(t)
     assert (gap["gap"], gap["bound"]) == (84.0, 64.0)
+
+
+@pytest.mark.parametrize("corrupt, message", [
+    (lambda e: setattr(e.kv.pool, "num_free", e.kv.pool.num_free - 1), "num_free="),  # a block leaked
+    (lambda e: e.table.num_computed_tokens.__iadd__(e.kv.block_size), "block count other than"),
+    (lambda e: setattr(e.scheduler, "running", e.scheduler.running[1:]), "queue lengths"),  # dropped from the batch
+    (lambda e: setattr(e, "num_done", e.num_done - 1), "a request was lost"),
+    (lambda e: e.scheduler.counters.__isub__(1.0), "a virtual counter decreased"),
+])
+def test_the_invariant_check_catches_a_broken_state(corrupt, message):
+    # The property tests above rely on this check raising: it must see each kind of breakage.
+    p = presets.get("toy_pool")
+    engine = Engine(p.scenario.config, p.scenario.requests, check_invariants=True)
+    engine.advance(until_step=120)  # four requests running, one finished, counters > 0
+    engine._check_invariants()  # the real state passes
+    corrupt(engine)
+    with pytest.raises(AssertionError, match=message):
+        engine._check_invariants()

@@ -8,8 +8,9 @@ import time
 import numpy as np
 import pytest
 
-from sim import presets
+from sim import presets, scenario
 from sim.engine import SimulationError, simulate
+from tests.conftest import SHARED_DIR
 from ui import background
 
 
@@ -45,11 +46,22 @@ def test_a_worker_run_is_the_trace_a_local_run_gives(prefetcher):
     _wait_for(prefetcher, "back")  # the worker starts from the back of the queue
     trace = prefetcher.take("back")
     assert trace is not None and _same(trace, simulate(back.config, back.requests, name=back.name))
-    local = prefetcher.take("front")  # queued, running or done: whichever, the caller gets the same trace
-    if local is None:
-        local = simulate(front.config, front.requests, name=front.name)
-    assert _same(local, simulate(front.config, front.requests))
+    _wait_for(prefetcher, "front")  # then the one left
+    trace = prefetcher.take("front")
+    assert trace is not None and _same(trace, simulate(front.config, front.requests, name=front.name))
     assert prefetcher.status("front") is None and prefetcher.status("back") is None  # taken: nothing kept
+
+
+def test_take_waits_for_a_run_in_progress(prefetcher):
+    sc = scenario.load(SHARED_DIR / "scenarios" / "bench" / "load_2k_tight.json")  # long enough to catch running
+    prefetcher.prefetch([("long", sc)])
+    end = time.monotonic() + 60
+    while prefetcher.status("long") == "queued":
+        assert time.monotonic() < end, "the worker did not start"
+        time.sleep(0.001)
+    assert prefetcher.status("long") == "running"
+    trace = prefetcher.take("long")  # blocks until the worker is done, rather than returning None
+    assert trace is not None and _same(trace, simulate(sc.config, sc.requests, name=sc.name))
 
 
 def test_work_no_worker_started_is_left_to_the_caller(prefetcher):
