@@ -32,7 +32,10 @@ class BlockPool:
         self._track_positions = enable_caching
         self._ref_cnt = np.zeros(num_blocks, dtype=np.int32)  # [num_blocks] int32, 0 = free (kept with caching)
         self.block_hash = np.full(num_blocks, NO_HASH, dtype=np.int64)  # [num_blocks] int64, NO_HASH = uncached
-        self.cached: dict[int, int] = {}  # block hash -> block id (full blocks whose KV can be reused)
+        # Block hash -> ids of the full blocks holding those tokens, oldest first. Usually one; vLLM does not
+        # de-duplicate (a block-aligned prompt recomputes its last block, a copy of a cached one), and a lookup
+        # takes the oldest still cached, so a copy stays findable after the first is evicted.
+        self.cached: dict[int, list[int]] = {}
         self._capacity = 2 * num_blocks + 64
         self._queue = np.empty(self._capacity, dtype=np.int32)  # [capacity] int32 block ids, see module doc
         self._queue_pos = np.full(num_blocks, -1, dtype=np.int64)  # [num_blocks] int64, -1 = not free
@@ -95,10 +98,17 @@ class BlockPool:
             need -= len(chunk)
         return np.concatenate(taken)
 
+    def cached_block(self, block_hash: int) -> int | None:
+        """The block to reuse for ``block_hash`` (the oldest one cached), or None."""
+        blocks = self.cached.get(block_hash)
+        return blocks[0] if blocks else None
+
     def _evict(self, blocks: np.ndarray) -> None:
         hashes = self.block_hash[blocks]
         for b, h in zip(blocks[hashes != NO_HASH].tolist(), hashes[hashes != NO_HASH].tolist(), strict=True):
-            if self.cached.get(h) == b:
+            same = self.cached[h]
+            same.remove(b)
+            if not same:
                 del self.cached[h]
         self.block_hash[blocks] = NO_HASH
 
@@ -132,11 +142,9 @@ class BlockPool:
         self._ref_cnt[blocks] += 1
 
     def cache_block(self, block: int, block_hash: int) -> None:
-        """Make a full block findable by its hash. A second block with the same tokens stays uncached
-        (NOTE: vLLM keeps both under one hash; lookups return the first either way)."""
-        if block_hash not in self.cached:
-            self.cached[block_hash] = block
-            self.block_hash[block] = block_hash
+        """Make a full block findable by its hash (after any other block with the same tokens, as vLLM)."""
+        self.cached.setdefault(block_hash, []).append(block)
+        self.block_hash[block] = block_hash
 
     def _compact(self) -> None:
         live_ids = self.free_queue_order().copy()
@@ -161,6 +169,9 @@ class BlockPool:
             raise AssertionError(f"num_free={self.num_free}, queue has {len(order)}, ref_cnt==0 for {len(free)}")
         if not np.array_equal(np.sort(order), free):
             raise AssertionError("free queue does not hold exactly the blocks with ref_cnt 0")
-        for h, b in self.cached.items():
-            if self.block_hash[b] != h:
-                raise AssertionError(f"cached hash {h} points at block {b} holding {self.block_hash[b]}")
+        for h, blocks in self.cached.items():
+            for b in blocks:
+                if self.block_hash[b] != h:
+                    raise AssertionError(f"cached hash {h} points at block {b} holding {self.block_hash[b]}")
+        if sum(map(len, self.cached.values())) != int(np.count_nonzero(self.block_hash != NO_HASH)):
+            raise AssertionError("a hashed block is missing from the cache index (or listed twice)")

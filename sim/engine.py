@@ -302,7 +302,7 @@ class Engine:
     # ---- execute and finish ---------------------------------------------------------------------------------
     def _execute(self, step: int, out: SchedulerOutput) -> _Executed:
         """Advance every scheduled request; each that has computed all its tokens emits one new token."""
-        t, rows, toks, after = self.table, out.rows, out.num_tokens, out.num_computed_after
+        t, rows, after = self.table, out.rows, out.num_computed_after
         if not len(rows):
             return _Executed(rows, rows, np.zeros(0, dtype=bool), _NO_KIND, 0, 0, 0, self._no_client_tokens)
         t.num_computed_tokens[rows] = after
@@ -313,19 +313,21 @@ class Engine:
             t.num_output_tokens[rows] = num_output
             kind = np.full(n, SCHED_DECODE, dtype=np.int8) if self.may_waste else self._decode_kind[:n]
             return self._emitted(step, rows, rows, num_output, self._all_true[:n], kind, n, after)
+        # A decode computes exactly the one token generated last step (costed per request, not per token); it
+        # always completes, so it emits. A prefill's last chunk of one token is still prefill.
+        decode = t.is_decoding[rows]
         if out.all_emit:  # the common step: no row-selection needed
             emitted, is_emitting = rows, None
             t.num_tokens[rows] = after + 1
-            decode = toks == 1
         else:
             is_emitting = after == t.num_tokens[rows]
-            # A decode computes exactly the one token generated last step (costed per request, not per token).
-            decode = is_emitting & (toks == 1)
             emitted = rows[is_emitting]
             t.num_tokens[emitted] += 1
         num_output = t.num_output_tokens[emitted] + 1
         t.num_output_tokens[emitted] = num_output
         num_decode = int(np.count_nonzero(decode))
+        if num_decode < len(emitted):  # prefills that finished this step decode from the next one
+            t.is_decoding[emitted] = True
         if len(num_output) and num_output[num_output.argmin()] == 1:  # a first token (a recomputed request keeps
             # its first token's step); argmin is several times cheaper than a min reduction on small arrays
             t.first_token_step[emitted[num_output == 1]] = step

@@ -59,7 +59,7 @@ def quiet_steps(engine: Engine, step: int, until_step: int | None) -> int:
         d = min(d, -step % engine.snapshot_every_steps)
     if d < MIN_STEPS:
         return 0
-    if not s.all_decoding and (t.num_tokens[run] - t.num_computed_tokens[run] != 1).any():
+    if not s.all_decoding and not t.is_decoding[run].all():  # a prefill's last 1-token chunk is not a decode
         return 0
     return d
 
@@ -238,8 +238,6 @@ def _record(engine: Engine, step: int, d: int, run: np.ndarray, j_of: np.ndarray
         np.where(wasted, SCHED_WASTED, SCHED_DECODE).astype(np.int8).reshape(-1)
     rows = np.repeat(run[None, :], d, axis=0).ravel()  # the running list once a step (np.tile, minus its wrapper)
     engine.recorder.append_block(values, client_values, rows, np.ones(d * r, dtype=np.int64), kinds, [r] * d)
-    fresh = run[t.first_token_step[run] == NO_STEP]  # a prompt whose last token is computed in the first step
-    t.first_token_step[fresh] = step
     t.num_computed_tokens[run] += d
     t.num_output_tokens[run] += d
     t.num_tokens[run] += d

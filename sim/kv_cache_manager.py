@@ -75,7 +75,7 @@ class KVCacheManager:
             return np.empty(0, dtype=np.int32)
         hits: list[int] = []
         for j in range((num_tokens - 1) // self.block_size):
-            b = self.pool.cached.get(self.block_hash(row, j))
+            b = self.pool.cached_block(self.block_hash(row, j))
             if b is None:
                 break
             hits.append(b)

@@ -155,6 +155,10 @@ class RequestTable:
         self.num_computed_tokens = np.zeros(n, dtype=np.int64)
         self.num_output_tokens = np.zeros(n, dtype=np.int64)
         self.num_tokens = self.prompt_len.copy()  # prompt + output so far
+        # [n] bool: has generated a token since its last (re)admission, so each step it computes exactly the token
+        # it generated last (a decode, costed per request). A 1-token prompt or a prefill's last 1-token chunk is
+        # prefill. Cleared by a recompute preemption; a swapped-out request keeps its KV and stays decoding.
+        self.is_decoding = np.zeros(n, dtype=bool)
         self.num_preemptions = np.zeros(n, dtype=np.int32)
         self.first_scheduled_step = np.full(n, NO_STEP, dtype=np.int64)
         self.first_token_step = np.full(n, NO_STEP, dtype=np.int64)

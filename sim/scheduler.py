@@ -87,8 +87,9 @@ class Scheduler:
         else:
             if self.swapped:
                 budget = self._schedule_swapped(budget, out, parts)
-            if self.swapped and len(self.waiting):
-                self._blocked(out, "swapped requests resume before any waiting request")
+            if self.swapped and len(self.waiting):  # the waiting head is held back (a swapped one said why)
+                out.events.append(("blocked", self.waiting.peek(), "swapped requests resume before any waiting "
+                                                                    "request"))
             elif not self.swapped:
                 budget = self._schedule_waiting(budget, out, parts)
         out.num_scheduled_tokens = int(self.config.max_num_batched_tokens - budget)
@@ -106,6 +107,7 @@ class Scheduler:
         return out
 
     def _blocked(self, out: SchedulerOutput, why: str) -> None:
+        """Log that the next request in line (a swapped one first) cannot start this step."""
         head = self.swapped[0] if self.swapped else self.waiting.peek()
         out.events.append(("blocked", head, why))
 
@@ -229,6 +231,9 @@ class Scheduler:
     def _preempt(self, row: int, out: SchedulerOutput, needed_by: int) -> None:
         t, cfg = self.table, self.config
         held = self.kv.num_blocks_held.item(row)
+        # A victim scheduled earlier in this step (priority) also holds the block just allocated for this step's
+        # token, which it will not compute: a swap copies only the blocks holding computed KV.
+        kv_blocks = -(-t.num_computed_tokens.item(row) // self.kv.block_size)
         who = "itself" if needed_by == row else t.ids[needed_by]
         why = (
             f"KV pool full: {who} needed a new block and none was free; "
@@ -240,18 +245,19 @@ class Scheduler:
         t.num_preemptions[row] += 1
         t.preempted_at_steps[row].append(self._step)
         swap_room = cfg.num_cpu_blocks - self.num_cpu_blocks_used
-        if cfg.preemption_mode is PreemptionMode.SWAP and held <= swap_room:
+        if cfg.preemption_mode is PreemptionMode.SWAP and kv_blocks <= swap_room:
             t.status[row] = RequestStatus.SWAPPED
             t.swapped_out_at_steps[row].append(self._step)
-            self.swapped_blocks[row] = held
-            self.num_cpu_blocks_used += held
-            out.num_swap_blocks += held
+            self.swapped_blocks[row] = kv_blocks
+            self.num_cpu_blocks_used += kv_blocks
+            out.num_swap_blocks += kv_blocks
             self.swapped.append(row)
-            out.events.append(("swap_out", row, f"{why}; {held} blocks copied to CPU memory"))
+            out.events.append(("swap_out", row, f"{why}; {kv_blocks} blocks copied to CPU memory"))
             return
         if cfg.preemption_mode is PreemptionMode.SWAP:
-            why += f"; CPU swap space full ({swap_room} of {held} blocks free), fell back to recompute"
+            why += f"; CPU swap space full ({swap_room} of {kv_blocks} blocks free), fell back to recompute"
         t.status[row] = RequestStatus.PREEMPTED
+        t.is_decoding[row] = False  # it prefills everything again
         t.computed_at_preemption[row] = t.num_computed_tokens[row]
         t.num_computed_tokens[row] = 0
         t.wait_start_step[row] = self._step

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from sim import metrics, presets
+from sim.trace import SCHED_DECODE, SCHED_PREFILL, SCHED_PREFILL_DONE
 from tests.sim.factories import config, req, run
 
 PREFILL_4 = 5.75 + 4 * 0.016  # a step computing a 4-token prompt: 5.814 ms
@@ -25,6 +26,28 @@ def test_step_durations_follow_the_cost_model():
     t = _hand_run()
     assert t.steps["step_ms"].tolist() == pytest.approx([PREFILL_4] + [DECODE_1] * 4 + [PREFILL_4] + [DECODE_1] * 2)
     assert t.steps["time_ms"][-1] == pytest.approx(2 * PREFILL_4 + 6 * DECODE_1)
+
+
+def test_a_one_token_prefill_costs_as_prefill_not_as_a_decode():
+    # A 1-token prompt, and the last 1-token chunk of a 9-token prompt under an 8-token budget, are prompt tokens:
+    # 16 us each (and counted as prefill), not the 6 us of a decode; the decodes start after them.
+    one = run(config(), req("A", 0, 1, 3))
+    assert one.steps["step_ms"].tolist() == pytest.approx([5.75 + 0.016, DECODE_1, DECODE_1])
+    chunked = run(config(max_num_batched_tokens=8), req("A", 0, 9, 2))
+    assert chunked.steps["num_prefill_tokens"].tolist() == [8, 1, 0]
+    assert chunked.steps["num_decode_reqs"].tolist() == [0, 0, 1]
+    assert chunked.steps["step_ms"].tolist() == pytest.approx([5.75 + 8 * 0.016, 5.75 + 0.016, DECODE_1])
+
+
+def test_a_recomputed_request_re_prefills_before_it_decodes_again():
+    # 4 blocks of 4, two slots: B (prompt 4, 8 out) is preempted at step 5 and re-prefills its 4 + 5 = 9 tokens
+    # from step 8. Under an 8-token budget that takes two steps, 8 tokens and then 1: the last one is prefill
+    # too, and generates B's 6th token; B decodes from step 10.
+    t = run(config(num_blocks=4, max_num_seqs=2, max_num_batched_tokens=8), req("A", 0, 4, 8), req("B", 0, 4, 8))
+    b = t.request_ids.index("B")
+    kinds = {int(s): int(k) for s, r, _, k in zip(*t.schedule_entries(), strict=True) if r == b}
+    assert [kinds[s] for s in (8, 9, 10)] == [SCHED_PREFILL, SCHED_PREFILL_DONE, SCHED_DECODE]
+    assert t.steps["num_prefill_tokens"][8:10].tolist() == [8, 1]
 
 
 def test_latency_conventions_in_steps():

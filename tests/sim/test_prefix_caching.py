@@ -86,6 +86,32 @@ def test_a_recomputed_request_gets_cache_hits_on_re_prefill():
 
 
 # ---- the block pool on its own ----------------------------------------------------------------------------------
+def test_a_recomputed_copy_of_a_cached_block_stays_findable_when_the_original_is_evicted():
+    # 10 blocks. A (prompt 12, group g, prefix 8) caches the group blocks (g,0) and (g,1) and finishes at step 1.
+    # B (prompt 8, same group) arrives at step 1: at least its last token is computed, so it hits (g,0) only and
+    # recomputes (g,1) into a block of its own, a second block with that hash (vLLM keeps both). At step 2 D (28
+    # tokens, 7 blocks) takes the free blocks, A's (g,1) among them. C (prompt 12, group g) at step 4 still hits
+    # both group blocks: (g,0), and B's copy of (g,1), which B holds. It computes only its last 4 tokens.
+    t = run(config(num_blocks=10, **CACHING), req("A", 0, 12, 2, prefix_group="g", prefix_len=8),
+            req("B", 1, 8, 12, prefix_group="g", prefix_len=8), req("D", 2, 28, 1),
+            req("C", 4, 12, 2, prefix_group="g", prefix_len=8))
+    assert schedule(t)[1] == [("A", 1), ("B", 4)]
+    assert schedule(t)[4] == [("B", 1), ("C", 4)]
+    assert rec(t, "C")["cached_tokens"] == 8
+
+
+def test_pool_lookup_takes_the_oldest_block_cached_under_a_hash():
+    pool = BlockPool(3, enable_caching=True)
+    blocks = pool.allocate(3)
+    pool.cache_block(0, block_hash=5)
+    pool.cache_block(2, block_hash=5)  # the same tokens computed again
+    assert pool.cached_block(5) == 0
+    pool.free(blocks)
+    pool.allocate(1)  # block 0, the head: evicted
+    assert pool.cached_block(5) == 2 and pool.cached == {5: [2]}
+    pool.check_integrity()
+
+
 def test_pool_hands_out_the_least_recently_freed_block_first():
     pool = BlockPool(4, enable_caching=True)
     first = pool.allocate(3)
@@ -106,7 +132,7 @@ def test_pool_touch_takes_a_cached_block_out_of_the_middle_of_the_free_queue():
     assert pool.num_free == 3
     assert pool.free_queue_order().tolist() == [0, 2, 3]
     assert pool.allocate(3).tolist() == [0, 2, 3]  # the stale entry for block 1 is skipped
-    assert pool.cached == {123: 1}  # block 1 is in use, still findable
+    assert pool.cached == {123: [1]}  # block 1 is in use, still findable
     pool.check_integrity()
 
 
@@ -115,7 +141,7 @@ def test_pool_evicts_a_cached_block_when_it_is_handed_out():
     blocks = pool.allocate(2)
     pool.cache_block(0, block_hash=7)
     pool.free(blocks)
-    assert pool.cached == {7: 0}
+    assert pool.cached == {7: [0]}
     pool.allocate(1)  # block 0, the head
     assert pool.cached == {}
     pool.check_integrity()

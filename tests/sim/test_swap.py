@@ -41,7 +41,9 @@ def test_swapped_requests_resume_before_any_waiting_request():
     t = _run(num_cpu_blocks=4)
     for step in (6, 7):
         assert int(t.steps["free_blocks_after"][step - 1]) == 1
-        assert "swapped requests resume before any waiting request" in event_reasons(t, step, "blocked")
+        blocked = {t.request_ids[row]: why for s, kind, row, why in t.events if s == step and kind == "blocked"}
+        assert blocked["C"] == "swapped requests resume before any waiting request"  # the one held back
+        assert blocked["B"].startswith("needs 3 KV blocks")  # and why B cannot come back yet
     assert rec(t, "C")["first_scheduled_step"] == 8
 
 
@@ -72,3 +74,15 @@ def test_a_swapped_request_can_be_aborted():
     assert rec(t, "B")["final_status"] == RequestStatus.FINISHED_ABORTED.name
     assert rec(t, "B")["finish_step"] == 6
     assert t.steps["cpu_blocks_used"][5:7].tolist() == [2, 0]
+
+
+def test_a_victim_scheduled_earlier_in_the_step_swaps_only_the_blocks_holding_kv():
+    # Priority: lo (prompt 15, priority 1) runs first; hi (prompt 16, priority 0) arrives at step 1. 9 blocks of 4.
+    # Step 2: lo is scheduled first (17th token: a 5th block), then hi needs a 5th block too and none is free, so
+    # lo, the lowest priority, is the victim. Its new block holds nothing: the swap copies 4 blocks (16 tokens).
+    cfg = config(num_blocks=9, policy="priority", preemption_mode="swap", num_cpu_blocks=100)
+    t = run(cfg, req("lo", 0, 15, 10, priority=1), req("hi", 1, 16, 10, priority=0))
+    assert rec(t, "lo")["swapped_out_at_steps"] == [2]
+    assert "4 blocks copied to CPU memory" in event_reasons(t, 2, "swap_out")[0]
+    assert t.steps["cpu_blocks_used"][2] == 4
+    assert t.steps["swap_ms"][2] == pytest.approx(2 * TWO_BLOCKS_MS)  # 4 blocks, not 5

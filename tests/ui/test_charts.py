@@ -125,14 +125,16 @@ def test_swap_segments(toy_swap):
 
 
 def test_wasted_segments_without_abort(abandoned):
-    # The user leaves at token 300 of 1,000: without an abort, steps 300-999 generate for nobody.
-    assert segments_of(abandoned, "long") == [("decode", 0, 300), ("wasted", 300, 1000)]
-    assert segments_of(abandoned, "waiting") == [("waiting", 1, 1000), ("decode", 1000, 1100)]
+    # The user leaves at token 300 of 1,000: without an abort, steps 300-999 generate for nobody. Each 1-token
+    # prompt is a prefill in the request's first step (which generates its first token), then it decodes.
+    assert segments_of(abandoned, "long") == [("prefill", 0, 1), ("decode", 1, 300), ("wasted", 300, 1000)]
+    assert segments_of(abandoned, "waiting") == [("waiting", 1, 1000), ("prefill", 1000, 1001),
+                                                 ("decode", 1001, 1100)]
 
 
 def test_aborted_request_ends_at_the_abort_step():
     trace = run("article_abandon")  # abort on disconnect: dropped at the start of step 300
-    assert segments_of(trace, "long") == [("decode", 0, 300)]
+    assert segments_of(trace, "long") == [("prefill", 0, 1), ("decode", 1, 300)]
     assert segments_of(trace, "waiting")[0] == ("waiting", 1, 300)
 
 
