@@ -10,12 +10,13 @@ Latency statistics cover *served* requests: finished (stop or length) with the c
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from .request import NO_STEP, RequestStatus
-from .trace import SCHED_PREFILL, SCHED_WASTED, Trace
+from .trace import SCHED_DECODE, SCHED_PREFILL, SCHED_WASTED, Trace
 
 _SERVED = (RequestStatus.FINISHED_STOPPED, RequestStatus.FINISHED_LENGTH_CAPPED)
 
@@ -58,11 +59,22 @@ def stats(values: np.ndarray) -> dict[str, float]:
 
 
 def wasted_gpu_ms(trace: Trace) -> float:
-    """GPU time spent on tokens nobody reads: each step's time shared out over the tokens it computed."""
-    s = trace.steps
-    computed = s["num_prefill_tokens"] + s["num_decode_reqs"]
-    share = np.divide(s["num_wasted_tokens"], computed, out=np.zeros(len(computed)), where=computed > 0)
-    return float((s["step_ms"] * share).sum())
+    """GPU time spent on work nobody reads: each step's time shared out over the step's work as the cost model
+    prices it (``prefill_token_us`` a prefill token, ``decode_request_us`` a decode), and the share done for
+    nobody summed. For nobody: everything computed for a request whose client has left (a prefill too, when the
+    server does not abort), and every token generated past the answer's end."""
+    steps, rows, tokens, kinds = trace.schedule_entries()
+    cost = trace.config.cost
+    # A generating 1-token entry is a decode (a wasted one included); anything else is prefill.
+    decode = (tokens == 1) & ((kinds == SCHED_DECODE) | (kinds == SCHED_WASTED))
+    work_us = np.where(decode, cost.decode_request_us, tokens * cost.prefill_token_us)
+    gone = trace.requests["disconnect_step"][rows]
+    for_nobody = (kinds == SCHED_WASTED) | ((gone != NO_STEP) & (steps >= gone))
+    n = trace.num_steps
+    work = np.bincount(steps, weights=work_us, minlength=n)
+    wasted = np.bincount(steps[for_nobody], weights=work_us[for_nobody], minlength=n)
+    share = np.divide(wasted, work, out=np.zeros(n), where=work > 0)
+    return float((trace.steps["step_ms"] * share).sum())
 
 
 def summary(trace: Trace) -> dict[str, Any]:
@@ -170,13 +182,25 @@ def client_backlog(trace: Trace) -> np.ndarray:
     return np.cumsum(diff[:n], axis=0)
 
 
-def vtc_bound(trace: Trace) -> float:
-    """The VTC paper's bound on the service gap between two backlogged clients:
-    2 * max(input_weight * L_input, output_weight * M), L_input the longest prompt, M the pool in tokens."""
-    cfg = trace.config
-    max_input = int(trace.requests["prompt_len"].max())
+def vtc_bound_parts(trace: Trace, clients: Sequence[int] | None = None) -> dict[str, Any]:
+    """The VTC paper's bound on the service gap between two backlogged clients and its parts:
+    2 * max(input_weight * L_input, output_weight * M) / w_min, with L_input the longest prompt that ran (all
+    prompts if none ran), M the pool in tokens and w_min the smallest weight among ``clients`` (all if None).
+    The paper states the bound for equal weights; here every charge is divided by its client's weight (weighted
+    tokens), so one charge, and with it the bound, is at most 1 / w_min times larger."""
+    cfg, r = trace.config, trace.requests
+    ran = r["first_scheduled_step"] != NO_STEP
+    max_input = int(r["prompt_len"][ran].max() if ran.any() else r["prompt_len"].max())
     pool_tokens = cfg.num_blocks * cfg.block_size
-    return 2.0 * max(cfg.input_weight * max_input, cfg.output_weight * pool_tokens)
+    ids = trace.client_ids if clients is None else [trace.client_ids[c] for c in clients]
+    min_weight = min(cfg.client_weight(c) for c in ids)
+    bound = 2.0 * max(cfg.input_weight * max_input, cfg.output_weight * pool_tokens) / min_weight
+    return {"max_input": max_input, "pool_tokens": pool_tokens, "min_weight": min_weight, "bound": bound}
+
+
+def vtc_bound(trace: Trace, clients: Sequence[int] | None = None) -> float:
+    """``vtc_bound_parts(trace, clients)["bound"]``, in weighted tokens."""
+    return vtc_bound_parts(trace, clients)["bound"]
 
 
 def service_gap(trace: Trace, a: int = 0, b: int = 1) -> dict[str, Any]:
@@ -190,7 +214,7 @@ def service_gap(trace: Trace, a: int = 0, b: int = 1) -> dict[str, Any]:
     for lo, hi in zip(edges[::2], edges[1::2], strict=True):  # each stretch [lo, hi)
         seg = difference[lo:hi]
         gap = max(gap, float(max(seg.max(), 0.0) - min(seg.min(), 0.0)))
-    return {"gap": gap, "difference": difference, "bound": vtc_bound(trace)}
+    return {"gap": gap, "difference": difference, "bound": vtc_bound(trace, (a, b))}
 
 
 def past_end_kv_tokens(trace: Trace) -> np.ndarray:

@@ -7,8 +7,9 @@ Arrivals are a Poisson process of ``rate_per_step`` requests per engine step, sp
 ``share`` (or a client's own ``rate_per_step``). A client sends only while it is on: from ``start_step`` to
 ``stop_step``, and within that, ``on_steps`` on then ``off_steps`` off, repeating (0 = always on).
 Lengths are lognormal with the given median and sigma (sigma 0 = every request the median), clipped to the max.
-A fraction ``abandon_rate`` of users close the tab part-way: ``abort_step = arrival + f * output_len`` where the
-fraction ``f`` follows ``abandon_point`` (uniform over the answer, early, or late).
+A fraction ``abandon_rate`` of users close the tab part-way: ``abort_step = arrival + f * output_len`` (rounded, and
+at most ``output_len - 1``: before the answer could be complete) where the fraction ``f`` follows ``abandon_point``
+(uniform over the answer, early, or late). The clock starts at arrival, so a user may leave while still queued.
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ class WorkloadSpec:
     rate_per_step: float = 0.5  # total arrival rate, requests per engine step
     prompt_median: int = 200
     prompt_sigma: float = 0.8
-    prompt_max: int = 4096
+    prompt_max: int = 4096  # cap on a prompt's own tokens; the shared prefix_len comes on top
     output_median: int = 150
     output_sigma: float = 0.8
     output_max: int = 2048
@@ -97,8 +98,8 @@ class WorkloadSpec:
         ids = [c.client_id for c in self.clients]
         if len(set(ids)) != len(ids):
             raise ValueError("workload.clients: client ids must be unique")
-        if all(c.share == 0 and not c.rate_per_step for c in self.clients):
-            raise ValueError("workload.clients: at least one client needs a share or a rate above 0")
+        if not client_rates(self).sum() > 0:
+            raise ValueError("workload.clients: at least one client needs a share or a rate_per_step above 0")
         check_float("workload.abandon_rate", self.abandon_rate, 0.0, 1.0)
         if self.abandon_point not in ABANDON_POINTS:
             raise ValueError(f"workload.abandon_point: {self.abandon_point!r} is not one of: "
@@ -140,7 +141,16 @@ def _arrivals(spec: WorkloadSpec, rng: np.random.Generator) -> tuple[np.ndarray,
     steps: list[np.ndarray] = []
     clients: list[np.ndarray] = []
     count, clock = 0, 0.0
-    horizon = 50 * spec.num_requests / total + max(c.start_step for c in spec.clients) + 1000
+    # Give up only once the windows cannot plausibly yield the requests: every window has closed for good, or the
+    # clients that send forever have had 50 times the time they need on average (their on-time share counted).
+    closes = max((c.stop_step for c in spec.clients if c.stop_step is not None), default=0)
+    forever = sum(rate * (c.on_steps / (c.on_steps + c.off_steps) if c.on_steps and c.off_steps else 1.0)
+                  for rate, c in zip(rates, spec.clients, strict=True) if c.stop_step is None)
+    horizon = float(closes)
+    if forever > 0:
+        period = max(c.on_steps + c.off_steps for c in spec.clients)
+        horizon = max(horizon, 50 * spec.num_requests / forever + max(c.start_step for c in spec.clients)
+                      + period + 1000)
     while count < spec.num_requests:
         batch = max(2 * (spec.num_requests - count), 64)
         times = clock + np.cumsum(rng.exponential(1.0 / total, batch))
@@ -155,8 +165,12 @@ def _arrivals(spec: WorkloadSpec, rng: np.random.Generator) -> tuple[np.ndarray,
         clients.append(who[keep])
         count += int(keep.sum())
         if clock > horizon and count < spec.num_requests:
-            raise ValueError(f"workload.clients: the clients' on/off windows allow only {count} of "
-                             f"{spec.num_requests} requests; widen the windows or lower num_requests")
+            if forever > 0:  # (50 times the expected time: a freak, but say what happened)
+                what = f"on/off windows gave only {count} of {spec.num_requests} requests in {horizon:,.0f} steps"
+            else:
+                what = (f"windows close by step {closes:,} (stop_step) after only {count} of "
+                        f"{spec.num_requests} requests")
+            raise ValueError(f"workload.clients: the clients' {what}; widen them or lower num_requests")
     return np.concatenate(steps)[: spec.num_requests], np.concatenate(clients)[: spec.num_requests]
 
 
@@ -173,7 +187,8 @@ def generate(spec: WorkloadSpec) -> list[RequestSpec]:
     requests = []
     for i in range(n):
         c = spec.clients[client[i]]
-        abort = int(arrival[i] + round(fractions[i] * output[i])) if abandons[i] else None
+        # Leave before the answer could be complete: at most output_len - 1 steps after arrival.
+        abort = int(arrival[i] + min(round(fractions[i] * output[i]), output[i] - 1)) if abandons[i] else None
         requests.append(RequestSpec(
             request_id=f"{c.client_id}-{i}" if len(spec.clients) > 1 else f"r{i}",
             arrival_step=int(arrival[i]),

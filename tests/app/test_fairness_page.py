@@ -204,7 +204,19 @@ def _chart(at, title: str) -> dict:
 def test_rate_limit_sweep_fills_in_without_holding_up_the_rerun(monkeypatch):
     """With no time left in the rerun (budget 0) the page shows the policies at once and the sweep's points that
     are ready, says how many are still running and leaves its sentences out; reruns complete it."""
+    import streamlit as st
+
     monkeypatch.setattr(sweeps, "RERUN_BUDGET_S", 0.0)
+    # No prefetch worker: one could finish every point before the page draws the sweep (a race, not a failure).
+    monkeypatch.setenv("SCHEDLAB_PREFETCH_WORKERS", "0")
+    st.cache_resource.clear()
+    try:
+        _check_the_sweep_fills_in()
+    finally:
+        st.cache_resource.clear()  # later tests get a prefetcher with workers again
+
+
+def _check_the_sweep_fills_in() -> None:
     at = open_page(PAGE, {"preset": "rate_limits", "max_num_seqs": "29"}, settle=False)  # runs no test made
     assert_clean(at)
     assert len(metric_values(at)) == 3

@@ -10,7 +10,7 @@ import pytest
 
 from sim import metrics, presets
 from sim.trace import SCHED_DECODE, SCHED_PREFILL, SCHED_PREFILL_DONE
-from tests.sim.factories import config, req, run
+from tests.sim.factories import config, req, run, schedule
 
 PREFILL_4 = 5.75 + 4 * 0.016  # a step computing a 4-token prompt: 5.814 ms
 DECODE_1 = 5.75 + 0.006  # a step decoding one request: 5.756 ms
@@ -133,6 +133,16 @@ def test_wasted_gpu_ms_shares_a_step_between_its_tokens():
     assert t.steps["num_wasted_tokens"].tolist() == [0, 1, 1, 1]
     assert metrics.wasted_gpu_ms(t) == pytest.approx(3 * (5.75 + 0.012) / 2)
     assert metrics.summary(t)["num_served"] == 1
+
+
+def test_wasted_gpu_ms_counts_a_prefill_for_a_client_who_left():
+    # One slot, no abort: B (prompt 40, 2 tokens) waits behind A (4 steps) and its client leaves at step 1, before
+    # B ever runs. The server still prefills B's 40 tokens (step 4) and decodes its last token (step 5), all of it
+    # for nobody: both steps are wasted whole, the prefill's time with them.
+    t = run(config(max_num_seqs=1, num_blocks=16, abort_on_disconnect=False), req("A", 0, 4, 4),
+            req("B", 0, 40, 2, abort_step=1))
+    assert schedule(t)[4:] == [[("B", 40)], [("B", 1)]]
+    assert metrics.wasted_gpu_ms(t) == pytest.approx((5.75 + 40 * 0.016) + DECODE_1)
 
 
 def test_per_client_rows():

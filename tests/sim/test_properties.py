@@ -85,9 +85,10 @@ def _two_backlogged_clients(draw):
     probe = EngineConfig(num_blocks=10_000, block_size=block_size)
     num_blocks = seqs * max(r.max_blocks(probe) for r in reqs)  # every running request can grow to its end
     out_w = draw(st.sampled_from([1.0, 2.0, 4.0]))
+    weights = {c: draw(st.sampled_from([0.25, 1.0, 3.0])) for c in "ab"}  # VTC share weights per client
     cfg = EngineConfig(num_blocks=num_blocks, block_size=block_size, max_num_seqs=seqs, policy="vtc",
                        max_num_batched_tokens=draw(st.integers(8, 200)), chunked_prefill=draw(st.booleans()),
-                       input_weight=draw(st.sampled_from([0.5, 1.0])), output_weight=out_w)
+                       input_weight=draw(st.sampled_from([0.5, 1.0])), output_weight=out_w, client_weights=weights)
     return cfg, reqs
 
 
@@ -98,10 +99,27 @@ def test_vtc_service_gap_stays_within_the_bound(case):
     t = run(cfg, *reqs)
     assert t.requests["num_preemptions"].sum() == 0
     gap = metrics.service_gap(t)
-    # Bound: 2 x max(input_weight x longest prompt, output_weight x pool tokens).
+    # Bound: 2 x max(input_weight x longest prompt, output_weight x pool tokens), in weighted tokens: / w_min.
     longest = max(r.prompt_len for r in reqs)
-    assert gap["bound"] == 2 * max(cfg.input_weight * longest, cfg.output_weight * cfg.num_blocks * cfg.block_size)
+    w_min = min(w for _, w in cfg.client_weights)
+    assert gap["bound"] == pytest.approx(
+        2 * max(cfg.input_weight * longest, cfg.output_weight * cfg.num_blocks * cfg.block_size) / w_min)
     assert gap["gap"] <= gap["bound"]
+
+
+def test_the_bound_scales_with_the_weights_as_the_service_does():
+    # The hand example below with both clients at weight 0.25: the same schedule, every charge x 4, so the gap
+    # and its bound are both 4 x larger (the gap stays inside the bound, as with weight 1).
+    reqs = [RequestSpec(f"{c}{i}", 0, 2, 2, client_id=c) for i in range(2) for c in "ab"]
+    cfg = EngineConfig(num_blocks=8, block_size=4, max_num_seqs=1, policy="vtc")
+    plain = simulate(cfg, reqs)
+    quarter = simulate(cfg.replace(client_weights={"a": 0.25, "b": 0.25}), reqs)
+    assert quarter.request_records() == plain.request_records()
+    assert metrics.service_gap(quarter)["gap"] == 4 * metrics.service_gap(plain)["gap"] == 24
+    assert metrics.vtc_bound(quarter) == 4 * metrics.vtc_bound(plain)
+    # The longest prompt counts only among requests that ran: a rejected one (too big for the pool) does not.
+    big = RequestSpec("huge", 0, 100, 2, client_id="a")
+    assert metrics.vtc_bound(simulate(cfg, [*reqs, big])) == metrics.vtc_bound(plain)
 
 
 def test_service_gap_on_a_hand_example():

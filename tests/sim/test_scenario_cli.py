@@ -92,7 +92,7 @@ INVALID = [
     ("workload abandon point", _without_requests({"abandon_point": "middle"}), "workload.abandon_point"),
     ("workload window too narrow", _without_requests({"num_requests": 50, "clients": [{"client_id": "A",
                                                                                         "stop_step": 2}]}),
-     "workload.clients: the clients' on/off windows allow only"),
+     "workload.clients: the clients' windows close by step 2 (stop_step) after only"),
     ("workload request never fits", _without_requests({"num_requests": 5, "prompt_median": 500}),
      "requests[0] (id 'r0'): needs"),
 ]

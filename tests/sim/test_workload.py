@@ -61,11 +61,15 @@ def test_on_off_windows_and_start_step_are_respected():
 
 
 def test_abandon_rate_and_abort_steps():
-    # 30% of 2,000 abandon (binomial sd ~ 0.010); each abort lies in [arrival, arrival + output_len].
+    # 30% of 2,000 abandon (binomial sd ~ 0.010); each leaves before its answer could be complete, even if it
+    # started at once: abort in [arrival, arrival + output_len - 1] (round() alone reached arrival + output_len).
     reqs = generate(WorkloadSpec(num_requests=2000, abandon_rate=0.3, seed=11))
     abandoned = [r for r in reqs if r.abort_step is not None]
     assert abs(len(abandoned) / len(reqs) - 0.3) < 0.03
-    assert all(r.arrival_step <= r.abort_step <= r.arrival_step + r.output_len for r in abandoned)
+    assert all(r.arrival_step <= r.abort_step < r.arrival_step + r.output_len for r in abandoned)
+    short = generate(WorkloadSpec(num_requests=500, output_median=2, output_sigma=0.0, abandon_rate=1.0,
+                                  abandon_point="late", seed=3))
+    assert {r.abort_step - r.arrival_step for r in short} == {0, 1}
     assert not any(r.abort_step is not None for r in generate(WorkloadSpec(num_requests=200, seed=11)))
 
 
@@ -76,6 +80,15 @@ def test_abandon_point_early_and_late():
         return np.mean([(r.abort_step - r.arrival_step) / r.output_len for r in reqs])
     assert mean_fraction("early") == pytest.approx(0.25, abs=0.03)
     assert mean_fraction("late") == pytest.approx(0.75, abs=0.03)
+
+
+def test_clients_that_send_in_short_bursts_still_get_all_their_requests():
+    # Both clients on 10 steps in 1,000 (1%): 300 requests at 0.5 a step take ~60,000 steps, and the windows repeat
+    # forever, so the generator waits for them (it gave up after ~31,000 steps, "allowing only 166 of 300").
+    bursts = tuple(ClientSpec(c, on_steps=10, off_steps=990) for c in "AB")
+    reqs = generate(WorkloadSpec(num_requests=300, rate_per_step=0.5, clients=bursts, seed=0))
+    assert len(reqs) == 300
+    assert all(r.arrival_step % 1000 < 10 for r in reqs)
 
 
 def test_prefix_groups_are_per_client():
@@ -113,6 +126,7 @@ def test_client_priority_is_copied():
     (lambda: WorkloadSpec(clients=()), "workload.clients"),
     (lambda: WorkloadSpec(clients=(ClientSpec("A"), ClientSpec("A"))), "workload.clients: client ids must be unique"),
     (lambda: WorkloadSpec(clients=(ClientSpec("A", share=0),)), "workload.clients: at least one client"),
+    (lambda: WorkloadSpec(clients=(ClientSpec("A", rate_per_step=0.0),)), "workload.clients: at least one client"),
     (lambda: ClientSpec("A", share=-1), "clients[A].share"),
     (lambda: ClientSpec("A", rate_per_step=-0.1), "clients[A].rate_per_step"),
     (lambda: ClientSpec("A", start_step=10, stop_step=10), "clients[A].stop_step"),
@@ -121,7 +135,7 @@ def test_client_priority_is_copied():
     (lambda: workload_from_dict({"seeds": 1}), "workload: unknown key 'seeds'"),
     (lambda: workload_from_dict({"clients": []}), "workload.clients: must be a non-empty list"),
     (lambda: generate(WorkloadSpec(num_requests=100, clients=(ClientSpec("A", stop_step=3),))),
-     "workload.clients: the clients' on/off windows allow only"),
+     "workload.clients: the clients' windows close by step 3 (stop_step) after only"),
 ])
 def test_invalid_specs_raise_value_error_naming_the_field(make, field):
     with pytest.raises(ValueError) as err:

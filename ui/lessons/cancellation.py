@@ -33,8 +33,10 @@ QUESTION = (
     "long do the users who stay wait because of it?"
 )
 MB = 1e6  # bytes; decimal, as the article counts
-ABANDON_POINT_LABELS = {"uniform": "anywhere in the answer", "early": "early (most read little)",
-                        "late": "late (most read nearly all)"}
+# When a leaving user gives up, as a fraction of its answer's length in steps from arrival (queueing included, so
+# a "late" user may still read nothing).
+ABANDON_POINT_LABELS = {"uniform": "anywhere within the answer's length", "early": "early (a small part of it)",
+                        "late": "late (most of it)"}
 STOP_MARKERS = ("mixed", "token", "string")
 STOP_MARKER_LABELS = {"mixed": "half stop tokens, half stop strings", "token": "stop tokens",
                       "string": "stop strings (matched on text)"}

@@ -699,14 +699,19 @@ def _gap_notice(runs: Sequence[Run]) -> list[str]:
     if not measured:
         return [f"{ids[0]} and {ids[1]} never had requests waiting at the same time, so no service gap arises."]
     cfg = measured[0].config
-    lin = int(measured[0].trace.requests["prompt_len"].max())
-    pool = cfg.num_blocks * cfg.block_size
+    trace = measured[0].trace
+    parts = metrics.vtc_bound_parts(trace, [trace.client_ids.index(c) for c in ids[:2]])
     gaps = ", ".join(f"{r.label} {r.stats['gap']:,.0f}" for r in measured)
     over = [r.label for r in measured if r.stats["gap"] > r.stats["bound"]]
     tail = (f"; {', '.join(over)} went past it" if over else "")
+    formula, numbers = "2 x max(w_in x L_input, w_out x M)", (f"2 x max({cfg.input_weight:g} x "
+                                                            f"{parts['max_input']:,}, {cfg.output_weight:g} x "
+                                                            f"{parts['pool_tokens']:,})")
+    if parts["min_weight"] != 1:  # charges are divided by the client's weight: so is one charge's largest size
+        formula += " / w_min"
+        numbers += f" / {parts['min_weight']:g}"
     return [f"Largest service gap between {ids[0]} and {ids[1]} while both waited (weighted tokens): {gaps}. "
-            f"VTC guarantees at most 2 x max(w_in x L_input, w_out x M) = 2 x max({cfg.input_weight:g} x {lin:,}, "
-            f"{cfg.output_weight:g} x {pool:,}) = {measured[0].stats['bound']:,.0f}{tail}."]
+            f"VTC guarantees at most {formula} = {numbers} = {parts['bound']:,.0f}{tail}."]
 
 
 def _fair_index_notice(runs: Sequence[Run]) -> list[str]:
