@@ -50,12 +50,19 @@ def choice(enum_cls: type[enum.StrEnum], value: Any, field_name: str) -> enum.St
         raise ValueError(f"{field_name}: {value!r} is not one of: {valid}") from None
 
 
+# The largest number any setting may take: beyond it step counts and costs overflow the simulator's int64 and
+# float arithmetic (2**63 steps, 1e308 us), long before any run could use them.
+MAX_VALUE = 10**12
+
+
 def check_int(name: str, value: Any, lo: int, hi: int | None = None) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"{name}: must be an integer, got {value!r}")
     if value < lo or (hi is not None and value > hi):
         allowed = f">= {lo}" if hi is None else f"between {lo} and {hi}"
         raise ValueError(f"{name}: must be {allowed}, got {value}")
+    if value > MAX_VALUE:
+        raise ValueError(f"{name}: must be at most {MAX_VALUE:,} (the simulator's limit), got {value:,}")
 
 
 def check_float(name: str, value: Any, lo: float, hi: float | None = None, *, lo_open: bool = False) -> None:
@@ -65,6 +72,8 @@ def check_float(name: str, value: Any, lo: float, hi: float | None = None, *, lo
         low = f"> {lo}" if lo_open else f">= {lo}"
         allowed = low if hi is None else f"{low} and <= {hi}"
         raise ValueError(f"{name}: must be {allowed}, got {value}")
+    if value > MAX_VALUE:
+        raise ValueError(f"{name}: must be at most {MAX_VALUE:,} (the simulator's limit), got {value:.3g}")
 
 
 @dataclass(frozen=True)
@@ -78,6 +87,8 @@ class ModelSpec:
     dtype_bytes: int = _help("bytes per KV element (2 = fp16/bf16)", default=2)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.name, str):
+            raise ValueError(f"model.name: must be a string, got {self.name!r}")
         for name in ("num_layers", "num_kv_heads", "head_dim", "dtype_bytes"):
             check_int(f"model.{name}", getattr(self, name), 1)
 

@@ -155,6 +155,11 @@ class Engine:
                 next_step = self.next_event_step()
                 if next_step is None:
                     raise SimulationError(f"no request can make progress at step {step}")
+                if next_step >= self.config.max_steps:  # say so now, not after recording the idle steps first
+                    raise SimulationError(
+                        f"the engine is idle until step {next_step:,}, past max_steps={self.config.max_steps:,}, "
+                        f"with {n - self.num_done} of {n} requests unfinished; raise max_steps or shorten the "
+                        f"workload")
                 if next_step > step:
                     last = next_step - 1 if until_step is None else min(next_step - 1, until_step)
                     self._record_idle(step, last)

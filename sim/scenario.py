@@ -169,6 +169,9 @@ def check_requests(requests: list[RequestSpec] | tuple[RequestSpec, ...], config
         if r.request_id in seen:
             raise ScenarioError(f"requests[{i}].id: duplicate request id {r.request_id!r}; ids must be unique")
         seen.add(r.request_id)
+        if r.arrival_step >= config.max_steps:
+            raise ScenarioError(f"requests[{i}].arrival_step: {r.arrival_step:,} is at or past max_steps "
+                                f"({config.max_steps:,}): the run would stop before it arrives; raise max_steps")
         why = rejection_message(r, config)
         if why:
             raise ScenarioError(f"requests[{i}] (id {r.request_id!r}): {why}")
@@ -191,6 +194,10 @@ def loads(text: str) -> Scenario:
         data = json.loads(text)
     except json.JSONDecodeError as e:
         raise ScenarioError(f"not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+    except ValueError as e:  # e.g. an integer literal of more than 4,300 digits
+        raise ScenarioError(f"not valid JSON here: {e}".split(";")[0]) from None
+    except RecursionError:
+        raise ScenarioError("not valid JSON here: nested too deeply") from None
     return scenario_from_dict(data)
 
 

@@ -24,6 +24,7 @@ from .config import check_float, check_int
 from .request import RequestSpec
 
 ABANDON_POINTS = ("uniform", "early", "late")
+MIN_RATE = 1e-6  # requests per step: slower than one a million steps cannot fill a run within max_steps anyway
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,7 @@ class WorkloadSpec:
         if self.generator != "poisson":
             raise ValueError(f"workload.generator: {self.generator!r} is not one of: poisson")
         check_int("workload.num_requests", self.num_requests, 1, 200_000)
-        check_float("workload.rate_per_step", self.rate_per_step, 0.0, 1000.0, lo_open=True)
+        check_float("workload.rate_per_step", self.rate_per_step, MIN_RATE, 1000.0)
         check_int("workload.prompt_median", self.prompt_median, 1, 1_000_000)
         check_int("workload.output_median", self.output_median, 1, 1_000_000)
         check_float("workload.prompt_sigma", self.prompt_sigma, 0.0, 5.0)
@@ -100,6 +101,9 @@ class WorkloadSpec:
             raise ValueError("workload.clients: client ids must be unique")
         if not client_rates(self).sum() > 0:
             raise ValueError("workload.clients: at least one client needs a share or a rate_per_step above 0")
+        if client_rates(self).sum() < MIN_RATE:
+            raise ValueError(f"workload.clients: the clients' rates add up to {client_rates(self).sum():.3g} "
+                             f"requests per step; at least {MIN_RATE:g} is needed")
         check_float("workload.abandon_rate", self.abandon_rate, 0.0, 1.0)
         if self.abandon_point not in ABANDON_POINTS:
             raise ValueError(f"workload.abandon_point: {self.abandon_point!r} is not one of: "
@@ -140,7 +144,8 @@ def _arrivals(spec: WorkloadSpec, rng: np.random.Generator) -> tuple[np.ndarray,
     total = rates.sum()
     steps: list[np.ndarray] = []
     clients: list[np.ndarray] = []
-    count, clock = 0, 0.0
+    # Nobody sends before the first client starts (a Poisson process has no memory: start the clock there).
+    count, clock = 0, float(min(c.start_step for c in spec.clients))
     # Give up only once the windows cannot plausibly yield the requests: every window has closed for good, or the
     # clients that send forever have had 50 times the time they need on average (their on-time share counted).
     closes = max((c.stop_step for c in spec.clients if c.stop_step is not None), default=0)

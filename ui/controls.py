@@ -61,19 +61,31 @@ class Knob:
             if text not in [str(o) for o in self.options]:
                 raise ValueError(f"must be one of: {', '.join(str(o) for o in self.options)}")
             return next(o for o in self.options if str(o) == text)
-        if self.kind == "multi":
+        if self.kind == "multi":  # "" is an empty selection (what to_url writes for one)
             items = [t for t in text.split(",") if t]
             bad = [t for t in items if t not in [str(o) for o in self.options]]
-            if bad or not items:
+            if bad:
                 raise ValueError(f"must be a comma-separated list of: {', '.join(str(o) for o in self.options)}")
             return [o for o in self.options if str(o) in items]
         raise ValueError(f"unknown knob kind {self.kind!r}")
 
+    @property
+    def bounds(self) -> tuple[float | None, float | None]:
+        """(min, max) of the widget: the knob's range, widened to take in a default outside it (an uploaded
+        scenario's value, say, which the widget must be able to show)."""
+        lo, hi = self.min, self.max
+        if self.kind in ("int", "float"):
+            lo = None if lo is None else min(lo, self.default)
+            hi = None if hi is None else max(hi, self.default)
+        return lo, hi
+
     def _range(self) -> str:
-        return f"between {self.min:g} and {self.max:g}" if self.min is not None and self.max is not None else ""
+        lo, hi = self.bounds
+        return f"between {lo:g} and {hi:g}" if lo is not None and hi is not None else ""
 
     def _in_range(self, value: float) -> float:
-        if (self.min is not None and value < self.min) or (self.max is not None and value > self.max):
+        lo, hi = self.bounds
+        if (lo is not None and value < lo) or (hi is not None and value > hi):
             raise ValueError(f"must be {self._range()}")
         return value
 
@@ -84,8 +96,18 @@ class Knob:
             return "1" if value else "0"
         return str(value)
 
-    def display(self, option: Any) -> str:
-        return self.labels.get(option, str(option))
+    @property
+    def choices(self) -> tuple[Any, ...]:
+        """The options, with a default that is not among them added (an uploaded scenario's value)."""
+        if self.kind == "choice" and self.default not in self.options:
+            return (*self.options, self.default)
+        return self.options
+
+    def display(self, value: Any) -> str:
+        """An option's (or a multi knob's list of options') name for people."""
+        if isinstance(value, list | tuple):
+            return ", ".join(self.display(v) for v in value) or "none"
+        return self.labels.get(value, str(value))
 
 
 class KnobPanel:
@@ -117,21 +139,35 @@ class KnobPanel:
                 try:
                     value = knob.parse(raw)
                 except ValueError as e:
-                    warnings.append(f"The link's setting **{knob.key}={raw[-1] if raw else ''}** was ignored: "
-                                    f"{knob.label} {e}. Using the default, {knob.display(knob.default)}.")
+                    shown = (raw[-1] if raw else "")[:80].replace("`", "'")  # as code: the link's text, not Markdown
+                    warnings.append(f"The link's setting `{knob.key}={shown}` was ignored: {knob.label} {e}. "
+                                    f"Using the default, {knob.display(knob.default)}.")
             st.session_state[key] = value
         st.session_state[scope_key] = self.scope
         return warnings
 
     def render(self, container: Any = None) -> dict[str, Any]:
         """Draw the widgets (in ``container``, default the sidebar) and return {knob key: value}."""
-        warnings = self._init_state()
-        for w in warnings:
+        for w in self._url_warnings(self._init_state()):
             st.warning(w, icon=":material/warning:")
         box = container if container is not None else st.sidebar
         values = {knob.key: self._widget(box, knob) for knob in self.knobs}
         self._sync_url(values)
         return values
+
+    def _url_warnings(self, new: list[str]) -> list[str]:
+        """The warnings about the link's bad values: shown on every rerun (a sweep that completes reruns the page)
+        until the reader changes one of this panel's settings."""
+        key = f"{self.page}.__url_warnings"
+        state = tuple(st.session_state.get(self.state_key(k)) for k in self.knobs)
+        if new:
+            st.session_state[key] = (new, state)
+            return new
+        warnings, seen_with = st.session_state.get(key, ([], None))
+        if warnings and seen_with != state:
+            del st.session_state[key]
+            return []
+        return warnings
 
     def _widget(self, box: Any, knob: Knob) -> Any:
         key = self.state_key(knob)
@@ -139,17 +175,17 @@ class KnobPanel:
         if knob.widget == "toggle":
             return box.toggle(knob.label, **common)
         if knob.widget == "select":
-            return box.selectbox(knob.label, knob.options, format_func=knob.display, **common)
+            return box.selectbox(knob.label, knob.choices, format_func=knob.display, **common)
         if knob.widget == "segmented":
-            value = box.segmented_control(knob.label, knob.options, format_func=knob.display, **common)
+            value = box.segmented_control(knob.label, knob.choices, format_func=knob.display, **common)
             return knob.default if value is None else value
         if knob.widget == "multiselect":
             return box.multiselect(knob.label, knob.options, format_func=knob.display, **common)
+        lo, hi = knob.bounds
         if knob.widget == "number":
-            return box.number_input(knob.label, min_value=knob.min, max_value=knob.max, step=knob.step,
-                                    format=knob.fmt, **common)
-        return box.slider(knob.label, min_value=knob.min, max_value=knob.max, step=knob.step, format=knob.fmt,
-                          **common)
+            return box.number_input(knob.label, min_value=lo, max_value=hi, step=knob.step, format=knob.fmt,
+                                    **common)
+        return box.slider(knob.label, min_value=lo, max_value=hi, step=knob.step, format=knob.fmt, **common)
 
     def _sync_url(self, values: dict[str, Any]) -> None:
         for knob in self.knobs:

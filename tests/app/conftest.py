@@ -15,14 +15,17 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def open_page(page: str | None = None, query: dict[str, str] | None = None, timeout: float = 120,
-              settle: bool = True) -> AppTest:
-    """Run ``page`` (e.g. "pages/1_Queueing.py"; None = the home page) with ``query`` as URL parameters; then, with
-    ``settle``, until its sweeps are complete (what a reader sees a moment later)."""
+              settle: bool = True, session: dict[str, object] | None = None) -> AppTest:
+    """Run ``page`` (e.g. "pages/1_Queueing.py"; None = the home page) with ``query`` as URL parameters and
+    ``session`` in the session state (e.g. an uploaded scenario); then, with ``settle``, until its sweeps are
+    complete (what a reader sees a moment later)."""
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=timeout)
     if page:
         at.switch_page(page)
     for key, value in (query or {}).items():
         at.query_params[key] = value
+    for key, value in (session or {}).items():
+        at.session_state[key] = value
     at.run()
     return settle_sweeps(at) if settle else at
 

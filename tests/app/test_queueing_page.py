@@ -140,3 +140,45 @@ def test_requests_too_big_for_the_pool_are_reported_not_silently_dropped():
     assert "1 of 3 requests can never run" in " ".join(w.value for w in at.warning)
     assert "SJF (true lengths) gave the same average finish time as FCFS on this workload: 150 steps." in \
         notice_text(at)
+
+
+@pytest.mark.parametrize("raw", ["", "banana", "fcfs,banana"])
+def test_a_bad_or_empty_policy_list_in_the_url_never_crashes(raw):
+    # "" is what the page itself writes when every policy is deselected: the page asks for one, as after the click.
+    at = open_page(PAGE, {"policies": raw})
+    assert_clean(at)
+    if raw:
+        warnings = " ".join(w.value for w in at.warning)
+        assert f"policies={raw}" in warnings and "Using the default, FCFS, SJF (true lengths)" in warnings
+        assert at.multiselect(key="queueing.policies").value == ["FCFS", "SJF (true lengths)"]
+    else:
+        assert any("at least one policy" in w.value for w in at.warning)
+
+
+def test_a_bad_url_value_is_shown_as_text_not_markdown():
+    at = open_page(PAGE, {"unit": "[x](https://example.com)"})
+    assert_clean(at)
+    warning = next(w for w in at.warning if "unit=" in w.value)
+    assert "`unit=[x](https://example.com)`" in warning.value  # a code span: no link is drawn
+
+
+def test_an_uploaded_scenario_outside_the_sliders_ranges_runs_as_uploaded():
+    # A valid scenario with a 4-block pool (the slider starts at 8) and a 5 requests/step workload (it stops at 2):
+    # the sliders take the file's values in, instead of the page failing to draw them.
+    uploaded = {"name": "tiny pool", "config": {"num_blocks": 4, "block_size": 16, "max_num_seqs": 2},
+                "workload": {"num_requests": 20, "rate_per_step": 5.0, "prompt_median": 8, "prompt_sigma": 0.0,
+                             "output_median": 8, "output_sigma": 0.0}}
+    at = open_page(PAGE, settle=False, session={"queueing.uploaded": uploaded})  # what the upload box stores
+    assert_clean(at)
+    assert at.slider(key="queueing.engine.num_blocks").value == 4
+    assert at.slider(key="queueing.workload.rate").value == 5.0
+
+
+def test_a_bad_url_value_stays_warned_about_until_a_setting_changes():
+    # The sweep of predicted_lengths reruns the page when it completes: the warning must not vanish with it.
+    at = open_page(PAGE, {"preset": "predicted_lengths", "unit": "banana"}, settle=False)
+    assert any("`unit=banana`" in w.value for w in at.warning)
+    settle_sweeps(at)
+    assert any("`unit=banana`" in w.value for w in at.warning)
+    at.button_group(key="queueing.unit").set_value("ms").run()  # the reader sets it: the link no longer matters
+    assert not any("unit=banana" in w.value for w in at.warning)

@@ -8,7 +8,10 @@ tokens (the last generated token is never fed back).
 
 from __future__ import annotations
 
+import pytest
+
 from sim import RequestStatus
+from sim.engine import SimulationError
 from tests.sim.factories import config, event_kinds, event_reasons, rec, req, run, schedule
 
 
@@ -272,3 +275,10 @@ def test_every_request_ends_with_a_status_and_a_reason():
     assert [rec(t, x)["final_status"] for x in "ABC"] == ["FINISHED_LENGTH_CAPPED", "REJECTED", "FINISHED_ABORTED"]
     assert [rec(t, x)["finish_reason"] for x in "ABC"] == ["length", "exceeds_kv_pool", "client_disconnected"]
     assert all(RequestStatus(int(s)).is_finished for s in t.requests["status"])
+
+
+def test_an_idle_wait_past_max_steps_stops_at_once():
+    # b arrives at step 10**9: the engine is idle from step 2 and would record a billion idle steps (gigabytes)
+    # before the step guard saw them. It stops as soon as it knows.
+    with pytest.raises(SimulationError, match="idle until step 1,000,000,000, past max_steps=2,000,000"):
+        run(config(), req("a", 0, 4, 2), req("b", 10**9, 4, 2))

@@ -141,3 +141,11 @@ def test_invalid_specs_raise_value_error_naming_the_field(make, field):
     with pytest.raises(ValueError) as err:
         make()
     assert field in str(err.value)
+
+
+def test_a_late_start_costs_nothing_to_generate():
+    # The arrival clock starts at the first client's start_step (the thinning loop took ~10**9 / 64 batches).
+    reqs = generate(WorkloadSpec(num_requests=10, clients=(ClientSpec("A", start_step=10**9),), seed=1))
+    assert min(r.arrival_step for r in reqs) >= 10**9
+    early = generate(WorkloadSpec(num_requests=10, clients=(ClientSpec("A"), ClientSpec("B", start_step=50)), seed=1))
+    assert min(r.arrival_step for r in early) < 50  # one client from step 0: the clock starts there
