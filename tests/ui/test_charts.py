@@ -26,7 +26,7 @@ from ui import charts, theme
 from ui.charts import cancellation, preemption
 from ui.charts import fairness as fc
 from ui.charts.gantt import MAX_HEIGHT
-from ui.charts.layout import NO_FILL, downsample, label_colors, styled_layout, trusted_figure
+from ui.charts.layout import NO_FILL, downsample, envelope, label_colors, styled_layout, trusted_figure
 from ui.charts.segments import SEGMENT_COLUMNS, life_spans, request_segments
 from ui.theme import ChartStyle
 
@@ -685,3 +685,42 @@ def test_gantts_side_by_side_share_the_x_axis_they_are_given(busy):
     assert list(charts.gantt(fcfs, STYLE, x_max=longest).layout.xaxis.range) == [0, longest]
     ms = charts.gantt(fcfs, STYLE, x_unit="ms", x_max=123.5)
     assert list(ms.layout.xaxis.range) == [0, 123.5]
+
+
+def test_per_step_series_in_ms_hold_each_step_over_its_own_span():
+    # A step's value is drawn from the start of that step (the "hv" shape holds it to the next start), as in the
+    # Gantt chart: toy_pool's step 145 (the second preemption, 22 blocks in use) sits over 838.04..843.80 ms.
+    trace = run("toy_pool")
+    starts = trace.start_ms(np.arange(trace.num_steps))
+    kv = charts.kv_occupancy(trace, STYLE, x_unit="ms")
+    np.testing.assert_allclose(kv.data[0].x, starts)
+    i = int(np.searchsorted(kv.data[0].x, 840.0, side="right")) - 1  # a moment inside step 145
+    assert i == 145 and np.sum([t.y[i] for t in kv.data]) == trace.steps["used_blocks"][145] == 22
+    queue = charts.queue_and_batch({"FCFS": trace}, STYLE, x_unit="ms")
+    assert queue.data[0].x[0] == 0.0  # step 0 is drawn from time 0
+    victims = preemption.kv_over_time(trace, STYLE, x_unit="ms", parts=[("all", -1, trace.steps["used_blocks"])])
+    np.testing.assert_allclose(victims.data[0].x, starts)
+
+
+def test_envelope_keeps_both_extremes_and_every_stretch():
+    # A signed curve (who is ahead) with gaps: each bucket keeps its lowest and highest value in time order, and a
+    # bucket is empty only when all of it is (a max per bucket lost the negative side and most short stretches).
+    y = np.sin(np.arange(6000) / 37.0) * 100
+    y[::50] = np.nan  # a 1-step gap every 50 steps
+    y[3000] = -500.0  # a narrow dip
+    x, shown = envelope(np.arange(6000), y, max_points=1500)
+    assert len(shown) <= 1500
+    assert np.nanmin(shown) == -500.0 and np.nanmax(shown) == np.nanmax(y)
+    assert np.all(np.diff(x) >= 0)  # still in time order
+    all_gap = np.full(6000, np.nan)
+    assert np.isnan(envelope(np.arange(6000), all_gap)[1]).all()
+
+
+def test_service_gap_chart_keeps_the_negative_side_of_a_long_run():
+    traces = variants("prefill_vs_decode")
+    fcfs = traces["FCFS"]
+    assert fcfs.num_steps > 1500  # long enough to be bucketed
+    diff = metrics.service_difference(fcfs, 0, 1)
+    fig = fc.service_gap_chart({"FCFS": fcfs}, STYLE)
+    line = next(t for t in fig.data if t.name.startswith("FCFS"))
+    assert np.nanmin(np.asarray(line.y, dtype=float)) == np.nanmin(diff)  # -266, drawn as -250 before

@@ -175,7 +175,7 @@ def _kv_panel(trace: Trace, x_unit: str, pool_mb: float) -> dict[str, Any]:
 
 def _point(trace: Trace, x: np.ndarray, total_mb: np.ndarray, step: int, x_unit: str) -> tuple[float, float]:
     """(x, y) on top of the plotted stack at ``step`` (the bucket holding it, when downsampled)."""
-    at = float(step if x_unit == "steps" else trace.end_ms(step))
+    at = float(step if x_unit == "steps" else trace.start_ms(step))
     i = min(max(int(np.searchsorted(x, at, side="right")) - 1, 0), len(x) - 1)
     return at, float(total_mb[i])
 

@@ -22,6 +22,7 @@ from sim.trace import Trace
 from ui import theme
 from ui.charts.layout import (
     downsample,
+    envelope,
     fmt_num,
     hline,
     label_dash,
@@ -375,8 +376,9 @@ def service_gap_chart(traces: Mapping[str, Trace], style: ChartStyle, *, a: int 
             diff = gap["difference"]
         x, _ = step_axis(trace, x_unit)
         keep = np.isfinite(diff)
-        xs = np.where(keep, x, np.nan)  # NaN breaks the line between stretches
-        xs, ys = downsample(xs, np.where(keep, diff, np.nan), how="max")
+        # Both signs matter (who is ahead): a long run keeps each bucket's lowest and highest value. A NaN breaks
+        # the line between stretches in which both clients waited.
+        xs, ys = envelope(x, np.where(keep, diff, np.nan))
         what = f"largest gap {fmt_num(gap['gap'], 0)}" if keep.any() else "never both waiting"
         lines.append({
             "type": "scatter", "x": xs, "y": ys, "mode": "lines", "name": f"{label} ({what})",

@@ -21,7 +21,7 @@ import plotly.graph_objects as go
 from sim.trace import Trace
 from ui import theme
 from ui.charts.gantt import arrival_order, gantt
-from ui.charts.layout import NO_FILL, downsample, styled_layout, time_title, trusted_figure
+from ui.charts.layout import NO_FILL, downsample, step_axis, styled_layout, time_title, trusted_figure
 from ui.charts.timeseries import KV_UNITS, kv_occupancy_parts, pool_line
 from ui.theme import ChartStyle
 
@@ -281,7 +281,7 @@ def _kv_by_request(trace: Trace, style: ChartStyle, parts: Sequence[tuple[str, i
         raise ValueError(f"unit: must be one of {', '.join(KV_UNITS)}, got {unit!r}")
     y_title, per_block = KV_UNITS[unit]
     scale = per_block(trace)
-    x = np.arange(trace.num_steps) if x_unit == "steps" else trace.steps["time_ms"]
+    x, _ = step_axis(trace, x_unit)
     # A request keeps its block-map colour while there are few enough requests for one colour each; beyond that
     # the colours go by rank, so no two stacked requests share one.
     by_row = trace.num_requests <= len(REQUEST_COLORS)
@@ -314,7 +314,7 @@ def _cpu_swap_line(trace: Trace, style: ChartStyle, x_unit: str, unit: str) -> l
     if not cpu.any():
         return []
     scale = KV_UNITS[unit][1](trace)
-    x = np.arange(trace.num_steps) if x_unit == "steps" else trace.steps["time_ms"]
+    x, _ = step_axis(trace, x_unit)
     x, y = downsample(x, cpu, how="max")
     return [{
         "type": "scatter", "x": x, "y": y * scale, "mode": "lines",
