@@ -15,3 +15,10 @@ def join_and(items: Sequence[str]) -> str:
     """'x', 'x and y', 'x, y and z' ('' for none)."""
     items = list(items)
     return " and ".join([", ".join(items[:-1]), items[-1]]) if len(items) > 1 else "".join(items)
+
+
+def pct_change(before: float, after: float) -> str:
+    """The relative change from ``before`` to ``after``, signed: "+12%", "-55%", and one decimal under 1% so a
+    small change never reads as "-0%" ("-0.4%")."""
+    change = (after - before) / before * 100
+    return f"{change:+.1f}%" if abs(change) < 1 else f"{change:+.0f}%"

@@ -22,8 +22,10 @@ def runs_of(key: str, **config) -> list[lesson.Run]:
 def test_article_notices_give_the_article_numbers():
     text = " ".join(lesson.notices(runs_of("article_hol")))
     assert "cut the average finish time from 1,100 to 500 steps (-55%)" in text
-    # The long request goes last under SJF and finishes at the end of step 1,199 either way.
-    assert "The slowest request (long) still finishes after 1,200 steps" in text
+    # Under SJF the long request goes last: 1,200 steps instead of its 1,000 under FCFS. The run still ends
+    # after 1,200 steps (short2 under FCFS, long under SJF): SJF only reorders who waits.
+    assert ("long now finishes last, after 1,200 steps against 1,000 under FCFS; the last request finishes after "
+            "1,200 steps either way") in text
     assert "short2 waited 1,100 engine steps in the queue, mostly behind long" in text
 
 
@@ -118,3 +120,25 @@ def test_sigma_notice_says_how_far_predicted_sjf_slides_toward_fcfs():
     assert "within 1% of each other" in lesson.sigma_notice({**sweep, "fcfs": 680.0})[0]
     assert lesson.sigma_notice(None) == [] and lesson.sigma_notice({**sweep, "fcfs": None}) == []
     assert lesson.sigma_notice({**sweep, "fcfs": 500.0}) == []  # FCFS ahead of SJF: nothing slides toward it
+
+
+def test_two_long_answers_among_sixteen_slots_are_not_head_of_line_blockers():
+    # busy_server under FCFS: r299 waits 2,534 steps while 227 others run; r94 and r149 each hold a slot for more
+    # than half of that time, but 14 of the 16 slots keep turning over: an overloaded queue, not a blocked one.
+    lw = lesson.longest_wait(runs_of("busy_server")[0].trace)
+    assert (lw.waiter, lw.wait_steps, lw.num_ran) == ("r299", 2534, 227)
+    assert lw.blockers == []
+
+
+def test_the_guard_sentence_says_so_when_the_long_request_never_waited():
+    # With 14 slots the starvation preset's long request starts the step it arrives: nothing to promote (the
+    # sentence used to say it "waited 0 steps ... (promoted after 200 steps)").
+    p = presets.get("starvation")
+    base = p.scenario.with_config(max_num_seqs=14)
+    runs = []
+    for label, sc in lesson.variants(p, base, [label for label, _ in p.variants]):
+        trace = simulate(sc.config, sc.requests)
+        runs.append(lesson.Run(label, sc, trace, metrics.summary(trace)))
+    text = " ".join(lesson.notices(runs))
+    assert "The longest request (long) waited 0 steps under SJF, no guard, less than the guard's 200-step" in text
+    assert "promoted after" not in text

@@ -1,6 +1,6 @@
 """Sentence helpers of the lessons."""
 
-from ui.wording import count, join_and
+from ui.wording import count, join_and, pct_change
 
 
 def test_count_puts_the_noun_in_the_right_number():
@@ -14,3 +14,9 @@ def test_join_and_lists_in_prose():
     assert join_and([]) == "" and join_and(["A"]) == "A"
     assert join_and(["A", "C"]) == "A and C"
     assert join_and(("A", "C", "D")) == "A, C and D"
+
+
+def test_pct_change_never_reads_minus_zero():
+    assert pct_change(1100, 500) == "-55%"
+    assert pct_change(100, 130) == "+30%"
+    assert pct_change(243, 242) == "-0.4%"  # not "-0%", which reads as no change presented as one

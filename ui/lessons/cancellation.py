@@ -24,7 +24,7 @@ from sim.workload import ABANDON_POINTS, WorkloadSpec
 
 from ..controls import Knob
 from ..lesson import Run
-from ..wording import count
+from ..wording import count, pct_change
 
 LESSON = "cancellation"
 QUESTION = (
@@ -346,7 +346,7 @@ def _goodput_sentence(runs: list[Run]) -> list[str]:
     if good[best] <= 0 or (good[best] - good[worst]) / good[best] < 0.01:
         return []
     return [f"Goodput (tokens somebody read, per second of the run): {good[best]:,.0f} tokens/s with {best}, "
-            f"{good[worst]:,.0f} with {worst} ({(good[worst] - good[best]) / good[best]:+.0%})."]
+            f"{good[worst]:,.0f} with {worst} ({pct_change(good[best], good[worst])})."]
 
 
 def stayed_under_every_server(runs: list[Run]) -> np.ndarray | None:

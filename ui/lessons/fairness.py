@@ -27,7 +27,7 @@ from sim.workload import ClientSpec, WorkloadSpec, client_rates
 
 from ..controls import Knob
 from ..lesson import Run as LessonRun
-from ..wording import count, join_and
+from ..wording import count, join_and, pct_change
 
 LESSON = "fairness"
 QUESTION = (
@@ -536,7 +536,7 @@ def _ms(value: float) -> str:
 
 
 def _pct_change(a: float, b: float) -> str:
-    return f"{(b - a) / a:+.0%}" if np.isfinite(a) and np.isfinite(b) and a > 0 else ""
+    return pct_change(a, b) if np.isfinite(a) and np.isfinite(b) and a > 0 else ""
 
 
 def notices(runs: Sequence[Run], limit_sweep_: dict | None = None, weight_sweep_: dict | None = None) -> list[str]:

@@ -31,7 +31,7 @@ from sim.trace import Trace
 from ..controls import Knob
 from ..knobs import engine_knobs as shared_engine_knobs
 from ..lesson import Run as LessonRun
-from ..wording import count, join_and
+from ..wording import count, join_and, pct_change
 
 LESSON = "preemption"
 QUESTION = (
@@ -554,9 +554,15 @@ def sweep_notices(sweep: Sweep, pool: float, seqs: int) -> list[str]:
     if col[i] > 0 and fewer:
         k = fewer[-1]
         a, b = sweep.finish_ms[i, j], sweep.finish_ms[k, j]
-        out.append(f"At {fmt_gib(sweep.pools_gib[j])}, lowering max_num_seqs from {sweep.seqs[i]} to "
-                   f"{sweep.seqs[k]} stops preemption ({int(col[i]):,} to 0) and moves the mean finish time from "
-                   f"{a / 1e3:,.2f} s to {b / 1e3:,.2f} s ({(b - a) / a:+.0%}): fewer slots, more queueing.")
+        start = (f"At {fmt_gib(sweep.pools_gib[j])}, lowering max_num_seqs from {sweep.seqs[i]} to "
+                 f"{sweep.seqs[k]} stops preemption ({int(col[i]):,} to 0)")
+        if abs(b - a) < 0.01 * a:  # within 1%: the slots given up cost (or save) nothing to speak of
+            out.append(f"{start} and leaves the mean finish time at {a / 1e3:,.2f} s (within 1%): the slots it "
+                       f"gives up were not what the run was waiting for.")
+        else:
+            why = "fewer slots, more queueing" if b > a else "no time lost to evictions and re-prefills"
+            out.append(f"{start} and moves the mean finish time from {a / 1e3:,.2f} s to {b / 1e3:,.2f} s "
+                       f"({pct_change(a, b)}): {why}.")
     elif col[i] > 0:
         out.append(f"At {fmt_gib(sweep.pools_gib[j])} every max_num_seqs on the grid preempts.")
     finite = np.where(np.isfinite(sweep.finish_ms), sweep.finish_ms, np.inf)

@@ -15,7 +15,7 @@ from sim.trace import Trace
 
 from ..controls import Knob
 from ..lesson import Run
-from ..wording import join_and
+from ..wording import join_and, pct_change
 
 LESSON = "queueing"
 QUESTION = (
@@ -77,10 +77,11 @@ class LongestWait(NamedTuple):
 
 
 def longest_wait(trace: Trace) -> LongestWait | None:
-    """The longest-waiting request and what held the batch meanwhile (None when nobody waited). A head-of-line
-    blocker is a request that held a slot for more than half of the wait: one long answer in the only slot (the
-    article's example), or the few long answers that pin most slots. Under SJF a long request instead waits behind
-    a stream of short ones, none for long: ``blockers`` is then empty."""
+    """The longest-waiting request and what held the batch meanwhile (None when nobody waited). Head-of-line
+    blockers are requests that each held a slot for more than half of the wait and together pin most of the
+    batch slots: one long answer in the only slot (the article's example), or the few long answers that fill
+    most slots. Otherwise ``blockers`` is empty: under SJF a long request waits behind a stream of short ones,
+    and on a busy server two long answers among 16 slots are not what keeps the queue waiting."""
     r = trace.requests
     started = r["first_scheduled_step"] >= 0
     wait = np.where(started, r["first_scheduled_step"] - r["arrival_step"], -1)
@@ -95,6 +96,8 @@ def longest_wait(trace: Trace) -> LongestWait | None:
     counts = np.bincount(rows[during], minlength=trace.num_requests)  # [requests] steps run during the wait
     order = np.argsort(-counts, kind="stable")
     blockers = [(trace.request_ids[i], int(counts[i])) for i in order.tolist() if 2 * counts[i] > b - a]
+    if 2 * len(blockers) <= trace.config.max_num_seqs:  # they leave most slots to others
+        blockers = []
     return LongestWait(trace.request_ids[w], b - a, blockers, int(np.count_nonzero(counts)),
                        float(counts[order[0]]) / (b - a))
 
@@ -132,18 +135,9 @@ def notices(runs: list[Run], unit: str = "steps") -> list[str]:
         elif np.isfinite(a) and np.isfinite(b) and a > 0:
             change = "cut" if b < a else "raised"
             out.append(f"{run.label} {change} the average finish time from {a:,.0f} to {b:,.0f} {unit} "
-                       f"({(b - a) / a:+.0%}) compared with {first.label}.")
-        worst_a, worst_b = first.summary[key]["max"], run.summary[key]["max"]
-        better = means[run.label] < means[first.label]
-        if not (np.isfinite(worst_a) and np.isfinite(worst_b) and better):
-            continue
-        slowest = _slowest(run.trace)
-        if worst_b > worst_a:
-            out.append(f"The price of {run.label}'s better average: its slowest request ({slowest}) finishes after "
-                       f"{worst_b:,.0f} {unit}, against {worst_a:,.0f} under {first.label}.")
-        elif worst_b == worst_a:
-            out.append(f"The slowest request ({slowest}) still finishes after {worst_b:,.0f} {unit} under "
-                       f"{run.label}: it only stops making the others wait.")
+                       f"({pct_change(a, b)}) compared with {first.label}.")
+        if means[run.label] < means[first.label]:
+            out.extend(_price_sentence(first, run, unit))
     lw = longest_wait(first.trace)
     if lw:
         out.append(_wait_sentence(first.label, lw))
@@ -164,15 +158,35 @@ def _starvation_notice(runs: list[Run]) -> list[str]:
     r = p.trace.requests
     longest = int(np.argmax(r["target_len"]))
     wait = lambda run: int(run.trace.requests["first_scheduled_step"][longest] - r["arrival_step"][longest])  # noqa: E731
-    return [f"The longest request ({p.trace.request_ids[longest]}) waited {wait(p):,} steps under {p.label} and "
-            f"{wait(g):,} under {g.label} (promoted after {g.scenario.config.starvation_threshold_steps:,} steps); "
-            f"everyone's average finish went from {p.summary['finish_steps']['mean']:,.0f} to "
-            f"{g.summary['finish_steps']['mean']:,.0f} steps."]
+    threshold = g.scenario.config.starvation_threshold_steps
+    name = p.trace.request_ids[longest]
+    before, after = p.summary["finish_steps"]["mean"], g.summary["finish_steps"]["mean"]
+    if wait(p) < threshold:  # it never waited long enough to starve, or to be promoted
+        return [f"The longest request ({name}) waited {wait(p):,} steps under {p.label}, less than the guard's "
+                f"{threshold:,}-step threshold: nothing starves on this workload, so the guard has nothing to "
+                f"do for it."]
+    return [f"The longest request ({name}) waited {wait(p):,} steps under {p.label} and {wait(g):,} under "
+            f"{g.label} (promoted after {threshold:,} steps); everyone's average finish went from {before:,.0f} "
+            f"to {after:,.0f} steps."]
 
 
-def _slowest(trace: Trace) -> str:
-    lat = metrics.request_latencies(trace)["finish_steps"]
-    return trace.request_ids[int(np.nanargmax(lat))] if np.isfinite(lat).any() else "?"
+def _price_sentence(first: Run, run: Run, unit: str) -> list[str]:
+    """Who pays for ``run``'s better average: its slowest request, against that same request under ``first``
+    (the same workload, so the same rows); and whether the last request still finishes when it did."""
+    key = f"finish_{unit}"
+    mine = metrics.request_latencies(run.trace)[key]
+    theirs = metrics.request_latencies(first.trace)[key]
+    if not np.isfinite(mine).any():
+        return []
+    row = int(np.nanargmax(mine))
+    name, now, before = run.trace.request_ids[row], mine[row], theirs[row]
+    last_a, last_b = first.summary[key]["max"], run.summary[key]["max"]
+    same_end = f"{last_a:,.0f}" == f"{last_b:,.0f}"
+    reorder = f"the last request finishes after {last_b:,.0f} {unit} either way: {run.label} only reorders who waits"
+    if np.isfinite(before) and f"{now:,.0f}" != f"{before:,.0f}" and now > before:
+        return [f"The price of {run.label}'s better average: {name} now finishes last, after {now:,.0f} {unit} "
+                f"against {before:,.0f} under {first.label}" + (f"; {reorder}." if same_end else ".")]
+    return [f"Under {run.label} {reorder[0].lower()}{reorder[1:]}."] if same_end else []
 
 
 def _priority_notice(runs: list[Run]) -> list[str]:
