@@ -62,11 +62,15 @@ class Knob:
                 raise ValueError(f"must be one of: {', '.join(str(o) for o in self.options)}")
             return next(o for o in self.options if str(o) == text)
         if self.kind == "multi":  # "" is an empty selection (what to_url writes for one)
-            items = [t for t in text.split(",") if t]
-            bad = [t for t in items if t not in [str(o) for o in self.options]]
-            if bad:
-                raise ValueError(f"must be a comma-separated list of: {', '.join(str(o) for o in self.options)}")
-            return [o for o in self.options if str(o) in items]
+            names = {str(o): o for o in self.options}
+            pieces, chosen, i = (text.split(",") if text else []), [], 0
+            while i < len(pieces):  # an option's own name may hold a comma: take the longest name that fits
+                j = next((j for j in range(len(pieces), i, -1) if ",".join(pieces[i:j]) in names), None)
+                if j is None:
+                    raise ValueError(f"must be a comma-separated list of: {', '.join(names)}")
+                chosen.append(names[",".join(pieces[i:j])])
+                i = j
+            return [o for o in self.options if o in chosen]
         raise ValueError(f"unknown knob kind {self.kind!r}")
 
     @property

@@ -182,3 +182,11 @@ def test_a_bad_url_value_stays_warned_about_until_a_setting_changes():
     assert any("`unit=banana`" in w.value for w in at.warning)
     at.button_group(key="queueing.unit").set_value("ms").run()  # the reader sets it: the link no longer matters
     assert not any("unit=banana" in w.value for w in at.warning)
+
+
+def test_a_policy_whose_name_holds_a_comma_survives_the_link():
+    # The starvation preset's "SJF, no guard": the link the page writes after FCFS is deselected must reopen.
+    at = open_page(PAGE, {"preset": "starvation", "policies": "SJF, no guard,SJF + guard"})
+    assert_clean(at)
+    assert not any("policies=" in w.value for w in at.warning)
+    assert at.multiselect(key="queueing.policies").value == ["SJF, no guard", "SJF + guard"]
