@@ -5,7 +5,7 @@ rerun by key, URL values apply, and the rerun after a slider change is timed (pr
 import pytest
 
 from sim import presets
-from tests.app.conftest import assert_clean, metric_values, open_page
+from tests.app.conftest import assert_clean, clean_notices, metric_values, notice_text, open_page
 
 PAGE = "pages/3_Cancellation.py"
 
@@ -148,3 +148,25 @@ def test_slider_changes_rerun_cleanly(preset, key, values):
         assert_clean(at)
         seen.append([m.value for m in at.metric])
     assert len({tuple(v) for v in seen}) > 1  # the numbers followed the slider
+
+
+def test_sentences_credit_the_abort_and_the_late_server_honestly():
+    # Every leaver aborted at once: nothing was wasted *because* of the aborts (not "nothing to waste").
+    text = clean_notices(PAGE, {"preset": "impatient_users", "servers": "abort at once"})
+    assert "abort at once aborted 64 requests the moment their users left" in text
+    # 20-token answers end before a 370-step-late server notices anyone: it never aborts.
+    text = clean_notices(PAGE, {"preset": "impatient_users", "output_median": "20", "delay": "370"})
+    assert "never got to abort: 64 abandoned requests finished for nobody within the 370 steps" in text
+    assert "until it noticed" not in text
+    # The default: 22 of 25 aborted when noticed, 3 finished first.
+    assert "it aborted 22 when it noticed; the other 3 requests finished for nobody" in clean_notices(
+        PAGE, {"preset": "impatient_users"})
+
+
+def test_nobody_is_said_to_start_sooner_who_then_gave_up():
+    # With a 300-step timeout the article's 'waiting' user times out under both servers: starting sooner under
+    # the abort helped nobody, so no card or sentence claims it.
+    at = open_page(PAGE, {"timeout": "300"})
+    assert_clean(at)
+    assert not any("starts sooner" in label for label in metric_values(at))
+    assert "steps earlier" not in notice_text(at)

@@ -24,7 +24,7 @@ from sim.workload import ABANDON_POINTS, WorkloadSpec
 
 from ..controls import Knob
 from ..lesson import Run
-from ..wording import count, pct_change
+from ..wording import count, join_and, pct_change
 
 LESSON = "cancellation"
 QUESTION = (
@@ -226,7 +226,9 @@ def abandon_story(runs: list[Run]) -> Story | None:
 def _most_delayed(aborting: Trace, keeping: Trace, exclude: int) -> int | None:
     """The request (other than ``exclude``) that started latest without an abort, relative to with one."""
     a, k = aborting.requests["first_scheduled_step"], keeping.requests["first_scheduled_step"]
-    moved = np.where((a != NO_STEP) & (k != NO_STEP), k - a, -1)
+    # Only users who stayed to the end under both servers: starting sooner helps nobody who then gives up.
+    stayed = (aborting.requests["disconnect_step"] == NO_STEP) & (keeping.requests["disconnect_step"] == NO_STEP)
+    moved = np.where((a != NO_STEP) & (k != NO_STEP) & stayed, k - a, -1)
     moved[exclude] = -1
     if not len(moved) or moved.max() <= 0:
         return None
@@ -321,7 +323,13 @@ def _story_sentences(s: Story) -> list[str]:
 
 def _waste_sentences(runs: list[Run]) -> list[str]:
     if not any(r.summary["wasted_tokens"] for r in runs):
-        return [f"No server generated a token nobody read: {runs[0].label} had nothing to waste here."]
+        aborted = [(r.label, r.summary["num_aborted"]) for r in runs if r.summary["num_aborted"]]
+        if aborted:  # the aborts are why nothing was wasted
+            which = join_and([f"{label} aborted {count(n, 'request')}" for label, n in aborted])
+            whose = "its user" if sum(n for _, n in aborted) == 1 else "their users"
+            return [f"No server generated a token nobody read: {which} the moment {whose} left."]
+        return ["No server generated a token nobody read: no user left before their answer was done, and no "
+                "answer ran past its end."]
     out, clean = [], []
     for run in runs:
         s = run.summary
@@ -424,9 +432,19 @@ def _late_sentences(runs: list[Run]) -> list[str]:
         left = (r["disconnect_step"] != NO_STEP) & (r["num_wasted_tokens"] > 0)
         if not left.any():
             continue
-        out.append(f"A server that {run.label} kept {int(left.sum()):,} abandoned requests running until it "
-                   f"noticed: {int(r['num_wasted_tokens'][left].sum()):,} tokens for nobody, at most "
-                   f"{cfg.disconnect_detect_delay_steps:,} each.")
+        noticed = left & (r["status"] == RequestStatus.FINISHED_ABORTED)
+        done_first = left & ~noticed  # the answer ended before the server noticed its user was gone
+        delay, wasted = cfg.disconnect_detect_delay_steps, int(r["num_wasted_tokens"][left].sum())
+        if not noticed.any():
+            gone = count(int(done_first.sum()), "abandoned request")
+            out.append(f"A server that {run.label} never got to abort: {gone} finished for nobody within the "
+                       f"{delay:,} steps before it would have noticed ({wasted:,} tokens nobody read).")
+            continue
+        rest = (f"; the other {count(int(done_first.sum()), 'request')} finished for nobody before it noticed"
+                if done_first.any() else "")
+        out.append(f"A server that {run.label} kept {count(int(left.sum()), 'abandoned request')} running after "
+                   f"their users left: it aborted {int(noticed.sum()):,} when it noticed{rest}; "
+                   f"{wasted:,} tokens for nobody, at most {delay:,} each.")
     return out
 
 
