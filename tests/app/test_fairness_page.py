@@ -294,3 +294,19 @@ def test_an_output_weight_sweep_that_moves_nothing_says_so():
     # The preset itself: the decode-heavy client B waits longer as output tokens get dearer.
     text = clean_notices(PAGE, {"preset": "prefill_vs_decode"})
     assert "moves the waiting between clients" in text and "counts as served sooner and waits longer" in text
+
+
+def test_throughput_and_queueing_sentences_name_the_real_cause():
+    # 7 slots, long answers: the rate limit costs no throughput because the slots are full even under FCFS (it
+    # said "the KV pool or the load"); the pool is 38% full on average.
+    text = clean_notices(PAGE, {"max_num_seqs": "7", "output_median": "860"})
+    assert "what holds the server back is the batch slots (6.9 of 7 slots busy on average even under FCFS)" in text
+    # 20-token answers: nobody queues, so B's requests do not "queue behind A's"; and the KV pool sits mostly
+    # empty while the limit idles slots, so "room to spare" comes with its number.
+    text = clean_notices(PAGE, {"output_median": "20"})
+    assert "none of them queues here" in text and "queues behind" not in text
+    assert "while the GPU had room to spare (the KV pool" in text
+    assert "FCFS 1.00, Rate limit 1.00, VTC 1.00." in text and "scores well only because" not in text
+    # A limit that rejects 233 of 300 even where throughput recovers does not "barely hold anyone back".
+    text = clean_notices(PAGE, {"preset": "rate_limits", "output_median": "1320"})
+    assert "and even there it rejects 233 of 300 requests" in text and "no longer protects" not in text

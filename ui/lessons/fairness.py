@@ -573,9 +573,12 @@ def _light_client_notice(runs: Sequence[Run]) -> list[str]:
         theirs, behind = f"{heavy}'s", f"the {heavy} requests that arrived before it"
     else:
         theirs, behind = "the other clients'", "whatever arrived before it"
+    queued = base.clients[c]["mean_queue_ms"]
+    why = (f"each one queues behind {behind}" if np.isfinite(queued) and queued >= 1.0 else
+           "none of them queues here, so this is simply how long such answers take")
     out = [f"Under {base.label}, {name} sends only {share:.0%} of the requests, yet they took {_ms(a)} on average "
            f"(p99 {_ms(base.clients[c]['p99_finish_ms'])}), as long as {theirs} ({_ms(float(np.mean(others)))}): "
-           f"each one queues behind {behind}."]
+           f"{why}."]
     for run in runs:
         if run is base or c >= len(run.clients):
             continue
@@ -613,14 +616,15 @@ def _throughput_notice(runs: Sequence[Run]) -> list[str]:
                            f"nobody sends faster than allowed, and it changes nothing ({t:,.0f} tokens/s, "
                            f"{t / t0:.0%} of {base.label}'s).")
             elif t < 0.95 * t0:
+                kv = run.summary["mean_kv_occupancy"]
+                spare = (f" while the GPU had room to spare (the KV pool {kv:.0%} full on average)" if kv < 0.8
+                         else "")
                 out.append(f"{head} and kept only {run.stats['mean_batch']:.1f} of {count(seqs, 'batch slot')} busy "
                            f"on average: throughput fell from {t0:,.0f} to {t:,.0f} tokens/s ({t / t0:.0%} of "
-                           f"{base.label}'s) while the GPU had room to spare.")
+                           f"{base.label}'s){spare}.")
             else:
-                busy = f"{base.stats['mean_batch']:.1f} of {count(seqs, 'slot')} busy"
                 out.append(f"{head}, yet throughput stayed at {t:,.0f} tokens/s ({t / t0:.0%} of {base.label}'s): "
-                           f"something else (here {busy} even under {base.label}, so the KV pool or the load) holds "
-                           f"the server back, not the limit.")
+                           f"what holds the server back is {_bottleneck(base)}, not the limit.")
         elif run.config.policy in _VTC_LIKE and any(r.is_limited for r in runs):
             line = (f"{run.label} kept {t:,.0f} tokens/s ({t / t0:.0%} of {base.label}'s {t0:,.0f}) and rejected "
                     f"nothing")
@@ -634,6 +638,17 @@ def _throughput_notice(runs: Sequence[Run]) -> list[str]:
                     line += "; it never left a batch slot empty while a request waited"
             out.append(line + ".")
     return out
+
+
+def _bottleneck(run: Run) -> str:
+    """What limits ``run``'s throughput, for a sentence: its batch slots, its KV pool, or the load."""
+    seqs, busy, kv = run.config.max_num_seqs, run.stats["mean_batch"], run.summary["mean_kv_occupancy"]
+    if busy >= 0.9 * seqs:
+        return f"the batch slots ({busy:.1f} of {count(seqs, 'slot')} busy on average even under {run.label})"
+    if kv >= 0.8:
+        return f"the KV pool ({kv:.0%} full on average even under {run.label})"
+    return (f"the load (under {run.label} itself only {busy:.1f} of {count(seqs, 'slot')} were busy and the KV pool "
+            f"{kv:.0%} full on average)")
 
 
 def _lift_notice(runs: Sequence[Run]) -> list[str]:
@@ -719,8 +734,11 @@ def _fair_index_notice(runs: Sequence[Run]) -> list[str]:
     if len(values) < 2:
         return []
     text = ", ".join(f"{label} {v:.2f}" for label, v in values)
+    base = _fcfs_baseline(runs)
+    floor = base.stats["fair_index"] if base is not None and np.isfinite(base.stats["fair_index"]) else 1.0
     limited = [r.label for r in runs if r.is_limited and np.isfinite(r.stats["fair_index"])
-               and r.stats["fair_index"] > 0.95]
+               and r.stats["fair_index"] > 0.95 and r.stats["fair_index"] > floor + 0.02
+               and r.summary["num_rejected"]]
     tail = (f" {limited[0]} scores well only because it turned the extra work away." if limited else "")
     return [f"Jain's index against each client's max-min fair share (1 = everyone got their share, "
             f"{FAIRNESS_WINDOW_STEPS}-step windows): {text}.{tail}"]
@@ -741,9 +759,14 @@ def _limit_sweep_notice(sweep: dict, runs: Sequence[Run]) -> list[str]:
     near = next((v for v, p in zip(x, pts, strict=True) if p["throughput"] >= 0.9 * t0), None)
     if near is not None:
         p = pts[x.index(near)]
-        out.append(f"Only from {near} requests per window does throughput get within 10% of {base.label}'s; by then "
-                   f"the limit barely holds anyone back ({p['num_rejected']:,} rejected), so it no longer protects "
-                   f"the light client either.")
+        total = base.summary["num_requests"]
+        if p["num_rejected"] <= 0.05 * total:
+            out.append(f"Only from {near} requests per window does throughput get within 10% of {base.label}'s; by "
+                       f"then the limit barely holds anyone back ({p['num_rejected']:,} of {total:,} rejected), so "
+                       f"it no longer protects the light client either.")
+        else:
+            out.append(f"Only from {near} requests per window does throughput get within 10% of {base.label}'s, "
+                       f"and even there it rejects {p['num_rejected']:,} of {total:,} requests.")
     else:
         out.append(f"No limit tried gets within 10% of {base.label}'s throughput: every one of them turns work away "
                    f"while slots sit empty.")
