@@ -148,9 +148,10 @@ def show_hits() -> None:
         return
     st.subheader("Re-prefill and the prefix cache")
     if not any(r.trace.config.enable_prefix_caching for r in runs):
-        st.caption(f"Prefix caching is off, so each of the {sum(len(lesson.readmissions(r.preempted)) for r in runs)} "
-                   "re-admissions prefilled all its tokens again. Turn it on in the sidebar to see how much a "
-                   "re-prefill finds in the cache.")
+        n = sum(len(lesson.readmissions(r.preempted)) for r in runs)
+        each = "the one re-admission" if n == 1 else f"each of the {n:,} re-admissions"
+        st.caption(f"Prefix caching is off, so {each} prefilled all its tokens again. Turn it on in the sidebar to "
+                   "see how much a re-prefill finds in the cache.")
         return
     st.caption("A recomputed request's freed blocks keep their contents until the pool hands them out again: with "
                "prefix caching on, the re-admission reuses the ones still cached (and any prefix shared with "

@@ -20,3 +20,13 @@ def test_pct_change_never_reads_minus_zero():
     assert pct_change(1100, 500) == "-55%"
     assert pct_change(100, 130) == "+30%"
     assert pct_change(243, 242) == "-0.4%"  # not "-0%", which reads as no change presented as one
+
+
+def test_pool_caption_counts_blocks_and_tokens_in_the_right_number():
+    from sim.config import EngineConfig
+    from ui.knobs import pool_caption
+
+    assert pool_caption(EngineConfig(num_blocks=1, block_size=1)).startswith(
+        "KV pool: **1 block = 0.125 MiB** (0.125 MiB per block of 1 token")
+    assert pool_caption(EngineConfig(num_blocks=999)).startswith("KV pool: **999 blocks = 1.95 GiB** (2 MiB per block "
+                                                                 "of 16 tokens")

@@ -401,9 +401,10 @@ def _waiting_sentences(runs: list[Run], unit: str) -> list[str]:
         if abs(b - a) < 0.5:
             continue
         more = "more" if b > a else "less"
+        gap = f"{abs(b - a):,.0f}"
         out.append(f"The waiting time others lose: {who} waited {b:,.0f} {unit}{'' if one else ' on average'} in "
-                   f"the queue under {run.label}, against {a:,.0f} under {first.label} ({abs(b - a):,.0f} {unit} "
-                   f"{more}{'' if one else ' each'}).")
+                   f"the queue under {run.label}, against {a:,.0f} under {first.label} ({gap} "
+                   f"{'step' if gap == '1' and unit == 'steps' else unit} {more}{'' if one else ' each'}).")
     return out
 
 

@@ -666,8 +666,8 @@ def _lift_notice(runs: Sequence[Run]) -> list[str]:
         others = [(ids[c], v) for c, v in enumerate(lift["others"]) if c != lift["client"]]
         target = join_and([name for name, v in others if abs(v - after) <= tol])
         idle = join_and([name for name, v in others if v < after - tol])
-        out.append(f"{vtc.label} lifted a returning client's counter {lift['count']:,} times. The largest: at step "
-                   f"{lift['step']:,} {who}'s counter went from {lift['before']:,.0f} to {after:,.0f}"
+        out.append(f"{vtc.label} lifted a returning client's counter {count(lift['count'], 'time')}. The largest: "
+                   f"at step {lift['step']:,} {who}'s counter went from {lift['before']:,.0f} to {after:,.0f}"
                    + (f", {target}'s, the lowest among the clients with requests waiting" if target else "")
                    + (f" ({idle}, lower, had none waiting)" if idle else "")
                    + f", so the credit {who} 'saved' while idle could not be spent at "

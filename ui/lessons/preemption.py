@@ -571,7 +571,7 @@ def sweep_notices(sweep: Sweep, pool: float, seqs: int) -> list[str]:
         pre = int(sweep.preemptions[bi, bj])
         out.append(f"The lowest mean finish time on the grid, {finite[bi, bj] / 1e3:,.2f} s, is at "
                    f"{fmt_gib(sweep.pools_gib[bj])} with {sweep.seqs[bi]} slots"
-                   + (f", with {pre:,} preemptions: a few evictions can cost less than queueing." if pre else
+                   + (f", with {count(pre, 'preemption')}: a few evictions can cost less than queueing." if pre else
                       ", without preemptions."))
     if sweep.rejected.any():
         k = int((sweep.rejected > 0).sum())
