@@ -114,7 +114,12 @@ def show_block_map() -> None:
 
 def show_cost() -> None:
     st.subheader("What bringing a victim back costs: recompute vs swap")
-    tokens, what = lesson.largest_victim_tokens(runs)
+    victim = lesson.largest_victim_tokens(runs)
+    if victim is None:
+        st.caption("No request could run on this engine (each was too big for the pool), so there is no victim to "
+                   "bring back.")
+        return
+    tokens, what = victim
     cost = lesson.preemption_cost(tokens, config)
     c = config.cost
     a, b, d, e = st.columns(4)

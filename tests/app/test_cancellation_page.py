@@ -170,3 +170,9 @@ def test_nobody_is_said_to_start_sooner_who_then_gave_up():
     assert_clean(at)
     assert not any("starts sooner" in label for label in metric_values(at))
     assert "steps earlier" not in notice_text(at)
+
+
+def test_a_one_block_abort_says_one_block():
+    at = open_page(PAGE, {"leave_after_tokens": "10", "answer_tokens": "2250"})
+    assert_clean(at)
+    assert any(c.value.startswith("10 tokens; 1 block = 2 MB allocated") for c in at.caption)

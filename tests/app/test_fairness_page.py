@@ -310,3 +310,14 @@ def test_throughput_and_queueing_sentences_name_the_real_cause():
     # A limit that rejects 233 of 300 even where throughput recovers does not "barely hold anyone back".
     text = clean_notices(PAGE, {"preset": "rate_limits", "output_median": "1320"})
     assert "and even there it rejects 233 of 300 requests" in text and "no longer protects" not in text
+
+
+def test_the_light_client_sentence_follows_the_run():
+    # B arrives (steps 302-472) long before A starts (step 1,681) and waits a fifth as long as A: neither "as long
+    # as A's" nor "queues behind the A requests" is true here.
+    text = clean_notices(PAGE, {"preset": "returning_idle", "output_median": "2000", "B_weight": "0.25",
+                                "A_start": "1680", "max_num_seqs": "69"})
+    assert "against A's 173,364 ms: they queued only behind each other" in text
+    assert "as long as A's" not in text and "queues behind the A requests" not in text
+    at = open_page(PAGE, {"preset": "weighted_vtc", "rate": "2.0"})
+    assert any("(1 request/step)" in c.value for c in at.caption)  # not "1 requests/step"

@@ -144,3 +144,16 @@ def test_a_pool_too_small_for_every_request_says_so():
     assert "5 of 5 requests can never run on this engine and were rejected on arrival" in at.warning[0].value
     captions = [c.value for c in at.caption if "tokens recomputed" in c.value]
     assert captions and all(c.startswith("no request finished · ") and "of 1 block" in c for c in captions)
+
+
+def test_the_cost_what_if_never_uses_a_request_that_could_not_run():
+    # 70B model on a 0.35 GiB pool: 'victim' (2,299 tokens) is rejected on arrival, so the what-if takes the
+    # longest request that ran; with a pool too small for anyone there is no victim at all.
+    at = open_page(PAGE, {"preset": "recompute_vs_swap", "block_size": "8", "pool_gib": "0.34765625",
+                          "model": "llama-3.1-70b", "policy": "fcfs"})
+    assert_clean(at)
+    assert any(c.value.startswith("For grower at its longest") for c in at.caption)
+    at = open_page(PAGE, {"pool_gib": "0.0009765625"})
+    assert_clean(at)
+    assert any("there is no victim to bring back" in c.value for c in at.caption)
+    assert "Recompute: GPU time" not in metric_values(at)

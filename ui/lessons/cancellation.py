@@ -242,10 +242,10 @@ def story_metrics(story: Story) -> list[tuple[str, str, str]]:
         ("Generated for nobody, no abort", f"{story.wasted_tokens:,} tokens",
          f"{story.wasted_gpu_ms:,.0f} ms of GPU time on tokens nobody reads"),
         ("Its KV at the end, no abort", f"{mb(story.end_kv_tokens, cfg):,.0f} MB",
-         f"{story.end_kv_tokens:,} tokens x {cfg.model.kv_bytes_per_token:,} B; {story.end_blocks:,} blocks = "
+         f"{story.end_kv_tokens:,} tokens x {cfg.model.kv_bytes_per_token:,} B; {count(story.end_blocks, 'block')} = "
          f"{story.end_blocks * cfg.block_bytes / MB:,.0f} MB allocated"),
         (f"Freed by the abort at step {story.abort_step:,}", f"{mb(story.freed_kv_tokens, cfg):,.0f} MB",
-         f"{story.freed_kv_tokens:,} tokens; {story.freed_blocks:,} blocks = "
+         f"{story.freed_kv_tokens:,} tokens; {count(story.freed_blocks, 'block')} = "
          f"{story.freed_blocks * cfg.block_bytes / MB:,.0f} MB allocated, back in the pool on the very next step "
          f"after the user's last token (step {story.abort_step - 1:,})"),
     ]

@@ -236,7 +236,8 @@ def describe_clients(workload: WorkloadSpec) -> str:
                     else f", from step {c.start_step:,}")
         if c.on_steps and c.off_steps:
             when += f", {c.on_steps:,} on / {c.off_steps:,} off"
-        parts.append(f"**{c.client_id}** {100 * c.share / total:.0f}% ({rate:.3g} requests/step{when})")
+        per_step = f"{rate:.3g} request{'' if f'{rate:.3g}' == '1' else 's'}/step"
+        parts.append(f"**{c.client_id}** {100 * c.share / total:.0f}% ({per_step}{when})")
     return "Arrivals: " + " · ".join(parts)
 
 
@@ -572,13 +573,9 @@ def _light_client_notice(runs: Sequence[Run]) -> list[str]:
         heavy = base.clients[1 - c]["client"]
         theirs, behind = f"{heavy}'s", f"the {heavy} requests that arrived before it"
     else:
-        theirs, behind = "the other clients'", "whatever arrived before it"
-    queued = base.clients[c]["mean_queue_ms"]
-    why = (f"each one queues behind {behind}" if np.isfinite(queued) and queued >= 1.0 else
-           "none of them queues here, so this is simply how long such answers take")
-    out = [f"Under {base.label}, {name} sends only {share:.0%} of the requests, yet they took {_ms(a)} on average "
-           f"(p99 {_ms(base.clients[c]['p99_finish_ms'])}), as long as {theirs} ({_ms(float(np.mean(others)))}): "
-           f"{why}."]
+        theirs, behind = "the other clients'", "the other clients' requests that arrived before it"
+    out = [f"Under {base.label}, {name} sends only {share:.0%} of the requests"
+           + _light_client_wait(base, c, a, float(np.mean(others)), theirs, behind)]
     for run in runs:
         if run is base or c >= len(run.clients):
             continue
@@ -593,6 +590,23 @@ def _light_client_notice(runs: Sequence[Run]) -> list[str]:
             out.append(f"{run.label}: {name}'s mean finish time {'fell' if b < a else 'rose'} from {_ms(a)} to "
                        f"{_ms(b)} ({change}){tail}")
     return out
+
+
+def _light_client_wait(base: Run, c: int, mine_ms: float, theirs_ms: float, theirs: str, behind: str) -> str:
+    """The rest of the light-client sentence: how its wait compares with the others', and why, by the run."""
+    r = base.trace.requests
+    light = r["client"] == c
+    queued = light & (r["first_scheduled_step"] > r["arrival_step"])
+    # Queued behind the others only if some other client's request arrived before one that queued.
+    behind_others = queued.any() and (r["arrival_step"][~light] <= r["arrival_step"][queued].max()).any()
+    why = (f"each one queues behind {behind}" if behind_others else
+           "they queued only behind each other" if queued.any() else
+           "none of them queues here, so this is simply how long such answers take")
+    p99 = _ms(base.clients[c]["p99_finish_ms"])
+    if mine_ms >= 0.8 * theirs_ms:  # the article's point: a trickle waits as long as the flood
+        how = "as long as" if mine_ms <= 1.25 * theirs_ms else "longer than"
+        return f", yet they took {_ms(mine_ms)} on average (p99 {p99}), {how} {theirs} ({_ms(theirs_ms)}): {why}."
+    return f"; they took {_ms(mine_ms)} on average (p99 {p99}) against {theirs} {_ms(theirs_ms)}: {why}."
 
 
 def _throughput_notice(runs: Sequence[Run]) -> list[str]:
@@ -617,7 +631,7 @@ def _throughput_notice(runs: Sequence[Run]) -> list[str]:
                            f"{t / t0:.0%} of {base.label}'s).")
             elif t < 0.95 * t0:
                 kv = run.summary["mean_kv_occupancy"]
-                spare = (f" while the GPU had room to spare (the KV pool {kv:.0%} full on average)" if kv < 0.8
+                spare = (f" while the GPU had room to spare (the KV pool {kv:.0%} full on average)" if kv < 0.75
                          else "")
                 out.append(f"{head} and kept only {run.stats['mean_batch']:.1f} of {count(seqs, 'batch slot')} busy "
                            f"on average: throughput fell from {t0:,.0f} to {t:,.0f} tokens/s ({t / t0:.0%} of "

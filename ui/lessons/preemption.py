@@ -288,17 +288,20 @@ def preemptions(trace: Trace) -> list[Preemption]:
     return out
 
 
-def largest_victim_tokens(runs: Sequence[Run]) -> tuple[int, str]:
+def largest_victim_tokens(runs: Sequence[Run]) -> tuple[int, str] | None:
     """(tokens, what) for the cost comparison: the largest victim of these runs, or, without any preemption,
-    the longest request's full context as a what-if."""
+    the longest request that could run (not one rejected as too big for the pool) at its full context, as a
+    what-if. None when every request was rejected."""
     victims = [(p.tokens, f"{p.request_id} (preempted at step {p.step:,} under {run.label})")
                for run in runs for p in run.preempted]
     if victims:
         return max(victims)
     r = runs[0].trace.requests
-    i = int(np.argmax(r["prompt_len"] + r["target_len"]))
-    return int(r["prompt_len"][i] + r["target_len"][i] - 1), f"{runs[0].trace.request_ids[i]} at its longest " \
-        "(nothing was preempted: a what-if)"
+    context = np.where(r["status"] != RequestStatus.REJECTED, r["prompt_len"] + r["target_len"], -1)
+    if context.max() < 0:
+        return None
+    i = int(np.argmax(context))
+    return int(context[i] - 1), f"{runs[0].trace.request_ids[i]} at its longest (nothing was preempted: a what-if)"
 
 
 # ---- the sizing sweep ------------------------------------------------------------------------------------------------
