@@ -321,3 +321,10 @@ def test_the_light_client_sentence_follows_the_run():
     assert "as long as A's" not in text and "queues behind the A requests" not in text
     at = open_page(PAGE, {"preset": "weighted_vtc", "rate": "2.0"})
     assert any("(1 request/step)" in c.value for c in at.caption)  # not "1 requests/step"
+
+
+def test_a_stop_before_the_start_is_explained_in_the_sidebars_words():
+    at = open_page(PAGE, {"preset": "returning_idle", "B_stop": "20"})
+    assert not at.exception
+    assert any("client B: 'Stops sending at step' (20) must come after 'Starts sending at step' (300)" in e.value
+               for e in at.error)

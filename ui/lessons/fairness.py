@@ -203,8 +203,12 @@ def apply_clients(workload: WorkloadSpec, specs: Sequence[ClientSpec],
     clients = []
     for spec, pct in zip(specs, pcts, strict=True):
         v, p = values[spec.client_id], spec.client_id
+        start, stop = int(v[f"{p}_start"]), int(v[f"{p}_stop"]) or None
+        if stop is not None and stop <= start:  # say it in the sidebar's words, not the workload's field names
+            raise ValueError(f"client {p}: 'Stops sending at step' ({stop:,}) must come after 'Starts sending at "
+                             f"step' ({start:,}); move it later, or to 0 for never")
         changes: dict[str, Any] = {
-            "start_step": int(v[f"{p}_start"]), "stop_step": int(v[f"{p}_stop"]) or None,
+            "start_step": start, "stop_step": stop,
             "on_steps": int(v[f"{p}_on"]), "off_steps": int(v[f"{p}_off"]),
         }
         if new_shares:
