@@ -120,7 +120,8 @@ def test_on_off_pattern_and_bad_client_window():
     at.slider(key="fairness.client.B.B_start").set_value(500).run()
     at.slider(key="fairness.client.B.B_stop").set_value(200).run()
     assert not at.exception
-    assert any("stop_step" in e.value for e in at.error)  # a clear message, not a traceback
+    assert any("'Stops sending at step' (200) must come after 'Starts sending at step' (500)" in e.value
+               for e in at.error)  # a clear message in the sidebar's words, not a traceback
 
 
 def test_output_weight_sweep_marks_the_chosen_weight():
