@@ -7,6 +7,7 @@ from ui.charts import preemption as charts
 from ui.controls import Knob, KnobPanel
 from ui.lesson import footer, open_lesson, run_variants
 from ui.lessons import preemption as lesson
+from ui.wording import fmt_gib
 
 lp = open_lesson(lesson.LESSON, "Preemption: when KV memory runs out mid-answer", ":material/autorenew:",
                  lesson.QUESTION)
@@ -194,7 +195,7 @@ def show_sweep() -> None:
             from_zero=False),
             "preemption-sweep-latency", style)
     where = "your setting" if exact else "the grid cell nearest your setting"
-    st.caption(f"Outlined: {where} ({lesson.fmt_gib(pool)}, max_num_seqs {config.max_num_seqs}). "
+    st.caption(f"Outlined: {where} ({fmt_gib(pool)}, max_num_seqs {config.max_num_seqs}). "
                f"{sweep.preemptions.size} runs of this workload in {sweep.seconds:.2f} s, cached: moving the pool "
                "or max_num_seqs knobs only moves the outline.")
     page.notice(lesson.sweep_notices(sweep, pool, config.max_num_seqs))

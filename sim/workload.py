@@ -99,11 +99,12 @@ class WorkloadSpec:
         ids = [c.client_id for c in self.clients]
         if len(set(ids)) != len(ids):
             raise ValueError("workload.clients: client ids must be unique")
-        if not client_rates(self).sum() > 0:
+        total_rate = client_rates(self).sum()
+        if not total_rate > 0:
             raise ValueError("workload.clients: at least one client needs a share or a rate_per_step above 0")
-        if client_rates(self).sum() < MIN_RATE:
-            raise ValueError(f"workload.clients: the clients' rates add up to {client_rates(self).sum():.3g} "
-                             f"requests per step; at least {MIN_RATE:g} is needed")
+        if total_rate < MIN_RATE:
+            raise ValueError(f"workload.clients: the clients' rates add up to {total_rate:.3g} requests per step; "
+                             f"at least {MIN_RATE:g} is needed")
         check_float("workload.abandon_rate", self.abandon_rate, 0.0, 1.0)
         if self.abandon_point not in ABANDON_POINTS:
             raise ValueError(f"workload.abandon_point: {self.abandon_point!r} is not one of: "

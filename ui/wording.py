@@ -1,4 +1,5 @@
-"""Small helpers for sentences and hover text: numbers with their nouns, lists joined with "and"."""
+"""Small helpers for sentences and hover text: numbers with their nouns, lists joined with "and", sizes and
+changes."""
 
 from __future__ import annotations
 
@@ -15,6 +16,11 @@ def join_and(items: Sequence[str]) -> str:
     """'x', 'x and y', 'x, y and z' ('' for none)."""
     items = list(items)
     return " and ".join([", ".join(items[:-1]), items[-1]]) if len(items) > 1 else "".join(items)
+
+
+def fmt_gib(gib: float) -> str:
+    """A memory size given in GiB, for people: "1.95 GiB", or in MiB below 0.1 GiB ("64 MiB", "0.125 MiB")."""
+    return f"{gib:,.2f} GiB" if gib >= 0.1 else f"{gib * 1024:,.3g} MiB"
 
 
 def pct_change(before: float, after: float) -> str:

@@ -31,7 +31,7 @@ from sim.trace import Trace
 from ..controls import Knob
 from ..knobs import engine_knobs as shared_engine_knobs
 from ..lesson import Run as LessonRun
-from ..wording import count, join_and, pct_change
+from ..wording import count, fmt_gib, join_and, pct_change
 
 LESSON = "preemption"
 QUESTION = (
@@ -375,10 +375,6 @@ def cpu_swap_space(config: EngineConfig) -> str:
     """The CPU swap space for a sentence: "0.12 GiB, 64 blocks"."""
     gib = gib_for_blocks(config.num_cpu_blocks, config.model, config.block_size)
     return f"{fmt_gib(gib)}, {count(config.num_cpu_blocks, 'block')}"
-
-
-def fmt_gib(gib: float) -> str:
-    return f"{gib:,.2f} GiB" if gib >= 0.1 else f"{gib * 1024:,.0f} MiB"
 
 
 _NEEDED_RE = re.compile(r"KV pool full: (\S+) needed")

@@ -186,7 +186,7 @@ def _price_sentence(first: Run, run: Run, unit: str) -> list[str]:
     if np.isfinite(before) and f"{now:,.0f}" != f"{before:,.0f}" and now > before:
         return [f"The price of {run.label}'s better average: {name} now finishes last, after {now:,.0f} {unit} "
                 f"against {before:,.0f} under {first.label}" + (f"; {reorder}." if same_end else ".")]
-    return [f"Under {run.label} {reorder[0].lower()}{reorder[1:]}."] if same_end else []
+    return [f"Under {run.label} {reorder}."] if same_end else []
 
 
 def _priority_notice(runs: list[Run]) -> list[str]:
