@@ -189,7 +189,7 @@ class Engine:
         num_aborted = self._disconnect(step)
         out = self.scheduler.schedule(step)
         if out.events:
-            self.recorder.events.extend([(step, kind, row, why) for kind, row, why in out.events])
+            self.recorder.events.extend(out.events)
         done = self._execute(step, out)
         # Everybody in the running list ran and generated a token: next step each needs exactly one.
         self.scheduler.all_decoding = out.all_emit and len(out.rows) == len(self.scheduler.running)

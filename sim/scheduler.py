@@ -24,7 +24,7 @@ from .kv_cache_manager import KVCacheManager
 from .request import NO_STEP, RequestStatus, RequestTable
 from .request_queue import make_queue
 
-Event = tuple[str, int, str]  # (kind, row, why)
+Event = tuple[int, str, int, str]  # (step, kind, row, why), as the trace records it
 # What one phase scheduled: rows, tokens each, num_computed_tokens each after the step, whether all of them emit,
 # whether all of them decode (one token each, not their first).
 _Part = tuple[np.ndarray, np.ndarray, np.ndarray, bool, bool]
@@ -32,6 +32,7 @@ _NO_BLOCKS = np.empty(0, dtype=np.int32)
 _NO_ROWS = np.empty(0, dtype=np.int64)
 _sum = np.add.reduce  # the ufunc methods skip numpy's Python wrappers: this loop runs thousands of times a second
 _cumsum = np.add.accumulate
+_RUNNING = int(RequestStatus.RUNNING)  # a plain int: numpy stores it without converting an IntEnum first
 
 
 @dataclass(slots=True)
@@ -88,8 +89,8 @@ class Scheduler:
             if self.swapped:
                 budget = self._schedule_swapped(budget, out, parts)
             if self.swapped and len(self.waiting):  # the waiting head is held back (a swapped one said why)
-                out.events.append(("blocked", self.waiting.peek(), "swapped requests resume before any waiting "
-                                                                    "request"))
+                out.events.append((self._step, "blocked", self.waiting.peek(),
+                                   "swapped requests resume before any waiting request"))
             elif not self.swapped:
                 budget = self._schedule_waiting(budget, out, parts)
         out.num_scheduled_tokens = int(self.config.max_num_batched_tokens - budget)
@@ -109,7 +110,7 @@ class Scheduler:
     def _blocked(self, out: SchedulerOutput, why: str) -> None:
         """Log that the next request in line (a swapped one first) cannot start this step."""
         head = self.swapped[0] if self.swapped else self.waiting.peek()
-        out.events.append(("blocked", head, why))
+        out.events.append((self._step, "blocked", head, why))
 
     # ---- phase 1: running ------------------------------------------------------------------------------------
     def _schedule_running(self, budget: int, out: SchedulerOutput, parts: list) -> int:
@@ -252,7 +253,7 @@ class Scheduler:
             self.num_cpu_blocks_used += kv_blocks
             out.num_swap_blocks += kv_blocks
             self.swapped.append(row)
-            out.events.append(("swap_out", row, f"{why}; {kv_blocks} blocks copied to CPU memory"))
+            out.events.append((self._step, "swap_out", row, f"{why}; {kv_blocks} blocks copied to CPU memory"))
             return
         if cfg.preemption_mode is PreemptionMode.SWAP:
             why += f"; CPU swap space full ({swap_room} of {kv_blocks} blocks free), fell back to recompute"
@@ -262,7 +263,7 @@ class Scheduler:
         t.num_computed_tokens[row] = 0
         t.wait_start_step[row] = self._step
         self.waiting.prepend(row)
-        out.events.append(("preempt", row, f"{why}; {held} blocks freed, KV will be recomputed"))
+        out.events.append((self._step, "preempt", row, f"{why}; {held} blocks freed, KV will be recomputed"))
 
     # ---- phase 2: swapped -----------------------------------------------------------------------------------
     def _schedule_swapped(self, budget: int, out: SchedulerOutput, parts: list) -> int:
@@ -278,7 +279,7 @@ class Scheduler:
             need = -(-(computed + num_new) // kv.block_size)
             why = self._no_slot() or self._no_room(need)
             if why:
-                out.events.append(("blocked", row, why))
+                out.events.append((self._step, "blocked", row, why))
                 break
             self.swapped.popleft()
             kv.admit(row, _NO_BLOCKS, computed + num_new, min(computed + num_new, seq_len))
@@ -295,7 +296,7 @@ class Scheduler:
             after.append(computed + num_new)
             all_emit = all_emit and computed + num_new == seq_len
             budget -= num_new
-            out.events.append(("swap_in", row, f"{blocks} blocks copied back from CPU memory"))
+            out.events.append((self._step, "swap_in", row, f"{blocks} blocks copied back from CPU memory"))
         if rows:
             parts.append((np.array(rows, np.int64), np.array(toks, np.int64), np.array(after, np.int64), all_emit,
                           False))
@@ -328,20 +329,25 @@ class Scheduler:
     def admission_check(self, row: int, num_running: int, budget: int, free: int) -> tuple[str, np.ndarray, int]:
         """Can waiting request ``row`` start now? Returns (why not, or ''; its prefix-cache hits; first chunk).
         The rules of DESIGN.md section 2, step 5, with ``free`` free blocks and ``budget`` tokens left."""
-        t, kv, cfg = self.table, self.kv, self.config
-        why = self.no_slot_or_budget(num_running, budget)
-        if why:
-            return why, _NO_BLOCKS, 0
-        num_tokens = t.num_tokens.item(row)
-        hits = kv.find_cached_blocks(row, num_tokens) if kv.enable_caching else _NO_BLOCKS
-        num_new = num_tokens - len(hits) * kv.block_size
+        kv, cfg = self.kv, self.config
+        if budget <= 0 or num_running >= cfg.max_num_seqs:
+            return self.no_slot_or_budget(num_running, budget), _NO_BLOCKS, 0
+        num_tokens = self.table.num_tokens.item(row)
+        if kv.enable_caching:
+            hits = kv.find_cached_blocks(row, num_tokens)
+            num_new = num_tokens - len(hits) * kv.block_size
+            # Cached blocks nobody holds sit in the free queue: taking them uses up free blocks too.
+            num_evictable_hits = int(np.count_nonzero(kv.pool.ref_cnt[hits] == 0)) if len(hits) else 0
+            need = -(-num_tokens // kv.block_size) - len(hits) + num_evictable_hits
+        else:
+            hits, num_new, need = _NO_BLOCKS, num_tokens, -(-num_tokens // kv.block_size)
         # NOTE: without chunked prefill vLLM requires max_num_batched_tokens >= max_model_len; we only reject
         # prompts over the budget, so a resumed request longer than a whole budget is re-prefilled in chunks.
         if not cfg.chunked_prefill and budget < num_new <= cfg.max_num_batched_tokens:
             return f"its {num_new}-token prefill exceeds the {budget} tokens left (chunked prefill is off)", hits, 0
-        # Cached blocks nobody holds sit in the free queue: taking them uses up free blocks too.
-        num_evictable_hits = int(np.count_nonzero(kv.pool.ref_cnt[hits] == 0)) if len(hits) else 0
-        need = -(-num_tokens // kv.block_size) - len(hits) + num_evictable_hits
+        watermark = self._watermark_blocks
+        if need <= free and not (watermark and num_running and free - need < watermark):  # it fits (the rule
+            return "", hits, min(num_new, budget)  # of _no_room, whose words we need only for a refusal)
         return self._no_room(need, num_running, free), hits, min(num_new, budget)
 
     # ---- phase 3: waiting -----------------------------------------------------------------------------------
@@ -357,7 +363,7 @@ class Scheduler:
             row = queue.peek()
             why, hits, chunk = self.admission_check(row, num_running, budget, kv.pool.num_free)
             if why:
-                out.events.append(("blocked", row, why))
+                out.events.append((self._step, "blocked", row, why))
                 break
             queue.pop()
             num_tokens, num_hit_tokens = t.num_tokens.item(row), len(hits) * kv.block_size
@@ -378,13 +384,13 @@ class Scheduler:
 
     def _start_running(self, row: int, num_hit_tokens: int, chunk: int, out: SchedulerOutput) -> None:
         t, cfg = self.table, self.config
-        is_resume = t.num_preemptions[row] > 0
+        is_resume = t.num_preemptions.item(row) > 0  # (.item: Python ints compare faster than numpy scalars)
         t.num_computed_tokens[row] = num_hit_tokens
         if num_hit_tokens:
             t.num_cached_tokens[row] += num_hit_tokens
-        t.status[row] = RequestStatus.RUNNING
+        t.status[row] = _RUNNING
         out.num_admitted += 1
-        if t.first_scheduled_step[row] == NO_STEP:
+        if t.first_scheduled_step.item(row) == NO_STEP:
             t.first_scheduled_step[row] = self._step
             c = t.client.item(row)
             charge = cfg.input_weight * t.prompt_len.item(row) / self._client_weights[c]
@@ -395,9 +401,9 @@ class Scheduler:
             t.resumed_at_steps[row].append(self._step)
             t.num_recomputed_tokens[row] += max(t.computed_at_preemption.item(row) - num_hit_tokens, 0)
             total = t.num_tokens.item(row)
-            out.events.append(("resume", row, f"re-prefill of {total} tokens{hit}; first chunk {chunk}"))
+            out.events.append((self._step, "resume", row, f"re-prefill of {total} tokens{hit}; first chunk {chunk}"))
         else:
-            out.events.append(("admit", row, f"admitted with a {chunk}-token first chunk{hit}"))
+            out.events.append((self._step, "admit", row, f"admitted with a {chunk}-token first chunk{hit}"))
 
     # ---- removal (finish, abort) ----------------------------------------------------------------------------
     def remove(self, row: int) -> None:
