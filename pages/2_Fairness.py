@@ -4,12 +4,11 @@ import streamlit as st
 
 from ui import charts, knobs, page, runner, sweeps
 from ui.charts import fairness as fairness_charts
-from ui.controls import KnobPanel
 from ui.lesson import footer, open_lesson, run_variants
 from ui.lessons import fairness as lesson
 
 lp = open_lesson(lesson.LESSON, "Fairness: per customer, not per request", ":material/balance:", lesson.QUESTION)
-style, preset, base, scope = lp.style, lp.preset, lp.base, lp.scope
+style, preset, base = lp.style, lp.preset, lp.base
 
 engine = lp.panel("Engine", f"{lesson.LESSON}.engine", knobs.engine_knobs(base.config))
 config = knobs.apply_engine(base.config, engine)
@@ -18,18 +17,20 @@ if base.workload is not None:
     shares = lesson.as_shares(base.workload)
     workload = lp.workload(lesson.LESSON, shares)
     st.sidebar.subheader("Clients")
-    num_clients = KnobPanel(f"{lesson.LESSON}.clients", [lesson.num_clients_knob(shares)], scope).render()["clients"]
+    num_clients = lp.knob_panel(f"{lesson.LESSON}.clients", [lesson.num_clients_knob(shares)]).render()["clients"]
     specs = lesson.client_specs(shares, num_clients)
     client_values = {}
     for spec in specs:  # one collapsed box per client; a bad link value still warns in the main area
         box = st.sidebar.expander(f"Client {spec.client_id}", expanded=False)
-        client_values[spec.client_id] = KnobPanel(
+        client_values[spec.client_id] = lp.knob_panel(
             f"{lesson.LESSON}.client.{spec.client_id}", lesson.client_knobs(spec, shares, base.config),
-            scope).render(box)
-    workload = page.guarded(lambda: lesson.apply_clients(workload, specs, client_values))
+            f"Client {spec.client_id}").render(box)
+    # (a setting that stops the page here still gets the way back to the preset's settings)
+    workload = page.guarded(lambda: lesson.apply_clients(workload, specs, client_values), on_stop=lp.show_changes)
     config = lesson.apply_client_weights(config, specs, client_values)
     st.sidebar.caption(lesson.describe_clients(workload))
 own = lp.panel("Policies", lesson.LESSON, lesson.knobs(preset, base.config))
+lp.show_changes()
 config = page.guarded(lambda: lesson.apply(config, own))
 st.sidebar.caption(knobs.pool_caption(config))
 unit = own["unit"]

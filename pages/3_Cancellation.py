@@ -12,6 +12,7 @@ style, preset, base = lp.style, lp.preset, lp.base
 engine = lp.panel("Engine", f"{lesson.LESSON}.engine", knobs.engine_knobs(base.config))
 workload = lp.workload(lesson.LESSON)
 own = lp.panel("Users and servers", lesson.LESSON, lesson.knobs(preset, base, lp.is_uploaded))
+lp.show_changes()
 config = lesson.apply(knobs.apply_engine(base.config, engine), own)
 st.sidebar.caption(knobs.pool_caption(config))
 unit = own["unit"]

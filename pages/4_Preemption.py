@@ -16,6 +16,7 @@ engine = lp.panel("Engine", f"{lesson.LESSON}.engine", lesson.engine_knobs(base.
 workload = lp.workload(lesson.LESSON)
 own = lp.panel("Preemption", lesson.LESSON, lesson.knobs(preset, base.config))
 swap = lp.panel("Swap", f"{lesson.LESSON}.swap", lesson.swap_knobs(base.config))
+lp.show_changes()
 config = page.guarded(lambda: lesson.apply(base.config, engine, own, swap))
 st.sidebar.caption(knobs.pool_caption(config))
 unit = own["unit"]

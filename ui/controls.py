@@ -111,6 +111,10 @@ class Knob:
         """An option's (or a multi knob's list of options') name for people."""
         if isinstance(value, list | tuple):
             return ", ".join(self.display(v) for v in value) or "none"
+        if self.kind == "bool":
+            return self.labels.get(value, "on" if value else "off")
+        if self.kind in ("int", "float") and not self.labels:
+            return f"{value:,}" if self.kind == "int" else f"{value:,.4g}"
         return self.labels.get(value, str(value))
 
 
@@ -149,6 +153,18 @@ class KnobPanel:
             st.session_state[key] = value
         st.session_state[scope_key] = self.scope
         return warnings
+
+    def changed(self) -> list[tuple[Knob, Any]]:
+        """The knobs whose value (in this session) differs from their default, with that value."""
+        state = st.session_state
+        return [(k, state[self.state_key(k)]) for k in self.knobs
+                if self.state_key(k) in state and state[self.state_key(k)] != k.default]
+
+    def reset(self) -> None:
+        """Every knob back to its default (a button's callback: it runs before the widgets are drawn again)."""
+        for knob in self.knobs:
+            st.session_state[self.state_key(knob)] = knob.default
+        st.session_state.pop(f"{self.page}.__url_warnings", None)
 
     def render(self, container: Any = None) -> dict[str, Any]:
         """Draw the widgets (in ``container``, default the sidebar) and return {knob key: value}."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import streamlit as st
@@ -42,11 +42,38 @@ class LessonPage:
     is_uploaded: bool
     scope: str  # widget-state scope: a new preset (or uploaded file) resets the knobs to its defaults
     started_s: float  # time.perf_counter() when this rerun of the page began (a sweep's time budget counts from it)
+    changes_slot: Any = None  # a place under the preset's description for show_changes()
+    panels: list[tuple[KnobPanel, str]] = field(default_factory=list)  # the sidebar panels so far (and whose)
 
     def panel(self, title: str, key: str, knob_list: list[Knob]) -> dict[str, Any]:
         """A titled group of knobs in the sidebar; returns their values."""
         st.sidebar.subheader(title)
-        return KnobPanel(key, knob_list, self.scope).render()
+        return self.knob_panel(key, knob_list).render()
+
+    def knob_panel(self, key: str, knob_list: list[Knob], whose: str = "") -> KnobPanel:
+        """A panel of the page's settings (drawn by the caller), counted by show_changes(), which names a change
+        ``whose`` setting it is (e.g. "Client A") when the knob's label alone does not say."""
+        panel = KnobPanel(key, knob_list, self.scope)
+        self.panels.append((panel, whose))
+        return panel
+
+    def show_changes(self) -> None:
+        """Once the sidebar is drawn: under the preset's description, which settings now differ from it (the
+        description and the article's numbers are the preset's), and a button back to the preset's settings."""
+        changed = [(whose, knob, value) for panel, whose in self.panels for knob, value in panel.changed()]
+        if not changed or self.changes_slot is None:
+            return
+        origin = "the uploaded scenario" if self.is_uploaded else "the preset"
+        shown = [f"{whose + ': ' if whose else ''}{knob.label} {knob.display(knob.default)} → {knob.display(value)}"
+                 for whose, knob, value in changed[:MAX_CHANGES_LISTED]]
+        more = len(changed) - len(shown)
+        listed = "; ".join(shown) + (f"; and {more} more" if more else "")
+        with self.changes_slot.container(horizontal=True, vertical_alignment="center"):
+            st.caption(f":material/tune: Changed from {origin}: {listed}. The description above is {origin} as "
+                       f"it starts.")
+            st.button(f"Back to {origin}'s settings", key=f"{self.preset.lesson}.reset_settings",
+                      on_click=_reset_panels, args=(tuple(p for p, _ in self.panels),), icon=":material/undo:",
+                      width="content")
 
     def workload(self, lesson: str, workload: WorkloadSpec | None = None) -> WorkloadSpec | None:
         """The shared workload knobs for a generated workload (``workload``, default the base scenario's)."""
@@ -54,6 +81,14 @@ class LessonPage:
         if spec is None:
             return None
         return knobs.apply_workload(spec, self.panel("Workload", f"{lesson}.workload", knobs.workload_knobs(spec)))
+
+
+MAX_CHANGES_LISTED = 4
+
+
+def _reset_panels(panels: tuple[KnobPanel, ...]) -> None:
+    for panel in panels:
+        panel.reset()
 
 
 def open_lesson(lesson: str, title: str, icon: str, question: str) -> LessonPage:
@@ -64,9 +99,11 @@ def open_lesson(lesson: str, title: str, icon: str, question: str) -> LessonPage
     st.markdown(question)
     preset = preset_picker(lesson, runner.presets_for(lesson))
     st.caption(preset.description)
+    changes_slot = st.empty()
     uploaded = sections.upload(lesson)
     scope = preset.key if uploaded is None else f"upload:{runner.scenario_key(uploaded)}"
-    return LessonPage(style, preset, uploaded or preset.scenario, uploaded is not None, scope, started_s)
+    return LessonPage(style, preset, uploaded or preset.scenario, uploaded is not None, scope, started_s,
+                      changes_slot)
 
 
 def run_variants(variants: Sequence[tuple[str, Scenario]], make: Callable[..., Any] = Run,

@@ -130,8 +130,9 @@ def grid(labels: Sequence[str], draw: Callable[[str], None], columns: int = 2) -
                 draw(label)
 
 
-def guarded(fn: Callable[[], Any]) -> Any:
-    """Run ``fn``; turn a bad scenario or a run that cannot finish into a clear message instead of a trace."""
+def guarded(fn: Callable[[], Any], on_stop: Callable[[], None] | None = None) -> Any:
+    """Run ``fn``; turn a bad scenario or a run that cannot finish into a clear message instead of a trace (and
+    call ``on_stop`` before the page stops there)."""
     try:
         return fn()
     except ScenarioError as e:
@@ -140,6 +141,8 @@ def guarded(fn: Callable[[], Any]) -> Any:
         st.error(f"**The simulation cannot finish:** {e}", icon=":material/block:")
     except ValueError as e:
         st.error(f"**Invalid setting:** {e}", icon=":material/block:")
+    if on_stop is not None:
+        on_stop()
     st.stop()
 
 

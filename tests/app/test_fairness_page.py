@@ -329,3 +329,17 @@ def test_a_stop_before_the_start_is_explained_in_the_sidebars_words():
     assert not at.exception
     assert any("client B: 'Stops sending at step' (20) must come after 'Starts sending at step' (300)" in e.value
                for e in at.error)
+
+
+def test_all_shares_at_zero_is_explained_and_the_preset_is_one_click_away():
+    at = open_page(PAGE, {"preset": "article_fairness", "A_share": "0", "B_share": "0"})
+    assert not at.exception
+    assert [e.value for e in at.error] == [
+        "**Invalid setting:** every client's 'Share of the arrivals (%)' is 0, so nobody sends a request; give a "
+        "client a share above 0"]
+    (note,) = [c.value for c in at.caption if "Changed from the preset" in c.value]
+    assert "Client A: Share of the arrivals (%) 90 → 0; Client B: Share of the arrivals (%) 10 → 0" in note
+    at.button(key="fairness.reset_settings").click().run()
+    assert_clean(at)
+    assert "A_share" not in at.query_params and "B_share" not in at.query_params
+    assert metric_values(at) == metric_values(open_page(PAGE, {"preset": "article_fairness"}))

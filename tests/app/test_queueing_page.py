@@ -190,3 +190,34 @@ def test_a_policy_whose_name_holds_a_comma_survives_the_link():
     assert_clean(at)
     assert not any("policies=" in w.value for w in at.warning)
     assert at.multiselect(key="queueing.policies").value == ["SJF, no guard", "SJF + guard"]
+
+
+def _changes_note(at) -> list[str]:
+    return [c.value for c in at.caption if "Changed from the preset" in c.value]
+
+
+def test_changed_settings_are_named_and_one_button_brings_the_preset_back():
+    untouched = metric_values(open_page(PAGE, {"preset": "busy_server"}))
+    at = open_page(PAGE, {"preset": "busy_server"})
+    assert _changes_note(at) == [] and not at.button  # nothing changed: nothing to say, no button
+    at.slider(key="queueing.engine.num_blocks").set_value(800).run()
+    at.slider(key="queueing.engine.max_num_seqs").set_value(4).run()
+    settle_sweeps(at)
+    assert metric_values(at) != untouched
+    (note,) = _changes_note(at)
+    assert "KV pool size (blocks) 2,000 → 800; max_num_seqs (batch slots) 16 → 4" in note
+    assert at.query_params["num_blocks"] == "800"
+    at.button(key="queueing.reset_settings").click().run()
+    settle_sweeps(at)
+    assert_clean(at)
+    assert at.slider(key="queueing.engine.num_blocks").value == 2000
+    assert at.slider(key="queueing.engine.max_num_seqs").value == 16
+    assert "num_blocks" not in at.query_params and "max_num_seqs" not in at.query_params
+    assert _changes_note(at) == [] and metric_values(at) == untouched
+
+
+def test_the_changes_note_lists_four_settings_and_counts_the_rest():
+    at = open_page(PAGE, {"preset": "busy_server", "num_blocks": "800", "max_num_seqs": "4", "seed": "3",
+                          "num_requests": "100", "rate": "0.1"})
+    (note,) = _changes_note(at)
+    assert note.count("→") == 4 and "; and 1 more." in note

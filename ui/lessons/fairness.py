@@ -200,6 +200,9 @@ def apply_clients(workload: WorkloadSpec, specs: Sequence[ClientSpec],
     base_pcts = [_share_pct(s, workload) for s in specs]
     pcts = [int(values[s.client_id][f"{s.client_id}_share"]) for s in specs]
     new_shares = pcts != base_pcts or len(specs) != len(workload.clients)
+    if new_shares and not any(pcts):  # say it in the sidebar's words, not the workload's field names
+        raise ValueError(f"every client's 'Share of the arrivals (%)' is 0, so nobody sends a request; give "
+                         f"{'a client' if len(specs) > 1 else 'the client'} a share above 0")
     clients = []
     for spec, pct in zip(specs, pcts, strict=True):
         v, p = values[spec.client_id], spec.client_id
