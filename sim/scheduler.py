@@ -89,8 +89,7 @@ class Scheduler:
             if self.swapped:
                 budget = self._schedule_swapped(budget, out, parts)
             if self.swapped and len(self.waiting):  # the waiting head is held back (a swapped one said why)
-                out.events.append((self._step, "blocked", self.waiting.peek(),
-                                   "swapped requests resume before any waiting request"))
+                self._blocked(out, "swapped requests resume before any waiting request", self.waiting.peek())
             elif not self.swapped:
                 budget = self._schedule_waiting(budget, out, parts)
         out.num_scheduled_tokens = int(self.config.max_num_batched_tokens - budget)
@@ -107,10 +106,11 @@ class Scheduler:
             out.rows = self.running if same else np.concatenate([p[0] for p in parts])
         return out
 
-    def _blocked(self, out: SchedulerOutput, why: str) -> None:
-        """Log that the next request in line (a swapped one first) cannot start this step."""
-        head = self.swapped[0] if self.swapped else self.waiting.peek()
-        out.events.append((self._step, "blocked", head, why))
+    def _blocked(self, out: SchedulerOutput, why: str, row: int | None = None) -> None:
+        """Log that request ``row`` (default: the next in line, a swapped one first) cannot start this step."""
+        if row is None:
+            row = self.swapped[0] if self.swapped else self.waiting.peek()
+        out.events.append((self._step, "blocked", row, why))
 
     # ---- phase 1: running ------------------------------------------------------------------------------------
     def _schedule_running(self, budget: int, out: SchedulerOutput, parts: list) -> int:
