@@ -373,7 +373,8 @@ class Engine:
                 status, reason = RequestStatus.FINISHED_LENGTH_CAPPED, "length"
             self._end(row, step, status, reason)
             n = t.num_output_tokens.item(row)
-            self.recorder.events.append((step, "finish", row, f"finished ({reason}) after {n} tokens"))
+            tokens = "1 token" if n == 1 else f"{n:,} tokens"
+            self.recorder.events.append((step, "finish", row, f"finished ({reason}) after {tokens}"))
         self.scheduler.remove_finished(finished)
 
     # ---- recording ------------------------------------------------------------------------------------------

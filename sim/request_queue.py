@@ -24,7 +24,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .config import EngineConfig, Policy
-from .request import RequestTable
+from .request import NO_STEP, RequestTable
 
 
 class RequestQueue:
@@ -55,8 +55,9 @@ class RequestQueue:
         """Rows in the order they would be admitted if nothing changed."""
         return list(self._dq)
 
-    def on_step(self, step: int) -> None:
-        """Called before admission each step (time-driven orders use it)."""
+    def on_step(self, step: int) -> list[int]:
+        """Called before admission each step (time-driven orders use it); returns the rows it promoted."""
+        return []
 
     def next_promotion_step(self) -> int | None:
         """The first step at which ``on_step`` may reorder the queue (None: never, until something is added)."""
@@ -144,9 +145,10 @@ class KeyedQueue(RequestQueue):
         live = sorted(e for e in self._heap if self._entry[e[-1]] == e[-2])
         return list(self._promoted) + [e[-1] for e in live]
 
-    def on_step(self, step: int) -> None:
+    def on_step(self, step: int) -> list[int]:
+        promoted: list[int] = []
         if not self.has_guard:
-            return
+            return promoted
         due = step - self._threshold
         while self._by_wait and self._by_wait[0][0] <= due:
             _, seq, row = heapq.heappop(self._by_wait)
@@ -155,6 +157,8 @@ class KeyedQueue(RequestQueue):
                 self._size -= 1
                 self.quantum_left[row] = self._quantum
                 self._promoted.append(row)
+                promoted.append(row)
+        return promoted
 
     def next_promotion_step(self) -> int | None:
         # The oldest entry may be stale (its request already left): then the answer is merely early.
@@ -172,9 +176,13 @@ class KeyedQueue(RequestQueue):
 class VTCQueue(RequestQueue):
     """Per-client FIFO queues; the backlogged client with the lowest virtual counter goes next."""
 
-    def __init__(self, table: RequestTable, counters: np.ndarray, lift: bool):
+    def __init__(self, table: RequestTable, counters: np.ndarray, lift: bool,
+                 admission_charge: np.ndarray | None = None):
         super().__init__()
         self._client = table.client
+        self._first_scheduled_step = table.first_scheduled_step  # [rows], shared with the request table
+        # [rows] what admitting each request adds to its client's counter (its prompt, charged once), for order()
+        self._admission_charge = np.zeros(len(table)) if admission_charge is None else admission_charge
         self._counters = counters  # [num_clients] float64, owned and charged by the scheduler
         self._lift = lift
         self._queues: list[deque[int]] = [deque() for _ in range(len(counters))]
@@ -218,9 +226,18 @@ class VTCQueue(RequestQueue):
         self._size -= 1
 
     def order(self) -> list[int]:
-        """Clients by current counter, each client's requests in arrival order (counters move as tokens flow)."""
-        clients = sorted((c for c, q in enumerate(self._queues) if q), key=lambda c: (self._counters[c], c))
-        return [row for c in clients for row in self._queues[c]]
+        """Rows in the order they would be admitted if nothing else changed: each admission charges its prompt
+        to its client's counter, so the next pick may be another client's (counters also move as tokens flow)."""
+        counters = self._counters.copy()
+        queues = [deque(q) for q in self._queues]
+        rows: list[int] = []
+        for _ in range(self._size):
+            c = min((c for c, q in enumerate(queues) if q), key=lambda c: (counters[c], queues[c][0]))
+            row = queues[c].popleft()
+            if self._first_scheduled_step.item(row) == NO_STEP:  # a resumed request was charged the first time
+                counters[c] += self._admission_charge[row]
+            rows.append(row)
+        return rows
 
 
 def predicted_lengths(table: RequestTable, sigma: float, seed: int) -> np.ndarray:
@@ -255,5 +272,7 @@ def make_queue(config: EngineConfig, table: RequestTable, counters: np.ndarray) 
             lambda r: (max(int(predicted[r] - t.num_output_tokens[r]), 0), t.arrival_step.item(r)), len(t), **guard
         )
     if config.policy in (Policy.VTC, Policy.LCF):
-        return VTCQueue(t, counters, lift=config.policy is Policy.VTC)
+        weights = np.array([config.client_weight(c) for c in t.client_ids], dtype=np.float64)
+        charge = config.input_weight * t.prompt_len / weights[t.client]  # as Scheduler._start_running charges
+        return VTCQueue(t, counters, lift=config.policy is Policy.VTC, admission_charge=charge)
     raise ValueError(f"policy: {config.policy!r} has no queue")  # unreachable: Policy is validated

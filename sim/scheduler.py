@@ -49,6 +49,11 @@ class SchedulerOutput:
     events: list[Event] = field(default_factory=list)
 
 
+def _n(n: int, noun: str) -> str:
+    """'1 block', '2,048 blocks': a count in an event's words."""
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
+
+
 class Scheduler:
     def __init__(self, config: EngineConfig, table: RequestTable, kv: KVCacheManager, num_clients: int):
         self.config = config
@@ -253,7 +258,7 @@ class Scheduler:
             self.num_cpu_blocks_used += kv_blocks
             out.num_swap_blocks += kv_blocks
             self.swapped.append(row)
-            out.events.append((self._step, "swap_out", row, f"{why}; {kv_blocks} blocks copied to CPU memory"))
+            out.events.append((self._step, "swap_out", row, f"{why}; {_n(kv_blocks, 'block')} copied to CPU memory"))
             return
         if cfg.preemption_mode is PreemptionMode.SWAP:
             why += f"; CPU swap space full ({swap_room} of {kv_blocks} blocks free), fell back to recompute"
@@ -263,7 +268,7 @@ class Scheduler:
         t.num_computed_tokens[row] = 0
         t.wait_start_step[row] = self._step
         self.waiting.prepend(row)
-        out.events.append((self._step, "preempt", row, f"{why}; {held} blocks freed, KV will be recomputed"))
+        out.events.append((self._step, "preempt", row, f"{why}; {_n(held, 'block')} freed, KV will be recomputed"))
 
     # ---- phase 2: swapped -----------------------------------------------------------------------------------
     def _schedule_swapped(self, budget: int, out: SchedulerOutput, parts: list) -> int:
@@ -296,7 +301,7 @@ class Scheduler:
             after.append(computed + num_new)
             all_emit = all_emit and computed + num_new == seq_len
             budget -= num_new
-            out.events.append((self._step, "swap_in", row, f"{blocks} blocks copied back from CPU memory"))
+            out.events.append((self._step, "swap_in", row, f"{_n(blocks, 'block')} copied back from CPU memory"))
         if rows:
             parts.append((np.array(rows, np.int64), np.array(toks, np.int64), np.array(after, np.int64), all_emit,
                           False))
@@ -313,11 +318,11 @@ class Scheduler:
         """Why a request needing ``blocks_needed`` free blocks cannot start now ('' if it can)."""
         free = self.kv.pool.num_free if free is None else free
         if blocks_needed > free:
-            return f"needs {blocks_needed} KV blocks for its whole sequence, only {free} free"
+            return f"needs {_n(blocks_needed, 'KV block')} for its whole sequence, only {free:,} free"
         num_running = len(self.running) if num_running is None else num_running
         watermark = self._watermark_blocks
         if watermark and num_running and free - blocks_needed < watermark:
-            return f"would leave {free - blocks_needed} free blocks, below the watermark of {watermark}"
+            return f"would leave {_n(free - blocks_needed, 'free block')}, below the watermark of {watermark:,}"
         return ""
 
     def no_slot_or_budget(self, num_running: int, budget: int) -> str:
@@ -344,7 +349,8 @@ class Scheduler:
         # NOTE: without chunked prefill vLLM requires max_num_batched_tokens >= max_model_len; we only reject
         # prompts over the budget, so a resumed request longer than a whole budget is re-prefilled in chunks.
         if not cfg.chunked_prefill and budget < num_new <= cfg.max_num_batched_tokens:
-            return f"its {num_new}-token prefill exceeds the {budget} tokens left (chunked prefill is off)", hits, 0
+            return (f"its prefill of {_n(num_new, 'token')} exceeds the {_n(budget, 'token')} left (chunked prefill "
+                    f"is off)", hits, 0)
         watermark = self._watermark_blocks
         if need <= free and not (watermark and num_running and free - need < watermark):  # it fits (the rule
             return "", hits, min(num_new, budget)  # of _no_room, whose words we need only for a refusal)
@@ -353,7 +359,7 @@ class Scheduler:
     # ---- phase 3: waiting -----------------------------------------------------------------------------------
     def _schedule_waiting(self, budget: int, out: SchedulerOutput, parts: list) -> int:
         t, kv, queue = self.table, self.kv, self.waiting
-        queue.on_step(self._step)
+        out.events.extend(self.promotion_events(self._step, queue.on_step(self._step)))
         rows: list[int] = []
         toks: list[int] = []
         after: list[int] = []
@@ -382,6 +388,16 @@ class Scheduler:
             parts.append((r, num_tokens, num_computed, all_emit, False))
         return budget
 
+    def promotion_events(self, step: int, rows: list[int]) -> list[Event]:
+        """The starvation guard's promotions of ``rows`` at ``step``, with why (the fast-forward logs them too)."""
+        cfg, wait_start = self.config, self.table.wait_start_step
+        lasts = (f"for {cfg.priority_quantum_steps:,} steps of running" if cfg.priority_quantum_steps
+                 else "until it is admitted")
+        return [(step, "promote", row, f"waited {step - wait_start.item(row):,} steps (starvation guard threshold: "
+                                       f"{cfg.starvation_threshold_steps:,}): moved ahead of every request not "
+                                       f"promoted, {lasts}")
+                for row in rows]
+
     def _start_running(self, row: int, num_hit_tokens: int, chunk: int, out: SchedulerOutput) -> None:
         t, cfg = self.table, self.config
         is_resume = t.num_preemptions.item(row) > 0  # (.item: Python ints compare faster than numpy scalars)
@@ -396,14 +412,15 @@ class Scheduler:
             charge = cfg.input_weight * t.prompt_len.item(row) / self._client_weights[c]
             self.counters[c] += charge
             self.service[c] += charge
-        hit = f", {num_hit_tokens} tokens from the prefix cache" if num_hit_tokens else ""
+        hit = f", {_n(num_hit_tokens, 'token')} from the prefix cache" if num_hit_tokens else ""
         if is_resume:
             t.resumed_at_steps[row].append(self._step)
             t.num_recomputed_tokens[row] += max(t.computed_at_preemption.item(row) - num_hit_tokens, 0)
             total = t.num_tokens.item(row)
-            out.events.append((self._step, "resume", row, f"re-prefill of {total} tokens{hit}; first chunk {chunk}"))
+            out.events.append((self._step, "resume", row, f"re-prefill of {_n(total, 'token')}{hit}; first chunk "
+                                                          f"{chunk:,}"))
         else:
-            out.events.append((self._step, "admit", row, f"admitted with a {chunk}-token first chunk{hit}"))
+            out.events.append((self._step, "admit", row, f"admitted with a first chunk of {_n(chunk, 'token')}{hit}"))
 
     # ---- removal (finish, abort) ----------------------------------------------------------------------------
     def remove(self, row: int) -> None:

@@ -175,7 +175,8 @@ def footer(lesson: str, preset: Preset, runs: Sequence[Run], start_step: Callabl
     if st.toggle("Walk through the schedule step by step", key=f"{lesson}.inspector",
                  help="Pick a step: who ran with how many tokens, the waiting queue in order, and why each "
                       "request was admitted, refused or preempted."):
-        sections.step_inspector({run.label: (run.scenario, run.trace) for run in runs}, lesson, start_step=start_step)
+        sections.step_inspector({run.label: (run.scenario, run.trace) for run in runs}, lesson, start_step=start_step,
+                                scope=preset.key)
     st.subheader("Take it with you")
     for run in runs:
         st.caption(run.label)

@@ -17,13 +17,10 @@ from sim.trace import SCHED_DECODE, SCHED_PREFILL, SCHED_PREFILL_DONE, SCHED_WAS
 
 from . import runner
 from .page import table_height
-from .wording import count
+from .wording import count, event_line
 
 _KIND_TEXT = {SCHED_PREFILL: "prefill chunk (no token yet)", SCHED_PREFILL_DONE: "prefill done, first/next token",
               SCHED_DECODE: "decode 1 token", SCHED_WASTED: "token for nobody (wasted)"}
-_EVENT_TEXT = {"arrive": "arrived", "admit": "admitted", "resume": "resumed", "preempt": "preempted",
-               "swap_out": "swapped out", "swap_in": "swapped in", "finish": "finished", "abort": "aborted",
-               "reject": "rejected", "disconnect": "client left", "blocked": "head of queue not admitted"}
 
 
 def upload(page: str) -> Scenario | None:
@@ -71,9 +68,10 @@ def requests_csv(trace: Trace) -> str:
 
 
 def step_inspector(runs: dict[str, tuple[Scenario, Trace]], page: str,
-                   start_step: Callable[[Trace], int] | None = None) -> None:
+                   start_step: Callable[[Trace], int] | None = None, scope: str = "") -> None:
     """Walk a schedule step by step (a fragment: moving its slider reruns only this section). The slider starts
-    at ``start_step(trace)`` (default: the first preemption, else the first refusal to admit, else step 0)."""
+    at ``start_step(trace)`` (default: the first preemption, else the first refusal to admit, else the first
+    admission); a new ``scope`` (another preset) starts it there again."""
 
     @st.fragment
     def _inspector() -> None:
@@ -81,19 +79,22 @@ def step_inspector(runs: dict[str, tuple[Scenario, Trace]], page: str,
         label = st.selectbox("Policy", labels, key=f"{page}.inspect_label") if len(labels) > 1 else labels[0]
         scenario, trace = runs[label]
         last = trace.num_steps - 1
-        default = min((start_step or _interesting_step)(trace), last)
-        key = f"{page}.inspect_step.{label}"
+        if last <= 0:
+            st.caption("The whole run is one engine step, step 0.")
+            _show_step(scenario, trace, 0)
+            return
+        key = f"{page}.inspect_step.{scope}.{label}"
         if key not in st.session_state or st.session_state[key] > last:
-            st.session_state[key] = default
-        step = st.slider("Engine step", 0, max(last, 1), key=key, help="Drag to walk through the schedule.")
-        step = min(step, last)
+            st.session_state[key] = min((start_step or _interesting_step)(trace), last)
+        step = st.slider("Engine step", 0, last, key=key, help="Drag to walk through the schedule.")
         _show_step(scenario, trace, step)
 
     _inspector()
 
 
 def _interesting_step(trace: Trace) -> int:
-    """The first step with a preemption, else the first with a refusal to admit, else step 0."""
+    """The first step with a preemption, else the first with a refusal to admit, else the first admission (else
+    step 0)."""
     for kinds in (("preempt", "swap_out"), ("blocked",), ("admit",)):
         for step, kind, _, _ in trace.events:
             if kind in kinds:
@@ -102,40 +103,52 @@ def _interesting_step(trace: Trace) -> int:
 
 
 def _show_step(scenario: Scenario, trace: Trace, step: int) -> None:
-    s = trace.steps
+    s, num_blocks = trace.steps, trace.config.num_blocks
     t0, t1 = float(trace.start_ms(step)), float(trace.end_ms(step))
-    st.markdown(f"**Step {step}** (from {t0:,.1f} ms to {t1:,.1f} ms, {t1 - t0:.2f} ms long): "
+    swap_ms = float(s["swap_ms"][step])
+    swapping = f", {swap_ms:.2f} ms of it copying KV blocks between GPU and CPU" if swap_ms else ""
+    st.markdown(f"**Step {step:,}** (from {t0:,.1f} ms to {t1:,.1f} ms, {t1 - t0:.2f} ms long{swapping}): "
                 f"{count(int(s['num_scheduled'][step]), 'request')} computed "
                 f"{count(int(s['num_prefill_tokens'][step]), 'prefill token')} and "
                 f"{count(int(s['num_decode_reqs'][step]), 'decode token')}; "
-                f"{int(s['used_blocks'][step]):,} of {count(trace.config.num_blocks, 'KV block')} in use, "
-                f"{int(s['free_blocks_after'][step]):,} free after the step.")
-    left, right = st.columns(2)
+                f"{int(s['used_blocks'][step]):,} of {count(num_blocks, 'KV block')} in use during the step, "
+                f"{num_blocks - int(s['free_blocks_after'][step]):,} after it.")
+    queues = runner.queues_at(scenario, step)
     lo, hi = trace.sched_offsets[step], trace.sched_offsets[step + 1]
+    ids = [trace.request_ids[r] for r in trace.sched_rows[lo:hi]]
+    # Running requests the step gave no tokens: the budget ran out, or scheduling stopped at a preemption.
+    idle = [rid for rid in queues["running"] if rid not in set(ids)]
+    why_idle = ("no tokens: scheduling stopped at a preemption" if s["num_preempted"][step]
+                else "no tokens: the step's token budget ran out")
     scheduled = pd.DataFrame({
-        "request": [trace.request_ids[r] for r in trace.sched_rows[lo:hi]],
-        "tokens": trace.sched_tokens[lo:hi],
-        "what": [_KIND_TEXT[int(k)] for k in trace.sched_kind[lo:hi]],
+        "request": ids + idle,
+        "tokens": [*trace.sched_tokens[lo:hi].tolist(), *[0] * len(idle)],
+        "what": [_KIND_TEXT[int(k)] for k in trace.sched_kind[lo:hi]] + [why_idle] * len(idle),
     })
+    events = [e for e in trace.events_at(step) if e[1] != "arrive"]
+    left, right = st.columns(2)
     with left:
         st.markdown("**Running batch this step** (running-list order)")
         if len(scheduled):
             st.dataframe(scheduled, hide_index=True, height=table_height(len(scheduled), 320))
         else:
-            st.caption("Nothing ran: the engine was idle.")
+            st.caption("Nothing ran this step." if events or queues["waiting"] or queues["swapped"] else
+                       "Nothing ran: the engine was idle.")
     with right:
-        queues = runner.queues_at(scenario, step)
         st.markdown("**Waiting queue after the step** (admission order, head first)")
         waiting = queues["waiting"]
         st.write(", ".join(waiting[:40]) + (f" … and {len(waiting) - 40} more" if len(waiting) > 40 else "")
                  if waiting else "empty")
         if queues["swapped"]:
             st.markdown("**Swapped to CPU:** " + ", ".join(queues["swapped"]))
-    events = [e for e in trace.events_at(step) if e[1] != "arrive"]
     arrivals = [trace.request_ids[e[2]] for e in trace.events_at(step) if e[1] == "arrive"]
     st.markdown("**Why** (the scheduler's decisions this step)")
-    lines = [f"- **{trace.request_ids[row]}** {_EVENT_TEXT.get(kind, kind)}: {why}" for _, kind, row, why in events]
+    swapped = set(queues["swapped"])
+    lines = [f"- {event_line(trace.request_ids[row], kind, why, swapped=trace.request_ids[row] in swapped)}"
+             for _, kind, row, why in events]
     if arrivals:
         lines.insert(0, f"- arrived: {', '.join(arrivals)}")
-    st.markdown("\n".join(lines) if lines else "- Nothing changed: everybody kept running.")
-
+    if not lines:
+        lines = ["- Nothing changed: everybody kept running." if len(scheduled) else
+                 "- Nothing to decide: no request was waiting or running."]
+    st.markdown("\n".join(lines))

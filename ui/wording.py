@@ -28,3 +28,16 @@ def pct_change(before: float, after: float) -> str:
     small change never reads as "-0%" ("-0.4%")."""
     change = (after - before) / before * 100
     return f"{change:+.1f}%" if abs(change) < 1 else f"{change:+.0f}%"
+
+
+# What each kind of trace event did, before the engine's own words. The engine's words for the other kinds (admit,
+# finish, abort, reject, disconnect) already start with what happened: "admitted with a first chunk of 8 tokens".
+_EVENT_LABELS = {"arrive": "arrived", "resume": "resumed", "preempt": "preempted", "swap_out": "swapped out",
+                 "swap_in": "swapped back in", "blocked": "is next in line but not admitted", "promote": "promoted"}
+
+
+def event_line(request_id: str, kind: str, why: str, *, swapped: bool = False) -> str:
+    """One trace event for people: "**D** preempted: KV pool full: ...". ``swapped``: a "blocked" event of a
+    request waiting in CPU memory (it is not in the waiting queue, so it is not "next in line")."""
+    label = "is not swapped back in yet" if kind == "blocked" and swapped else _EVENT_LABELS.get(kind)
+    return f"**{request_id}** {label}: {why}" if label else f"**{request_id}** {why}"

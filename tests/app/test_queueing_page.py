@@ -84,16 +84,16 @@ def test_step_inspector_explains_the_schedule():
     at.toggle(key="queueing.inspector").set_value(True).run()
     assert_clean(at)
     # The FCFS run opens at its first refusal to admit: step 0, where short1 and short2 find the one slot taken.
-    assert at.slider(key="queueing.inspect_step.FCFS").value == 0
+    assert at.slider(key="queueing.inspect_step.article_hol.FCFS").value == 0
     text = " ".join(m.value for m in at.markdown)
     assert "the only batch slot (max_num_seqs = 1) is taken" in text
     # Step 0: long's 4-token prompt is the only work (5.75 + 4 x 0.016 ms), in the singular where it is one.
-    assert ("1 request computed 4 prefill tokens and 0 decode tokens; 1 of 999 KV blocks in use, 998 free "
-            "after the step") in text
-    at.slider(key="queueing.inspect_step.FCFS").set_value(1000).run()
+    assert ("1 request computed 4 prefill tokens and 0 decode tokens; 1 of 999 KV blocks in use during the step, "
+            "1 after it") in text
+    at.slider(key="queueing.inspect_step.article_hol.FCFS").set_value(1000).run()
     assert_clean(at)
     text = " ".join(m.value for m in at.markdown)
-    assert "short1" in text and "admitted" in text
+    assert "**short1** admitted with a first chunk of 4 tokens" in text
 
 
 def _sweep_chart(at) -> dict:

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from sim import metrics
+from sim.engine import queues_after_step
 from sim.request_queue import KeyedQueue
 from sim.workload import WorkloadSpec, generate
 from tests.sim.factories import assert_same_trace, config, rec, req, run
@@ -173,6 +174,34 @@ def test_vtc_admits_the_head_of_the_client_with_the_lowest_counter():
     assert rec(t, "b1")["first_scheduled_step"] == 10
     assert rec(t, "a2")["first_scheduled_step"] == 12
     assert rec(run(_one_slot(), *reqs), "a2")["first_scheduled_step"] == 10  # FCFS
+
+
+def _admissions(t) -> list[str]:
+    return [t.request_ids[row] for _, kind, row, _ in t.events if kind in ("admit", "resume")]
+
+
+@pytest.mark.parametrize("policy", ["vtc", "lcf"])
+def test_vtc_queue_order_is_the_order_admissions_would_take(policy):
+    # X (client c) fills the budget of step 0; a1, a2, b1, b2 wait with counters at 0. Each admission charges its
+    # 3-token prompt, so the clients take turns: a1, b1, a2, b2 (not a's requests, then b's). The queue's order
+    # says so beforehand, and step 1 admits them in that order.
+    cfg = config(num_blocks=99, max_num_seqs=8, max_num_batched_tokens=16, policy=policy)
+    reqs = (req("X", 0, 16, 20, client_id="c"), req("a1", 0, 3, 3, client_id="a"),
+            req("a2", 0, 3, 3, client_id="a"), req("b1", 0, 3, 3, client_id="b"), req("b2", 0, 3, 3, client_id="b"))
+    assert queues_after_step(cfg, reqs, 0)["waiting"] == ["a1", "b1", "a2", "b2"]
+    assert _admissions(run(cfg, *reqs)) == ["X", "a1", "b1", "a2", "b2"]
+
+
+def test_vtc_queue_order_breaks_a_counter_tie_by_the_earlier_head():
+    # One slot. After step 60 clients a and b tie at 110 (b0 and a0 ran; b was lifted); a1 (row 3) arrived
+    # before b1 (row 4), so a1 goes first, whatever the clients' order of appearance.
+    reqs = (req("b0", 0, 1, 1, client_id="b"), req("a0", 0, 100, 5, client_id="a"),
+            req("c0", 0, 1, 100, client_id="c"), req("a1", 50, 1, 1, client_id="a"), req("b1", 60, 1, 1, client_id="b"))
+    cfg = _one_slot(policy="vtc", num_blocks=999)
+    t = run(cfg, *reqs)
+    assert _counters(t, "a")[60] == _counters(t, "b")[60] == 110.0
+    assert queues_after_step(cfg, reqs, 60)["waiting"] == ["a1", "b1"]
+    assert _admissions(t)[-2:] == ["a1", "b1"]
 
 
 def test_lift_raises_a_returning_client_to_the_lowest_other_backlogged_counter():

@@ -238,7 +238,7 @@ def test_block_map_steps_and_event_navigation():
     assert events == [113, 145, 200]
     assert lesson.neighbour_event(events, 113, +1) == 145 and lesson.neighbour_event(events, 113, -1) is None
     assert lesson.map_steps_for(fcfs, 113) == (112, 113) and lesson.map_steps_for(fcfs, 114) == (114,)
-    assert any("D** preempted (recompute)" in line for line in lesson.step_events(fcfs, 113))
+    assert any(line.startswith("**D** preempted: KV pool full") for line in lesson.step_events(fcfs, 113))
 
 
 # ---- figures ---------------------------------------------------------------------------------------------------------

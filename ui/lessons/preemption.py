@@ -31,7 +31,7 @@ from sim.trace import Trace
 from ..controls import Knob
 from ..knobs import engine_knobs as shared_engine_knobs
 from ..lesson import Run as LessonRun
-from ..wording import count, fmt_gib, join_and, pct_change
+from ..wording import count, event_line, fmt_gib, join_and, pct_change
 
 LESSON = "preemption"
 QUESTION = (
@@ -248,9 +248,9 @@ class Preemption:
         return max(self.resume_tokens - self.hit_tokens, 0) if self.kind != "swap" else 0
 
 
-_BLOCKS_RE = re.compile(r"(\d[\d,]*) blocks (?:freed|copied)")
-_HITS_RE = re.compile(r"(\d[\d,]*) tokens from the prefix cache")
-_RESUME_RE = re.compile(r"re-prefill of (\d[\d,]*) tokens")
+_BLOCKS_RE = re.compile(r"(\d[\d,]*) blocks? (?:freed|copied)")
+_HITS_RE = re.compile(r"(\d[\d,]*) tokens? from the prefix cache")
+_RESUME_RE = re.compile(r"re-prefill of (\d[\d,]*) tokens?")
 
 
 def _number(pattern: re.Pattern[str], text: str, default: int = 0) -> int:
@@ -619,14 +619,13 @@ def map_steps_for(trace: Trace, step: int) -> tuple[int, ...]:
     return (step - 1, step) if preempted and step > 0 else (step,)
 
 
-_STEP_EVENT_TEXT = {"preempt": "preempted (recompute)", "swap_out": "swapped out to CPU",
-                    "resume": "re-admitted", "swap_in": "swapped back in", "admit": "admitted", "finish": "finished"}
+_STEP_EVENT_KINDS = ("preempt", "swap_out", "resume", "swap_in", "admit", "finish")  # what the block map shows
 
 
 def step_events(trace: Trace, step: int) -> list[str]:
-    """What happened to requests in ``step``, one line each: "D preempted (recompute): KV pool full: ..."."""
-    return [f"**{trace.request_ids[row]}** {_STEP_EVENT_TEXT[kind]}: {why}" for s, kind, row, why in trace.events
-            if s == step and kind in _STEP_EVENT_TEXT]
+    """What happened to requests in ``step``, one line each: "D preempted: KV pool full: ..."."""
+    return [event_line(trace.request_ids[row], kind, why) for s, kind, row, why in trace.events
+            if s == step and kind in _STEP_EVENT_KINDS]
 
 
 def readmissions(preempted: Sequence[Preemption]) -> list[tuple[str, int, int]]:
