@@ -11,7 +11,7 @@ lp = open_lesson(lesson.LESSON, "Queueing: who waits, and in what order", ":mate
 style, preset, base = lp.style, lp.preset, lp.base
 engine = lp.panel("Engine", f"{lesson.LESSON}.engine", knobs.engine_knobs(base.config))
 workload = lp.workload(lesson.LESSON)
-own = lp.panel("Policies", lesson.LESSON, lesson.knobs(preset))
+own = lp.panel("Policies", lesson.LESSON, lesson.knobs(preset, base.config))
 lp.show_changes()
 config = lesson.apply(knobs.apply_engine(base.config, engine), own)
 st.sidebar.caption(knobs.pool_caption(config))

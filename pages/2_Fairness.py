@@ -36,7 +36,8 @@ st.sidebar.caption(knobs.pool_caption(config))
 unit = own["unit"]
 
 scenario = page.guarded(lambda: lesson.in_client_order(knobs.scenario_with(base, config, workload)))
-variants = lesson.variants(preset, scenario, own["policies"], base.config, lift=own.get("lift", True))
+# (labels are the preset's: one whose numbers the knobs or an uploaded file changed says what it runs now)
+variants = lesson.variants(preset, scenario, own["policies"], preset.scenario.config, lift=own.get("lift", True))
 # A preset with a sweep makes its point there: its runs start on the other cores with the policies'.
 limit_values = weight_values = None
 if "limit_sweep" in preset.knobs and "limit" in own:

@@ -14,7 +14,7 @@ lp = open_lesson(lesson.LESSON, "Preemption: when KV memory runs out mid-answer"
 style, preset, base = lp.style, lp.preset, lp.base
 engine = lp.panel("Engine", f"{lesson.LESSON}.engine", lesson.engine_knobs(base.config))
 workload = lp.workload(lesson.LESSON)
-own = lp.panel("Preemption", lesson.LESSON, lesson.knobs(preset, base.config))
+own = lp.panel("Preemption", lesson.LESSON, lesson.knobs(preset, base.config, lp.is_uploaded))
 swap = lp.panel("Swap", f"{lesson.LESSON}.swap", lesson.swap_knobs(base.config))
 lp.show_changes()
 config = page.guarded(lambda: lesson.apply(base.config, engine, own, swap))

@@ -102,8 +102,20 @@ def open_lesson(lesson: str, title: str, icon: str, question: str) -> LessonPage
     changes_slot = st.empty()
     uploaded = sections.upload(lesson)
     scope = preset.key if uploaded is None else f"upload:{runner.scenario_key(uploaded)}"
-    return LessonPage(style, preset, uploaded or preset.scenario, uploaded is not None, scope, started_s,
-                      changes_slot)
+    base = preset.scenario if uploaded is None else as_variant_base(preset, uploaded)
+    return LessonPage(style, preset, base, uploaded is not None, scope, started_s, changes_slot)
+
+
+def as_variant_base(preset: Preset, uploaded: Scenario) -> Scenario:
+    """An uploaded scenario as the base the preset's variants override. A file is often one variant's download:
+    a setting that a variant switches (FCFS's ``rate_limit_max_requests: 0``, "VTC 1:1"'s equal weights, "SJF, no
+    guard"'s threshold 0) holds that variant's value there, and the other variants, which rely on the preset's
+    value ("Rate limit", "VTC 1:2", "SJF + guard"), would run without it under their labels. Such a setting gets
+    the preset's value back; every other setting of the file is kept."""
+    ours, theirs = preset.scenario.config, uploaded.config
+    restore = {name: getattr(ours, name) for _, overrides in preset.variants for name, value in overrides.items()
+               if getattr(theirs, name) == value != getattr(ours, name)}
+    return uploaded.with_config(**restore) if restore else uploaded
 
 
 def run_variants(variants: Sequence[tuple[str, Scenario]], make: Callable[..., Any] = Run,

@@ -176,3 +176,16 @@ def test_a_one_block_abort_says_one_block():
     at = open_page(PAGE, {"leave_after_tokens": "10", "answer_tokens": "2250"})
     assert_clean(at)
     assert any(c.value.startswith("10 tokens; 1 block = 2 MB allocated") for c in at.caption)
+
+
+def test_an_uploaded_late_server_keeps_its_delay_and_its_name():
+    """The download of "notices after 120 steps", uploaded again: the late server runs (and is named) with the
+    file's 120 steps, not the preset's 50."""
+    from sim.scenario import scenario_to_dict
+
+    p = presets.get("impatient_users")
+    late = p.scenario.with_config(disconnect_detect_delay_steps=120)
+    at = open_page(PAGE, {"preset": "impatient_users"}, session={"cancellation.uploaded": scenario_to_dict(late)})
+    assert not at.exception and not at.error
+    assert at.slider(key="cancellation.delay").value == 120
+    assert any(m.label.startswith("notices after 120 steps") for m in at.metric)

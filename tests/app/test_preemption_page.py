@@ -157,3 +157,13 @@ def test_the_cost_what_if_never_uses_a_request_that_could_not_run():
     assert_clean(at)
     assert any("there is no victim to bring back" in c.value for c in at.caption)
     assert "Recompute: GPU time" not in metric_values(at)
+
+
+def test_a_one_run_preset_names_the_policy_it_runs():
+    """Sizing's one run is labelled FCFS; with the policy knob (or an uploaded file) on priority it is called
+    priority, in its numbers and sentences."""
+    at = open_page(PAGE, {"preset": "sizing", "policy": "priority"})
+    assert not at.exception
+    labels = [m.label for m in at.metric]
+    assert "priority: preemptions" in labels and "FCFS: preemptions" not in labels
+    assert "FCFS: preemptions" in [m.label for m in open_page(PAGE, {"preset": "sizing"}).metric]

@@ -35,3 +35,22 @@ def test_both_reasons_say_how_many_each():
     assert "1 request needs 17 KV blocks at the longest" in text
     assert "2 requests have a prompt of up to 120 tokens, more than the step's token budget " \
            "(max_num_batched_tokens 64), and chunked prefill is off" in text
+
+
+def test_an_uploaded_variant_gives_the_other_variants_back_the_setting_they_rely_on():
+    from sim import presets
+    from ui.lesson import as_variant_base
+
+    fairness = presets.get("article_fairness")  # FCFS sets rate_limit_max_requests 0; "Rate limit" relies on 10
+    fcfs_file = fairness.scenario.with_config(policy="fcfs", rate_limit_max_requests=0)
+    assert as_variant_base(fairness, fcfs_file).config.rate_limit_max_requests == 10
+    weighted = presets.get("weighted_vtc")  # "VTC 1:1" sets equal weights; "VTC 1:2" relies on (A 1, B 2)
+    equal_file = weighted.scenario.with_config(client_weights=(), num_blocks=500)
+    rebased = as_variant_base(weighted, equal_file)
+    assert rebased.config.client_weights == (("A", 1.0), ("B", 2.0)) and rebased.config.num_blocks == 500
+    # A file's own setting that no variant switches to stays the file's: 1:3 weights, a 120-step delay.
+    own = weighted.scenario.with_config(client_weights=(("A", 1.0), ("B", 3.0)))
+    assert as_variant_base(weighted, own) == own
+    cancel = presets.get("impatient_users")
+    late = cancel.scenario.with_config(disconnect_detect_delay_steps=120)
+    assert as_variant_base(cancel, late).config.disconnect_detect_delay_steps == 120

@@ -59,6 +59,8 @@ def knobs(preset: Preset, base: Scenario, uploaded: bool = False) -> list[Knob]:
     requests (not on an uploaded scenario), abandonment only on a generated workload."""
     labels = tuple(label for label, _ in preset.variants)
     delay = _delay_default(preset)
+    if delay is not None and base.config.disconnect_detect_delay_steps:  # an uploaded late server's own delay
+        delay = base.config.disconnect_detect_delay_steps
     names = {label: "notices late" for label, ov in preset.variants
              if ov.get("disconnect_detect_delay_steps", 0) > 0}
     out = [Knob("servers", "Servers to compare", "multi", list(labels), options=labels, labels=names,

@@ -108,34 +108,36 @@ def compared(preset: Preset) -> set[str]:
     return out
 
 
-def _default(preset: Preset, config: EngineConfig, name: str) -> Any:
-    """A knob's default: the first variant's override (a one-variant preset states its setting there), else
-    the scenario's config."""
-    first = preset.variants[0][1] if preset.variants else {}
+def _knob_default(preset: Preset, config: EngineConfig, name: str, uploaded: bool = False) -> Any:
+    """A knob's default: an uploaded scenario's setting; else the first variant's override (a one-variant preset
+    states its setting there), else the scenario's config."""
+    first = preset.variants[0][1] if preset.variants and not uploaded else {}
     value = first.get(name, getattr(config, name))
     return value.value if hasattr(value, "value") else value
 
 
-def knobs(preset: Preset, config: EngineConfig) -> list[Knob]:
+def knobs(preset: Preset, config: EngineConfig, uploaded: bool = False) -> list[Knob]:
     """The lesson's own knobs: variants to compare, then the policy, preemption mode and prefix caching unless
-    the variants compare them, then the time axis."""
+    the variants compare them, then the time axis. ``uploaded``: ``config`` is an uploaded scenario's, whose
+    settings come first."""
     out = []
     if len(preset.variants) > 1:
         labels = tuple(label for label, _ in preset.variants)
         out.append(Knob("compare", "Runs to compare", "multi", list(labels), options=labels, widget="multiselect",
                         help="Each runs on the same requests with the same knobs."))
     axes = compared(preset)
-    policies = tuple(dict.fromkeys(("fcfs", "priority", _default(preset, config, "policy"))))
+    default = {name: _knob_default(preset, config, name, uploaded) for name in COMPARED_FIELDS}
+    policies = tuple(dict.fromkeys(("fcfs", "priority", default["policy"])))
     optional = [
-        Knob("policy", "Victim choice (queue policy)", "choice", _default(preset, config, "policy"), options=policies,
+        Knob("policy", "Victim choice (queue policy)", "choice", default["policy"], options=policies,
              labels={"fcfs": "FCFS: evict the last of the running list", "priority": "priority: evict the lowest "
                      "priority (largest number)"}, widget="select",
              help="Who is preempted when the pool is full; also the waiting-queue order."),
-        Knob("preemption_mode", "Preemption mode", "choice", _default(preset, config, "preemption_mode"),
+        Knob("preemption_mode", "Preemption mode", "choice", default["preemption_mode"],
              options=("recompute", "swap"), widget="segmented",
              help="recompute: drop the victim's KV and prefill it again later; swap: copy its blocks to CPU "
                   "memory and back (falls back to recompute when the CPU swap space is full)."),
-        Knob("enable_prefix_caching", "Prefix caching", "bool", bool(_default(preset, config, "enable_prefix_caching")),
+        Knob("enable_prefix_caching", "Prefix caching", "bool", bool(default["enable_prefix_caching"]),
              widget="toggle", help=field_help(EngineConfig, "enable_prefix_caching") + ": a re-admitted request "
              "reuses its blocks that are still cached."),
     ]
@@ -190,8 +192,21 @@ def variants(preset: Preset, base: Scenario, chosen: Sequence[str] | None) -> li
     for label, overrides in preset.variants:
         if chosen is not None and label not in chosen:
             continue
-        out.append((label, base.with_config(**{k: v for k, v in overrides.items() if k in axes})))
+        scenario = base.with_config(**{k: v for k, v in overrides.items() if k in axes})
+        # A setting the variant names but a knob now sets (one-variant presets): say what actually runs.
+        moved = [_setting_text(k, getattr(scenario.config, k)) for k, v in overrides.items()
+                 if k not in axes and str(getattr(v, "value", v)) != str(getattr(getattr(scenario.config, k), "value",
+                                                                             getattr(scenario.config, k)))]
+        out.append((", ".join(moved) if moved else label, scenario))
     return out
+
+
+def _setting_text(name: str, value: Any) -> str:
+    """A compared setting as a run's label: "priority", "swap", "prefix caching on"."""
+    if name == "enable_prefix_caching":
+        return f"prefix caching {'on' if value else 'off'}"
+    text = str(getattr(value, "value", value))
+    return "FCFS" if text == "fcfs" else text
 
 
 # ---- what each preemption cost ---------------------------------------------------------------------------------------

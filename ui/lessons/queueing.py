@@ -30,9 +30,10 @@ def _policies(preset: Preset) -> set[str]:
     return {str(overrides.get("policy", base)) for _, overrides in preset.variants}
 
 
-def knobs(preset: Preset) -> list[Knob]:
-    """The lesson's own knobs; the prediction and starvation knobs only where a variant uses them."""
-    c = preset.scenario.config
+def knobs(preset: Preset, config: EngineConfig | None = None) -> list[Knob]:
+    """The lesson's own knobs; the prediction and starvation knobs only where a variant uses them. Defaults come
+    from ``config`` (an uploaded scenario's; default the preset's)."""
+    c = preset.scenario.config if config is None else config
     policies = _policies(preset)
     chosen = [
         Knob("policies", "Policies to compare", "multi", [label for label, _ in preset.variants],
