@@ -3,7 +3,7 @@
 import streamlit as st
 
 from ui import charts, knobs, page, sweeps
-from ui.lesson import footer, open_lesson, run_variants
+from ui.lesson import open_lesson, run_variants
 from ui.lessons import queueing as lesson
 
 lp = open_lesson(lesson.LESSON, "Queueing: who waits, and in what order", ":material/hourglass_top:",
@@ -85,4 +85,4 @@ if sigma_sweep is not None:
 st.subheader("Metrics")
 page.show_metrics({run.label: run.summary for run in runs}, ("served", "throughput", "preemptions"))
 
-footer(lesson.LESSON, preset, runs)
+lp.footer(runs)

@@ -4,7 +4,7 @@ import streamlit as st
 
 from ui import charts, knobs, page, runner, sweeps
 from ui.charts import fairness as fairness_charts
-from ui.lesson import footer, open_lesson, run_variants
+from ui.lesson import open_lesson, run_variants
 from ui.lessons import fairness as lesson
 
 lp = open_lesson(lesson.LESSON, "Fairness: per customer, not per request", ":material/balance:", lesson.QUESTION)
@@ -119,7 +119,7 @@ def gantt() -> None:
         next(iter(traces))
     fig = charts.gantt(traces[label], style, x_unit=unit, title=f"{label}: each request over time",
                        color_by="client")
-    page.show_chart(fig, "gantt", style)
+    page.show_chart(fig, f"gantt-{label}", style, key="chart-gantt")
 
 
 gantt()
@@ -128,4 +128,4 @@ st.subheader("Metrics")
 page.show_table(lesson.policy_table(runs), index=True)
 page.show_table(lesson.client_table(runs))
 
-footer(lesson.LESSON, preset, runs)
+lp.footer(runs)

@@ -4,7 +4,7 @@ import streamlit as st
 
 from ui import charts, knobs, page
 from ui.charts import cancellation as cancel_charts
-from ui.lesson import footer, open_lesson, run_variants
+from ui.lesson import open_lesson, run_variants
 from ui.lessons import cancellation as lesson
 
 lp = open_lesson(lesson.LESSON, "Cancellation: work nobody reads", ":material/content_cut:", lesson.QUESTION)
@@ -71,4 +71,4 @@ with cols[-1]:
 st.subheader("Metrics")
 page.show_metrics(summaries, ("served", "aborted", "wasted", "wasted_gpu", "goodput", "throughput", "peak_kv"))
 
-footer(lesson.LESSON, preset, runs, start_step=lesson.inspector_step)
+lp.footer(runs, start_step=lesson.inspector_step)

@@ -5,7 +5,7 @@ import streamlit as st
 from ui import knobs, page, runner, theme
 from ui.charts import preemption as charts
 from ui.controls import Knob, KnobPanel
-from ui.lesson import footer, open_lesson, run_variants
+from ui.lesson import open_lesson, run_variants
 from ui.lessons import preemption as lesson
 from ui.wording import fmt_gib
 
@@ -104,7 +104,7 @@ def show_block_map() -> None:
                 return
             partial = runner.run_until(run.scenario, step, lesson.map_steps_for(run.trace, step))
             page.show_chart(charts.block_map(partial, step, style, plot_px=1000 if columns == 1 else 480),
-                            f"preemption-block-map-{label}", style, key=f"block-map-{label}")
+                            f"preemption-block-map-{label}-step-{step}", style, key=f"block-map-{label}")
             lines = lesson.step_events(run.trace, step)
             st.markdown(f"**{label}**, step {step:,}:\n" + ("\n".join(f"- {line}" for line in lines) if lines
                                                              else "\n- no admission, preemption or finish"))
@@ -211,4 +211,4 @@ st.subheader("Metrics")
 page.show_metrics({run.label: run.summary for run in runs},
                   ("served", "throughput", "preemptions", "swaps", "recomputed", "peak_kv"))
 
-footer(lesson.LESSON, preset, runs)
+lp.footer(runs)

@@ -55,6 +55,15 @@ def choice(enum_cls: type[enum.StrEnum], value: Any, field_name: str) -> enum.St
 MAX_VALUE = 10**12
 
 
+_JSON_TYPE = {dict: "an object", list: "a list", str: "a string", int: "a number", float: "a number",
+              bool: "true/false", type(None): "null"}
+
+
+def json_type(value: Any) -> str:
+    """What a JSON reader calls ``value``'s type: 'a list', 'null' (not Python's 'NoneType')."""
+    return _JSON_TYPE.get(type(value), type(value).__name__)
+
+
 def check_int(name: str, value: Any, lo: int, hi: int | None = None) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"{name}: must be an integer, got {value!r}")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .config import MODELS, CostModel, EngineConfig, ModelSpec
+from .config import MODELS, CostModel, EngineConfig, ModelSpec, json_type
 from .engine import rejection_message
 from .request import RequestSpec
 from .workload import WorkloadSpec, generate, workload_from_dict, workload_to_dict
@@ -53,7 +53,7 @@ def _unknown(keys: Any, allowed: Any, where: str) -> None:
 
 def _object(value: Any, where: str) -> dict[str, Any]:
     if not isinstance(value, dict):
-        raise ScenarioError(f"{where}: must be a JSON object, got {type(value).__name__}")
+        raise ScenarioError(f"{where}: must be a JSON object, got {json_type(value)}")
     return value
 
 
@@ -138,8 +138,9 @@ def scenario_from_dict(data: Any) -> Scenario:
     _unknown(data, _TOP_KEYS, "scenario")
     name = data.get("name", "Untitled scenario")
     description = data.get("description", "")
-    if not isinstance(name, str) or not isinstance(description, str):
-        raise ScenarioError("name, description: must be strings")
+    for key, value in (("name", name), ("description", description)):
+        if not isinstance(value, str):
+            raise ScenarioError(f"{key}: must be a string, got {json_type(value)}")
     if "config" not in data:
         raise ScenarioError("config: required (at least num_blocks)")
     config = config_from_dict(data["config"])
@@ -158,23 +159,28 @@ def scenario_from_dict(data: Any) -> Scenario:
         if not isinstance(items, list) or not items:
             raise ScenarioError("requests: must be a non-empty list of request objects")
         requests = [request_from_dict(r, i) for i, r in enumerate(items)]
-    check_requests(requests, config)
+    check_requests(requests, config, generated=has_workload)
     return Scenario(name=name, config=config, requests=tuple(requests), description=description, workload=workload)
 
 
-def check_requests(requests: list[RequestSpec] | tuple[RequestSpec, ...], config: EngineConfig) -> None:
-    """Duplicate ids and requests that can never run on this engine are errors in a scenario file."""
+def check_requests(requests: list[RequestSpec] | tuple[RequestSpec, ...], config: EngineConfig,
+                   generated: bool = False) -> None:
+    """Duplicate ids and requests that can never run on this engine are errors in a scenario file.
+    ``generated``: the requests come from the file's ``workload`` (the file has no ``requests`` to point at)."""
     seen: set[str] = set()
     for i, r in enumerate(requests):
+        where = f"workload: its request {r.request_id!r}" if generated else f"requests[{i}] (id {r.request_id!r})"
         if r.request_id in seen:
             raise ScenarioError(f"requests[{i}].id: duplicate request id {r.request_id!r}; ids must be unique")
         seen.add(r.request_id)
         if r.arrival_step >= config.max_steps:
-            raise ScenarioError(f"requests[{i}].arrival_step: {r.arrival_step:,} is at or past max_steps "
-                                f"({config.max_steps:,}): the run would stop before it arrives; raise max_steps")
+            field = f"{where} arrives at step" if generated else f"requests[{i}].arrival_step:"
+            raise ScenarioError(f"{field} {r.arrival_step:,}, at or past max_steps ({config.max_steps:,}): the run "
+                                f"would stop before it arrives; raise max_steps")
         why = rejection_message(r, config)
         if why:
-            raise ScenarioError(f"requests[{i}] (id {r.request_id!r}): {why}")
+            raise ScenarioError(f"{where}: {why}" + ("; enlarge num_blocks (or shorten the workload's lengths)"
+                                                     if generated and "num_blocks" in why else ""))
 
 
 def scenario_to_dict(s: Scenario) -> dict[str, Any]:
@@ -203,7 +209,7 @@ def loads(text: str) -> Scenario:
 
 def load(path: str | Path) -> Scenario:
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = Path(path).read_text(encoding="utf-8-sig")  # (a byte-order mark, as some editors write, is fine)
     except OSError as e:
         raise ScenarioError(f"cannot read {path}: {e.strerror}") from None
     except UnicodeDecodeError:

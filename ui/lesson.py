@@ -6,6 +6,7 @@ A page is then: ``page = open_lesson(...)``, its own knobs, ``run_variants(...)`
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ from sim.workload import WorkloadSpec
 from . import knobs, page, runner, sections
 from .controls import Knob, KnobPanel, preset_picker
 from .theme import ChartStyle
-from .wording import count
+from .wording import count, file_slug, join_and
 
 
 @dataclass
@@ -75,6 +76,22 @@ class LessonPage:
                       on_click=_reset_panels, args=(tuple(p for p, _ in self.panels),), icon=":material/undo:",
                       width="content")
 
+    def footer(self, runs: Sequence[Run], start_step: Callable[[Trace], int] | None = None) -> None:
+        """The end of every lesson page: the step inspector, then each run's scenario and trace to download."""
+        lesson = self.preset.lesson
+        st.subheader("Step inspector")
+        # Opt-in: showing the queue at a step re-runs the engine up to it, which costs nothing while this is off.
+        if st.toggle("Walk through the schedule step by step", key=f"{lesson}.inspector",
+                     help="Pick a step: who ran with how many tokens, the waiting queue in order, and why each "
+                          "request was admitted, refused or preempted."):
+            sections.step_inspector({run.label: (run.scenario, run.trace) for run in runs}, lesson,
+                                    start_step=start_step, scope=self.scope)
+        st.subheader("Take it with you")
+        for run in runs:
+            st.caption(run.label)
+            sections.downloads(run.scenario, run.trace, file_slug(self.style.file_prefix, run.label),
+                               key=f"{lesson}.{run.label}")
+
     def workload(self, lesson: str, workload: WorkloadSpec | None = None) -> WorkloadSpec | None:
         """The shared workload knobs for a generated workload (``workload``, default the base scenario's)."""
         spec = self.base.workload if workload is None else workload
@@ -98,11 +115,17 @@ def open_lesson(lesson: str, title: str, icon: str, question: str) -> LessonPage
     st.title(title)
     st.markdown(question)
     preset = preset_picker(lesson, runner.presets_for(lesson))
-    st.caption(preset.description)
+    uploaded = sections.upload(lesson)  # (in the sidebar)
+    if uploaded is None:
+        st.caption(preset.description)
+    else:  # the file's own words; the page's policies (the preset's) are compared on it
+        st.caption(f"**Your scenario: {uploaded.name}.** {uploaded.description or ''} Compared as in the preset "
+                   f"above: {join_and([label for label, _ in preset.variants])}.")
     changes_slot = st.empty()
-    uploaded = sections.upload(lesson)
     scope = preset.key if uploaded is None else f"upload:{runner.scenario_key(uploaded)}"
     base = preset.scenario if uploaded is None else as_variant_base(preset, uploaded)
+    name = preset.key if uploaded is None else f"upload-{uploaded.name}"
+    style = dataclasses.replace(style, file_prefix=file_slug("scheduler-lab", lesson, name))
     return LessonPage(style, preset, base, uploaded is not None, scope, started_s, changes_slot)
 
 
@@ -178,19 +201,3 @@ def unservable_message(scenario: Scenario, trace: Trace) -> str:
     verb = "was" if rejected == 1 else "were"
     return (f"**{rejected:,} of {count(n, 'request')} can never run on this engine and {verb} rejected on arrival**: "
             + "; ".join(parts) + ". Every figure on this page counts only the others.")
-
-
-def footer(lesson: str, preset: Preset, runs: Sequence[Run], start_step: Callable[[Trace], int] | None = None) -> None:
-    """The end of every lesson page: the step inspector, then each run's scenario and trace to download."""
-    st.subheader("Step inspector")
-    # Opt-in: showing the queue at a step re-runs the engine up to it, which costs nothing while this is off.
-    if st.toggle("Walk through the schedule step by step", key=f"{lesson}.inspector",
-                 help="Pick a step: who ran with how many tokens, the waiting queue in order, and why each "
-                      "request was admitted, refused or preempted."):
-        sections.step_inspector({run.label: (run.scenario, run.trace) for run in runs}, lesson, start_step=start_step,
-                                scope=preset.key)
-    st.subheader("Take it with you")
-    for run in runs:
-        st.caption(run.label)
-        sections.downloads(run.scenario, run.trace, f"{lesson}-{preset.key}-{run.label}".replace(" ", "_"),
-                           key=f"{lesson}.{run.label}")

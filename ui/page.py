@@ -19,6 +19,7 @@ from sim import ScenarioError, SimulationError
 from .charts import metrics_table
 from .controls import Knob, KnobPanel
 from .theme import ChartStyle, plotly_config
+from .wording import file_slug
 
 _DISPLAY_KNOBS = [
     Knob("present", "Presentation mode (projector)", "bool", False, widget="toggle",
@@ -70,9 +71,10 @@ def setup(title: str, icon: str) -> ChartStyle:
 
 
 def show_chart(fig: go.Figure, name: str, style: ChartStyle, key: str | None = None) -> None:
-    """Render a figure; its camera button downloads ``scheduler-lab-<name>.png`` (or .svg)."""
+    """Render a figure; its camera button downloads ``<style.file_prefix>-<name>.png`` (or .svg), e.g.
+    ``scheduler-lab-queueing-busy_server-gantt-FCFS.png``."""
     # theme=None: the figure's own fonts and colours (Streamlit's theme would grey and shrink the tick labels).
-    st.plotly_chart(fig, config=plotly_config(f"scheduler-lab-{name}", style), key=key or f"chart-{name}",
+    st.plotly_chart(fig, config=plotly_config(file_slug(style.file_prefix, name), style), key=key or f"chart-{name}",
                     theme=None)
 
 

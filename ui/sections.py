@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
+from sim import metrics
 from sim import scenario as scenario_io
 from sim.scenario import Scenario, ScenarioError
 from sim.trace import SCHED_DECODE, SCHED_PREFILL, SCHED_PREFILL_DONE, SCHED_WASTED, Trace
@@ -23,28 +25,67 @@ _KIND_TEXT = {SCHED_PREFILL: "prefill chunk (no token yet)", SCHED_PREFILL_DONE:
               SCHED_DECODE: "decode 1 token", SCHED_WASTED: "token for nobody (wasted)"}
 
 
+UPLOAD_PARAM = "uploaded"  # in the URL while a file is uploaded: the scenario's name
+APP_MAX_STEPS = 200_000  # an uploaded scenario runs for at most this many engine steps here (the CLI has no cap)
+
+
 def upload(page: str) -> Scenario | None:
-    """A scenario file the user uploaded for this page (validated), or None to use the presets."""
-    state_key = f"{page}.uploaded"
+    """A scenario file the user uploaded for this page (validated), or None to use the presets. The page shows
+    the file while it is in the upload box: taking it out, a file that is not valid, or "Back to the presets"
+    (which also empties the box) return to the presets."""
+    state_key, seen_key, box_key = f"{page}.uploaded", f"{page}.upload_seen", f"{page}.upload_box"
+    if UPLOAD_PARAM in st.query_params and state_key not in st.session_state and not st.session_state.get(seen_key):
+        # A link copied while its sender had a file uploaded: the link has the settings, not the file.
+        st.warning(f"This link was copied while a scenario file was uploaded ({st.query_params[UPLOAD_PARAM][:80]!r})"
+                   f". A link cannot carry the file: this page shows the preset with the link's settings.",
+                   icon=":material/link_off:")
+        del st.query_params[UPLOAD_PARAM]
     with st.sidebar.expander("Load your own scenario", expanded=state_key in st.session_state):
-        file = st.file_uploader("Scenario JSON", type=["json"], key=f"{page}.upload",
+        file = st.file_uploader("Scenario JSON", type=["json"], key=f"{page}.upload.{st.session_state.get(box_key, 0)}",
                                 help="The same format the download button writes (see the README).")
-        if file is not None:
+        if file is None:
+            if st.session_state.pop(seen_key, None):  # the reader took the file out of the box
+                st.session_state.pop(state_key, None)
+        else:
+            st.session_state[seen_key] = True
             try:
-                text = file.getvalue().decode("utf-8")
-                st.session_state[state_key] = scenario_io.scenario_to_dict(scenario_io.loads(text))
-            except UnicodeDecodeError:
-                st.error("That file is not UTF-8 text; upload a JSON scenario.", icon=":material/block:")
+                st.session_state[state_key] = scenario_io.scenario_to_dict(_for_this_app(file.getvalue()))
             except ScenarioError as e:
-                st.error(f"That scenario is not valid: {e}", icon=":material/block:")
+                st.session_state.pop(state_key, None)
+                st.error(f"That scenario is not valid: {e}. Showing the presets.", icon=":material/block:")
         if state_key in st.session_state:
-            if st.button("Back to the presets", key=f"{page}.clear_upload"):
-                del st.session_state[state_key]
-                st.rerun()
+            st.button("Back to the presets", key=f"{page}.clear_upload", on_click=_back_to_presets, args=(page,))
             st.caption("Showing your uploaded scenario; the page's policies are compared on it. "
                        "A shared link cannot carry an uploaded file.")
-            return scenario_io.scenario_from_dict(st.session_state[state_key])
+            scenario = scenario_io.scenario_from_dict(st.session_state[state_key])
+            st.query_params[UPLOAD_PARAM] = scenario.name  # so a copied link can say what it lacks
+            return scenario
+    if UPLOAD_PARAM in st.query_params:
+        del st.query_params[UPLOAD_PARAM]
     return None
+
+
+def _for_this_app(data: bytes) -> Scenario:
+    """An uploaded file's scenario, runnable in a page's time: at most APP_MAX_STEPS engine steps."""
+    try:
+        text = data.decode("utf-8-sig")  # (a byte-order mark, as some editors write, is fine)
+    except UnicodeDecodeError:
+        raise ScenarioError("the file is not UTF-8 text; upload a JSON scenario") from None
+    scenario = scenario_io.loads(text)
+    last = max(r.arrival_step for r in scenario.requests)
+    if last >= APP_MAX_STEPS:
+        raise ScenarioError(f"its requests arrive until step {last:,}, and this app simulates at most "
+                            f"{APP_MAX_STEPS:,} steps a run; run it with `python -m sim run FILE` instead")
+    if scenario.config.max_steps > APP_MAX_STEPS:
+        scenario = scenario.with_config(max_steps=APP_MAX_STEPS)
+    return scenario
+
+
+def _back_to_presets(page: str) -> None:
+    """The "Back to the presets" button: forget the file and give the page a new, empty upload box."""
+    for key in (f"{page}.uploaded", f"{page}.upload_seen"):
+        st.session_state.pop(key, None)
+    st.session_state[f"{page}.upload_box"] = st.session_state.get(f"{page}.upload_box", 0) + 1
 
 
 def downloads(scenario: Scenario, trace: Trace, name: str, key: str) -> None:
@@ -53,17 +94,33 @@ def downloads(scenario: Scenario, trace: Trace, name: str, key: str) -> None:
     # The files are made only when a button is clicked (a callable), not on every rerun.
     c1.download_button("Scenario (JSON)", lambda: scenario_io.dumps(scenario), file_name=f"{name}.json",
                        mime="application/json", key=f"{key}.dl_json", width="stretch")
-    c2.download_button("Requests (CSV)", lambda: requests_csv(trace), file_name=f"{name}-requests.csv",
+    c2.download_button("Requests (CSV)", lambda: requests_csv(scenario, trace), file_name=f"{name}-requests.csv",
                        mime="text/csv", key=f"{key}.dl_req", width="stretch")
     c3.download_button("Steps (CSV)", lambda: trace.to_frames()["steps"].to_csv(index=False),
                        file_name=f"{name}-steps.csv", mime="text/csv", key=f"{key}.dl_steps", width="stretch")
+    if any(why in ("exceeds_kv_pool", "exceeds_token_budget") for why in trace.finish_reason):
+        st.caption(":material/warning: Some requests of this scenario can never run on this engine, so its file "
+                   "will not load (here or with `python -m sim run`) until the engine fits them: enlarge the KV pool "
+                   "(or the token budget) first.")
 
 
-def requests_csv(trace: Trace) -> str:
-    """One row per request; step lists as space-separated numbers."""
+def requests_csv(scenario: Scenario, trace: Trace) -> str:
+    """One row per request: what it asked for, what happened to it, and its latencies in steps and ms as the
+    metrics table counts them (blank where it never happened: a rejected request has no TTFT). Step lists are
+    space-separated numbers; steps are whole numbers even where some rows are blank."""
     requests = trace.to_frames()["requests"]
     for col in ("preempted_at_steps", "resumed_at_steps", "swapped_out_at_steps"):
         requests[col] = requests[col].map(lambda v: " ".join(map(str, v)))
+    specs = scenario.requests
+    requests["output_len"] = [r.output_len for r in specs]
+    requests["max_tokens"] = pd.array([r.max_tokens for r in specs], dtype="Int64")
+    requests["abort_step"] = pd.array([r.abort_step for r in specs], dtype="Int64")
+    latencies = metrics.request_latencies(trace)
+    for key, name in (("queue", "queueing_delay"), ("ttft", "ttft"), ("finish", "finish_latency")):
+        requests[f"{name}_steps"] = pd.array(latencies[f"{key}_steps"], dtype="Float64").round().astype("Int64")
+        requests[f"{name}_ms"] = np.round(latencies[f"{key}_ms"], 3)
+    for col in ("first_scheduled_step", "first_token_step", "finish_step", "disconnect_step"):
+        requests[col] = pd.array(requests[col], dtype="Int64")
     return requests.to_csv(index=False)
 
 

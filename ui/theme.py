@@ -73,6 +73,7 @@ class ChartStyle:
 
     presentation: bool = False
     export_format: str = "png"  # what the camera button downloads: png (3x scale) or svg
+    file_prefix: str = "scheduler-lab"  # exported figures' file names start with it (a lesson adds its preset)
 
     @property
     def font_size(self) -> int:

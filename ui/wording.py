@@ -3,6 +3,7 @@ changes."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 
@@ -41,3 +42,13 @@ def event_line(request_id: str, kind: str, why: str, *, swapped: bool = False) -
     request waiting in CPU memory (it is not in the waiting queue, so it is not "next in line")."""
     label = "is not swapped back in yet" if kind == "blocked" and swapped else _EVENT_LABELS.get(kind)
     return f"**{request_id}** {label}: {why}" if label else f"**{request_id}** {why}"
+
+
+def file_slug(*parts: str) -> str:
+    """A file name from ``parts`` that every system accepts: letters, digits, '.', '_' and '-' only, joined by
+    '-' ("VTC 1:2 (weights A 1 : B 3)" -> "VTC_1-2_weights_A_1-B_3")."""
+    def clean(text: str) -> str:
+        text = re.sub(r"\s*:\s*", "-", text.strip())
+        text = re.sub(r"[^A-Za-z0-9._-]+", "_", text)
+        return re.sub(r"_*-_*", "-", text).strip("_-.")
+    return "-".join(c for c in map(clean, parts) if c) or "scheduler-lab"

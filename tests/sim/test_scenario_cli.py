@@ -79,7 +79,8 @@ INVALID = [
     ("unknown model", lambda d: d["config"].update(model="gpt"), "config.model: 'gpt' is not one of"),
     ("bad cost", lambda d: d["config"].update(cost={"step_base_ms": 0}), "config.cost.step_base_ms: must be > 0.0"),
     ("unknown cost key", lambda d: d["config"].update(cost={"step_ms": 1}), "config.cost: unknown key 'step_ms'"),
-    ("name not a string", lambda d: d.update(name=3), "name, description: must be strings"),
+    ("name not a string", lambda d: d.update(name=3), "name: must be a string, got a number"),
+    ("description null", lambda d: d.update(description=None), "description: must be a string, got null"),
     ("both requests and workload", lambda d: d.update(workload={}), "requests, workload: give exactly one"),
     ("workload value", _without_requests({"num_requests": 0}), "workload.num_requests: must be between 1"),
     ("workload unknown key", _without_requests({"num_request": 5}), "workload: unknown key 'num_request'"),
@@ -94,10 +95,10 @@ INVALID = [
                                                                                         "stop_step": 2}]}),
      "workload.clients: the clients' windows close by step 2 (stop_step) after only"),
     ("workload request never fits", _without_requests({"num_requests": 5, "prompt_median": 500}),
-     "requests[0] (id 'r0'): needs"),
+     "workload: its request 'r0': needs"),
     # Values too large for the simulator's arithmetic, or a run that would stop before they matter.
     ("arrival past max_steps", lambda d: d["requests"][0].update(arrival_step=10**8),
-     "requests[0].arrival_step: 100,000,000 is at or past max_steps (2,000,000)"),
+     "requests[0].arrival_step: 100,000,000, at or past max_steps (2,000,000)"),
     ("arrival past int64", lambda d: d["requests"][0].update(arrival_step=2**63),
      "arrival_step: must be at most 1,000,000,000,000 (the simulator's limit)"),
     ("cost beyond a float's use", lambda d: d["config"].update(cost={"prefill_token_us": 1e308}),
@@ -130,7 +131,8 @@ def test_base_scenario_is_valid():
 @pytest.mark.parametrize(("text", "message"), [
     ("{", "not valid JSON: Expecting property name enclosed in double quotes at line 1 column 2"),
     ("", "not valid JSON: Expecting value at line 1 column 1"),
-    ("[]", "scenario: must be a JSON object, got list"),
+    ("[]", "scenario: must be a JSON object, got a list"),
+    ("null", "scenario: must be a JSON object, got null"),
     ("1" * 5000, "not valid JSON here: Exceeds the limit (4300 digits)"),
     ("[" * 100_000, "not valid JSON here: nested too deeply"),
 ])
@@ -150,6 +152,12 @@ def test_not_utf8(tmp_path):
     path.write_bytes(b"\xff\xfe\x00")
     with pytest.raises(ScenarioError, match="not a UTF-8 text file"):
         load(path)
+
+
+def test_a_byte_order_mark_is_fine(tmp_path):
+    path = tmp_path / "bom.json"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(BASE).encode())  # as Windows Notepad saves UTF-8
+    assert load(path).config.num_blocks == 8
 
 
 # ---- round trips ------------------------------------------------------------------------------------------------

@@ -1,0 +1,98 @@
+"""Loading a scenario file on a lesson page, and what the page hands back: the upload box's life cycle, links copied
+during an upload, file names, the requests CSV."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pandas as pd
+
+from sim import presets
+from sim.engine import simulate
+from sim.scenario import dumps
+from tests.app.conftest import metric_values, open_page
+from ui import sections
+from ui.wording import file_slug
+
+PAGE = "pages/1_Queueing.py"
+ARTICLE = {"FCFS: average finish": "1,100 steps", "SJF (true lengths): average finish": "500 steps"}
+# The article's requests with three slots: everybody runs at once, so both policies finish at 400 on average.
+THREE_SLOTS = dumps(presets.get("article_hol").scenario.with_config(max_num_seqs=3)).encode()
+THREE_SLOTS_RESULT = {"FCFS: average finish": "400 steps", "SJF (true lengths): average finish": "400 steps"}
+
+
+def _box(at, n: int = 0):
+    return at.file_uploader(key=f"queueing.upload.{n}")
+
+
+def test_the_page_shows_the_file_only_while_it_is_in_the_box():
+    at = open_page(PAGE)
+    assert metric_values(at) == ARTICLE
+    _box(at).set_value(("three.json", THREE_SLOTS, "application/json")).run()
+    assert metric_values(at) == THREE_SLOTS_RESULT
+    assert any("Your scenario: Head-of-line blocking" in c.value for c in at.caption)  # the file's own name
+    _box(at).set_value(("bad.json", b"[1]", "application/json")).run()  # a bad file replaces it
+    assert [e.value for e in at.error] == ["That scenario is not valid: scenario: must be a JSON object, got a list. "
+                                           "Showing the presets."]
+    assert metric_values(at) == ARTICLE
+    _box(at).set_value(("three.json", THREE_SLOTS, "application/json")).run()
+    assert metric_values(at) == THREE_SLOTS_RESULT
+    _box(at).set_value(None).run()  # the reader takes the file out
+    assert metric_values(at) == ARTICLE and not at.error
+
+
+def test_back_to_the_presets_also_empties_the_box():
+    at = open_page(PAGE)
+    _box(at).set_value(("three.json", THREE_SLOTS, "application/json")).run()
+    assert at.query_params["uploaded"] == "Head-of-line blocking: one slot, 1,000/100/100 steps"
+    at.button(key="queueing.clear_upload").click().run()
+    assert metric_values(at) == ARTICLE
+    assert _box(at, 1).value is None and "uploaded" not in at.query_params
+
+
+def test_a_file_with_a_byte_order_mark_loads_and_one_too_long_for_the_app_is_refused():
+    at = open_page(PAGE)
+    _box(at).set_value(("bom.json", b"\xef\xbb\xbf" + THREE_SLOTS, "application/json")).run()
+    assert metric_values(at) == THREE_SLOTS_RESULT
+    far = presets.get("article_hol").scenario
+    far = far.__class__(far.name, far.config.replace(max_steps=10**9),
+                        tuple(r.__class__(r.request_id, 10**8, r.prompt_len, r.output_len) for r in far.requests))
+    _box(at).set_value(("far.json", dumps(far).encode(), "application/json")).run()
+    (error,) = [e.value for e in at.error]
+    assert "its requests arrive until step 100,000,000, and this app simulates at most 200,000 steps a run" in error
+
+
+def test_a_link_copied_during_an_upload_says_it_has_no_file():
+    at = open_page(PAGE, {"uploaded": "my scenario", "max_num_seqs": "3"})
+    (warning,) = [w.value for w in at.warning]
+    assert "This link was copied while a scenario file was uploaded ('my scenario')" in warning
+    assert "uploaded" not in at.query_params and at.slider(key="queueing.engine.max_num_seqs").value == 3
+
+
+def test_file_names_work_on_every_system():
+    assert file_slug("scheduler-lab", "fairness", "weighted_vtc", "VTC 1:2 (weights A 1 : B 3)") == \
+        "scheduler-lab-fairness-weighted_vtc-VTC_1-2_weights_A_1-B_3"
+    assert file_slug("scheduler-lab-queueing", "SJF, no guard") == "scheduler-lab-queueing-SJF_no_guard"
+    # A chart's camera button names the page and the preset (the same chart exists on several pages and presets).
+    at = open_page("pages/2_Fairness.py", {"preset": "weighted_vtc"})
+    files = [json.loads(c.proto.config)["toImageButtonOptions"]["filename"] for c in at.get("plotly_chart")]
+    assert "scheduler-lab-fairness-weighted_vtc-counters" in files
+    assert "scheduler-lab-fairness-weighted_vtc-gantt-VTC_1-2" in files
+    assert all(f.startswith("scheduler-lab-fairness-weighted_vtc-") for f in files)
+
+
+def test_the_requests_csv_has_latencies_in_steps_and_ms_and_whole_step_numbers():
+    p = presets.get("impatient_users")
+    sc = p.scenario.with_config(**p.variants[2][1])  # no abort: some users leave, their requests still finish
+    trace = simulate(sc.config, sc.requests)
+    frame = pd.read_csv(io.StringIO(sections.requests_csv(sc, trace)))
+    assert len(frame) == len(sc.requests)
+    for col in ("output_len", "max_tokens", "abort_step", "queueing_delay_steps", "queueing_delay_ms", "ttft_steps",
+                "ttft_ms", "finish_latency_steps", "finish_latency_ms"):
+        assert col in frame.columns
+    assert frame["finish_step"].dtype.kind == "i"  # never "114.0"
+    r0 = frame.iloc[0]
+    assert (r0["arrival_step"], r0["finish_step"], r0["finish_latency_steps"], r0["ttft_steps"]) == (7, 114, 108, 1)
+    left = frame[frame["abort_step"].notna()]
+    assert len(left) and (left["abort_step"] == left["disconnect_step"]).all()
