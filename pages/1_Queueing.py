@@ -76,8 +76,9 @@ if sigma_sweep is not None:
                       if v is not None}
         page.show_chart(charts.sweep_lines(
             sweep["sigma"], {"SJF on predicted lengths": sweep["predicted"]}, style, references=references,
-            title="Average finish time as predictions get worse", x_all=sweep["sigma_all"],
-            x_title="prediction error (lognormal sigma)", y_title="average finish time (engine steps)"),
+            colors=lesson.SIGMA_SWEEP_COLORS, title="Average finish time as predictions get worse",
+            x_all=sweep["sigma_all"], x_title="prediction error (lognormal sigma)",
+            y_title="average finish time (engine steps)", unit="steps"),
             "prediction-error-sweep", style)
 
     sweeps.show(sigma_sweep, draw_sigma_sweep)

@@ -6,6 +6,7 @@ Every page (home included) calls ``setup`` itself, so a shared link to any page 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -29,9 +30,12 @@ _DISPLAY_KNOBS = [
          help="What each chart's camera button saves."),
 ]
 
+# Presentation mode: larger text everywhere, and side-by-side charts wrap to a row each below 600 px (their larger
+# text ran together in half-width heatmap cells and legends at ~500 px; a 1,920-px projector keeps two across).
 _PRESENTATION_CSS = """
 <style>
 html { font-size: 20px; }
+[data-testid="stColumn"]:has([data-testid="stPlotlyChart"]) { min-width: min(100%, 600px); }
 </style>
 """
 
@@ -88,13 +92,15 @@ _LATENCY_COLUMNS = ("finish_mean", "finish_p50", "finish_p99", "finish_max", "qu
                     "ttft_p99")
 
 
-ROW_PX = 35  # st.dataframe's row height (the header row too)
+ROW_REM = 2.1875  # st.dataframe's row height (the header row too): 35 px, 44 px under presentation mode's 20-px rem
 
 
 def table_height(num_rows: int, max_px: int = 800) -> int:
     """Pixels for an st.dataframe that shows ``num_rows`` rows and its header with no blank space below, up to
-    ``max_px`` (then it scrolls)."""
-    return min(ROW_PX * (num_rows + 1) + 3, max_px)
+    ``max_px`` (then it scrolls; both grow with presentation mode's larger text)."""
+    rem_px = 20 if st.session_state.get("display.present") else 16  # (see _PRESENTATION_CSS)
+    row_px, scale = math.ceil(ROW_REM * rem_px), rem_px / 16
+    return min(row_px * (num_rows + 1) + 3, int(max_px * scale))
 
 
 def show_metrics(summaries: dict[str, dict], other_columns: Sequence[str] = (), latency: bool = True) -> None:

@@ -43,8 +43,9 @@ STATE_LABELS: dict[str, str] = {
     "wasted": "generating for nobody",
 }
 
-# Clients, in order of first appearance in a workload.
-CLIENT_COLORS = (BLUE, ORANGE, GREEN, VERMILLION, PURPLE, SKY_BLUE, YELLOW, GREY)
+# Clients, in order of first appearance in a workload. The first four (the Fairness page's most) avoid vermillion:
+# it is "preempted" in the Gantt chart that colours running requests by client, and the rate limit's line.
+CLIENT_COLORS = (BLUE, ORANGE, GREEN, PURPLE, SKY_BLUE, VERMILLION, YELLOW, GREY)
 
 # Policies and mechanisms, so a comparison keeps its colours across pages.
 POLICY_COLORS: dict[str, str] = {
@@ -86,6 +87,11 @@ class ChartStyle:
     @property
     def line_width(self) -> float:
         return 4.0 if self.presentation else 2.2
+
+    @property
+    def outline_width(self) -> float:
+        """A box drawn around something to point at it (a highlighted request, your cell of a sweep)."""
+        return 4.0 if self.presentation else 2.5
 
     @property
     def marker_size(self) -> int:

@@ -1,5 +1,7 @@
 """The home page through AppTest: it runs, links every lesson, and draws one engine step from a real run."""
 
+import json
+
 from tests.app.conftest import ROOT, assert_clean, chart_titles, open_page
 from ui.page import PAGES
 
@@ -22,7 +24,15 @@ def test_engine_step_slider_moves_the_picture():
     at = open_page()
     slider = at.slider(key="home.step")
     assert slider.value == 113  # the first preemption of the toy pool
-    assert chart_titles(at) == ["Step 113: 3 requests ran, 27 blocks in use, 5 free after the step"]
+    assert chart_titles(at) == ["Step 113: 3 requests ran"]
+    assert "KV cache: 27 of 32<br>blocks in use, 5 free<br>after the step" in _annotations(at)
     slider.set_value(200).run()
     assert_clean(at)
-    assert chart_titles(at) == ["Step 200: 3 requests ran, 21 blocks in use, 11 free after the step"]
+    assert chart_titles(at) == ["Step 200: 3 requests ran"]
+    assert "KV cache: 21 of 32<br>blocks in use, 11 free<br>after the step" in _annotations(at)
+
+
+def _annotations(at) -> str:
+    """The engine-step chart's text notes (its column headers), joined."""
+    (chart,) = at.get("plotly_chart")
+    return " | ".join(note["text"] for note in json.loads(chart.proto.spec)["layout"]["annotations"])

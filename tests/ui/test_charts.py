@@ -511,6 +511,30 @@ def test_label_colours_fall_back_to_series_order_when_policies_repeat():
     assert list(label_colors(traces).values()) == [theme.series_color(0), theme.series_color(1)]
 
 
+def test_a_policy_run_once_keeps_its_colour_beside_two_runs_of_another():
+    p = presets.get("starvation")  # SJF without and with the guard, and FCFS
+    traces = {label: simulate(p.scenario.config.replace(**ov), p.scenario.requests) for label, ov in p.variants}
+    assert label_colors(traces) == {"SJF, no guard": theme.BLUE, "SJF + guard": theme.ORANGE,
+                                    "FCFS": theme.POLICY_COLORS["fcfs"]}  # not FCFS in a series colour
+
+
+def test_the_first_four_clients_are_never_the_preempted_colour():
+    assert theme.STATE_COLORS["preempted"] not in [theme.client_color(i) for i in range(4)]
+    assert theme.POLICY_COLORS["rate_limit"] not in [theme.client_color(i) for i in range(4)]
+
+
+def test_sweep_lines_take_the_pages_policy_colours_and_say_the_unit():
+    fig = charts.sweep_lines([0.0, 1.0], {"SJF on predicted lengths": [500.0, 900.0]}, STYLE, title="t",
+                             x_title="sigma", y_title="average finish (engine steps)",
+                             references={"SJF, true lengths": 480.0, "FCFS": 1482.0}, unit="steps",
+                             colors={"SJF on predicted lengths": theme.SKY_BLUE, "SJF, true lengths": theme.BLUE,
+                                     "FCFS": theme.GREY})
+    assert [(t.name, t.line.color) for t in fig.data] == [
+        ("SJF on predicted lengths", theme.SKY_BLUE), ("SJF, true lengths (480 steps)", theme.BLUE),
+        ("FCFS (1,482 steps)", theme.GREY)]
+    assert fig.data[2].hovertemplate == "FCFS: 1,482.0 steps<extra></extra>"
+
+
 def test_fairness_labels_get_mechanism_colours(fairness):
     assert label_colors(fairness) == {"FCFS": theme.POLICY_COLORS["fcfs"],
                                       "Rate limit": theme.POLICY_COLORS["rate_limit"],

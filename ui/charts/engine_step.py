@@ -31,6 +31,8 @@ def engine_step(trace: Trace, step: int, queues: dict[str, list[str]], style: Ch
     data: list[dict[str, Any]] = []
     notes: list[dict[str, Any]] = []  # the slider redraws this on every move: one figure, built once
     size = 34 if style.presentation else 28
+    if style.presentation:  # bigger squares and text: a narrower block grid leaves the columns their room
+        block_columns = min(block_columns, 4)
     _column(data, notes, _WAITING_X, queues["waiting"], [color[r] for r in queues["waiting"]],
             [f"{r}" for r in queues["waiting"]], size, "waiting")
     lo, hi = trace.sched_offsets[step], trace.sched_offsets[step + 1]
@@ -42,21 +44,26 @@ def engine_step(trace: Trace, step: int, queues: dict[str, list[str]], style: Ch
     _blocks(data, notes, trace, step, color, block_columns, size)
     rows = max(len(queues["waiting"]), len(ran), -(-trace.config.num_blocks // block_columns), 1)
     top = 1.2
-    for x, text in ((_WAITING_X, "Waiting queue<br>(head first)"), (_RUNNING_X + 0.8, "Running batch<br>this step"),
-                    (_BLOCKS_X - 0.5 + block_columns / 2, f"KV cache: {trace.config.num_blocks} blocks of "
-                                              f"{trace.config.block_size} tokens")):
+    # Short header lines: the chart is often half a projector wide. The queue's header starts at its squares' left
+    # edge (centred on them it ran off a narrow chart's left side).
+    header_px = min(style.font_size, 16)
+    used, free = int(trace.steps["used_blocks"][step]), int(trace.steps["free_blocks_after"][step])
+    kv_header = (f"KV cache: {used} of {trace.config.num_blocks}<br>blocks in use, {free} free<br>after the step "
+                 f"({trace.config.block_size} tokens each)")
+    for x, text, anchor in ((_WAITING_X - 0.35, "Waiting<br>queue,<br>head first", "left"),
+                            (_RUNNING_X - 0.35, "Running<br>batch,<br>this step", "left"),
+                            (_BLOCKS_X - 0.5 + block_columns / 2, kv_header, "center")):
         notes.append({"x": x, "y": top, "text": f"<b>{text}</b>", "showarrow": False, "yanchor": "bottom",
-                      "font": {"size": style.font_size}})
+                      "xanchor": anchor, "align": anchor, "font": {"size": header_px}})
     for x in (_WAITING_X + 1.0, _BLOCKS_X - 0.9):
         notes.append({"x": x + 0.25, "y": -rows / 2 + 0.5, "ax": x - 0.25, "ay": -rows / 2 + 0.5, "xref": "x",
                       "yref": "y", "axref": "x", "ayref": "y", "showarrow": True, "arrowhead": 3, "arrowwidth": 2,
                       "text": ""})
-    free = int(trace.steps["free_blocks_after"][step])
-    title = (f"Step {step}: {count(hi - lo, 'request')} ran, {count(int(trace.steps['used_blocks'][step]), 'block')} "
-             f"in use, {free} free after the step")
-    layout = styled_layout(style, title=title, x_title="", y_title="", height=120 + 46 * rows, legend=False,
+    title = f"Step {step}: {count(hi - lo, 'request')} ran"  # (short: the chart is often narrow; blocks below)
+    layout = styled_layout(style, title=title, x_title="", y_title="", height=150 + 46 * rows, legend=False,
                            xaxis={"visible": False, "range": [-0.8, _BLOCKS_X + block_columns]},
-                           yaxis={"visible": False, "range": [-rows - 0.2, top + 1.0]}, layout={"annotations": notes})
+                           yaxis={"visible": False, "range": [-rows - 0.2, top + 1.5]},
+                           layout={"annotations": notes})
     return trusted_figure(data, layout)
 
 
@@ -88,5 +95,6 @@ def _blocks(data: list[dict[str, Any]], notes: list[dict[str, Any]], trace: Trac
     data.append({
         "type": "scatter", "x": xs, "y": ys, "mode": "markers+text",
         "marker": {"symbol": "square", "size": size, "color": fills, "line": {"color": "#555555", "width": 1}},
-        "text": [nm if o >= 0 else "" for nm, o in zip(names, owner, strict=True)], "textfont": {"size": 10},
+        "text": [nm if o >= 0 else "" for nm, o in zip(names, owner, strict=True)],
+        "textfont": {"size": 13 if size > 30 else 10},  # (presentation mode's bigger squares: bigger names)
         "hovertext": [f"block {i}: {nm}" for i, nm in enumerate(names)], "hoverinfo": "text", "showlegend": False})

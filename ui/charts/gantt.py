@@ -253,7 +253,8 @@ def _outline_highlights(layout: dict[str, Any], trace: Trace, pos: np.ndarray, x
             trace.start_ms(np.minimum([start[row], end[row]], trace.num_steps))  # a partial run's clock ends
         y = int(pos[row])
         shapes.append({"type": "rect", "x0": x0, "x1": x1, "y0": y - 0.5, "y1": y + 0.5, "layer": "above",
-                       "fillcolor": NO_FILL, "opacity": 1, "line": {"color": theme.BLACK, "width": 2.5}})
+                       "fillcolor": NO_FILL, "opacity": 1,
+                       "line": {"color": theme.BLACK, "width": style.outline_width}})
         text = note or (rid if many_rows else "")
         if text:
             notes.append({"x": x1, "y": y, "text": f"\u2190 {text}", "showarrow": False, "xanchor": "left",

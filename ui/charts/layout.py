@@ -251,12 +251,14 @@ def step_axis(trace: Trace, x_unit: str) -> tuple[np.ndarray, str]:
 
 
 def label_colors(traces: Mapping[str, Trace]) -> dict[str, str]:
-    """One colour per comparison label: the policy's own colour when every label runs a different policy (so FCFS
-    is grey on every page), otherwise the series colours in order (e.g. recompute vs swap, both FCFS)."""
+    """One colour per comparison label: a label that alone runs its policy gets the policy's own colour (so FCFS
+    is grey on every page); labels sharing a policy (SJF with and without a guard; recompute vs swap, both FCFS)
+    get the series colours in order, skipping those colours."""
     policies = [_policy_key(t) for t in traces.values()]
-    if len(set(policies)) == len(policies) and all(p in theme.POLICY_COLORS for p in policies):
-        return {label: theme.POLICY_COLORS[p] for label, p in zip(traces, policies, strict=True)}
-    return {label: theme.series_color(i) for i, label in enumerate(traces)}
+    alone = {p for p in policies if policies.count(p) == 1 and p in theme.POLICY_COLORS}
+    spare = iter([c for c in theme.SERIES_COLORS if c not in {theme.POLICY_COLORS[p] for p in alone}])
+    return {label: theme.POLICY_COLORS[p] if p in alone else next(spare, theme.GREY)
+            for label, p in zip(traces, policies, strict=True)}
 
 
 def _policy_key(trace: Trace) -> str:

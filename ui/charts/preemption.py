@@ -467,7 +467,8 @@ def sweep_heatmap(pools_gib: Sequence[float], pools_blocks: Sequence[int], seqs:
     if current is not None:
         i, j = current
         shapes.append({"type": "rect", "x0": j - 0.5, "x1": j + 0.5, "y0": i - 0.5, "y1": i + 0.5, "xref": "x",
-                       "yref": "y", "line": {"color": theme.BLACK, "width": 3}, "fillcolor": NO_FILL,
+                       "yref": "y", "line": {"color": theme.BLACK, "width": style.outline_width + 0.5},
+                       "fillcolor": NO_FILL,
                        "layer": "above"})
     f = style.font_size
     axis = {"showgrid": False, "type": "category", "showline": False, "automargin": False}

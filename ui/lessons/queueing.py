@@ -15,6 +15,7 @@ from sim.trace import Trace
 
 from ..controls import Knob
 from ..lesson import Run
+from ..theme import POLICY_COLORS
 from ..wording import join_and, pct_change
 
 LESSON = "queueing"
@@ -240,6 +241,11 @@ def sigma_notice(sweep: dict[str, Any] | None) -> list[str]:
 def mean_finish_steps(trace: Trace) -> float:
     """A sweep point: the run's mean finish time (steps)."""
     return metrics.summary(trace)["finish_steps"]["mean"]
+
+
+# The sweep's lines in the colours the page's other charts give these policies.
+SIGMA_SWEEP_COLORS = {"SJF on predicted lengths": POLICY_COLORS["sjf_predicted"],
+                      "SJF, true lengths": POLICY_COLORS["sjf"], "FCFS": POLICY_COLORS["fcfs"]}
 
 
 def sigma_sweep(base: Scenario, sigmas: tuple[float, ...], measure_fn: Any) -> dict[str, Any]:
