@@ -32,7 +32,8 @@ STATE_COLORS: dict[str, str] = {
     "stalled": SKY_BLUE,  # running but given no tokens this step (budget used up)
     "wasted": BLACK,  # generating tokens nobody reads
 }
-STATE_PATTERNS: dict[str, str] = {"preempted": "/", "swapped": "x", "wasted": "."}
+# (stalled: its sky blue and prefill's orange are equally light, so print in grey needs the pattern)
+STATE_PATTERNS: dict[str, str] = {"preempted": "/", "swapped": "x", "wasted": ".", "stalled": "-"}
 STATE_LABELS: dict[str, str] = {
     "waiting": "waiting in queue",
     "prefill": "prefill",

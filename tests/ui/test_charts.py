@@ -748,3 +748,7 @@ def test_service_gap_chart_keeps_the_negative_side_of_a_long_run():
     fig = fc.service_gap_chart({"FCFS": fcfs}, STYLE)
     line = next(t for t in fig.data if t.name.startswith("FCFS"))
     assert np.nanmin(np.asarray(line.y, dtype=float)) == np.nanmin(diff)  # -266, drawn as -250 before
+
+
+def test_request_colours_never_mean_preempted_or_swapped():
+    assert not {theme.STATE_COLORS["preempted"], theme.STATE_COLORS["swapped"]} & set(preemption.REQUEST_COLORS)

@@ -30,7 +30,9 @@ MAX_LEGEND_REQUESTS = 8  # more requests than this: colours cycle, the key expla
 KEY_PX = 400  # the width a block map's key may use on one line (a half-width column, in presentation mode too)
 FREE, CACHED, EMPTY = -1, -2, -3  # block codes besides request rows (EMPTY pads the last aggregated cell)
 GRID_COLOR = "#8C8C8C"  # the lines between blocks (the plot background showing through the cell gaps)
-REQUEST_COLORS = tuple(theme.series_color(i) for i in range(len(theme.SERIES_COLORS)))
+# Requests' colours skip those that mean something on this page: vermillion (preempted, and the pale red of a block
+# freed this step) and purple (swapped, the CPU swap line).
+REQUEST_COLORS = (theme.BLUE, theme.ORANGE, theme.GREEN, theme.SKY_BLUE, theme.YELLOW, theme.GREY)
 
 
 def request_color(row: int) -> str:
