@@ -183,7 +183,8 @@ def show_sweep() -> None:
         sweep = runner.computed("sizing_sweep", key, lambda: lesson.sizing_sweep(sweep_base, pools, seqs))
     pool = lesson.pool_gib(config)
     i, j, exact = lesson.nearest_cell(sweep, pool, config.max_num_seqs)
-    left, right = st.columns(2)
+    # (presentation mode: one under the other; half a projector's width runs the larger cell numbers together)
+    left, right = (st.container(), st.container()) if style.presentation else st.columns(2)
     with left:
         page.show_chart(charts.sweep_heatmap(
             sweep.pools_gib, sweep.pools_blocks, sweep.seqs, sweep.preemptions, style, current=(i, j),

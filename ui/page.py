@@ -30,12 +30,9 @@ _DISPLAY_KNOBS = [
          help="What each chart's camera button saves."),
 ]
 
-# Presentation mode: larger text everywhere, and side-by-side charts wrap to a row each below 600 px (their larger
-# text ran together in half-width heatmap cells and legends at ~500 px; a 1,920-px projector keeps two across).
 _PRESENTATION_CSS = """
 <style>
 html { font-size: 20px; }
-[data-testid="stColumn"]:has([data-testid="stPlotlyChart"]) { min-width: min(100%, 600px); }
 </style>
 """
 

@@ -32,7 +32,8 @@ FREE, CACHED, EMPTY = -1, -2, -3  # block codes besides request rows (EMPTY pads
 GRID_COLOR = "#8C8C8C"  # the lines between blocks (the plot background showing through the cell gaps)
 # Requests' colours skip those that mean something on this page: vermillion (preempted, and the pale red of a block
 # freed this step) and purple (swapped, the CPU swap line).
-REQUEST_COLORS = (theme.BLUE, theme.ORANGE, theme.GREEN, theme.SKY_BLUE, theme.YELLOW, theme.GREY)
+# Nor grey: "other requests" in the per-request KV chart.
+REQUEST_COLORS = (theme.BLUE, theme.ORANGE, theme.GREEN, theme.SKY_BLUE, theme.YELLOW, theme.BLACK)
 
 
 def request_color(row: int) -> str:
@@ -246,7 +247,7 @@ def _key_lines(trace: Trace, codes: np.ndarray, victims: Sequence[int], retaken:
 def _cell_hover(trace: Trace, dominant: np.ndarray, count: np.ndarray, used: np.ndarray, per_cell: int,
                 n: int) -> list[str]:
     ids = trace.request_ids
-    names = [ids[c] if c >= 0 else "free, still caching a prefix" if c == CACHED else "free" for c in dominant]
+    names = [ids[c] if c >= 0 else "free, prefix cached" if c == CACHED else "free" for c in dominant]
     bs = trace.config.block_size
     if per_cell == 1:
         return [f"block {i:,} ({bs} tokens): {name}" for i, name in enumerate(names)]
@@ -291,7 +292,7 @@ def _kv_by_request(trace: Trace, style: ChartStyle, parts: Sequence[tuple[str, i
               for i, (name, row, values) in enumerate(parts)]
     cached = np.minimum(trace.steps["cached_free_blocks"], trace.config.num_blocks - trace.steps["used_blocks"])
     if cached.any():
-        series.append(("free, still caching a prefix", cached, theme.LIGHT_GREY))
+        series.append(("free, prefix cached", cached, theme.LIGHT_GREY))  # (short: a half-width legend cut it)
     xs, *ys = downsample(x, *(v for _, v, _ in series), how="mean")
     decimals = 0 if unit == "blocks" else 2
     data = [{
