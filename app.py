@@ -28,7 +28,8 @@ LESSONS = {
                      "Tokens nobody reads are pure waste: abort at once and the slot and KV are free on the next "
                      "step; stop at the stop token, not at max_tokens."),
     "Preemption": ("What if KV memory runs out mid-answer?",
-                   "The scheduler evicts a running request and later recomputes (or swaps back) its KV. Constant "
+                   "The scheduler evicts a running request and later recomputes its KV (vLLM's older V0 engine "
+                   "could also swap it to CPU memory and back). Constant "
                    "preemption is a sizing problem: a bigger pool or fewer slots stops it."),
 }
 
@@ -48,7 +49,8 @@ st.markdown(
     "A toy engine with 32 KV blocks of 16 tokens and four batch slots serves five requests. Drag the slider: "
     "each step the **running** requests compute one token each and grow into new blocks; the **waiting** "
     "queue is admitted in order only when a slot and enough blocks are free; when the pool is full, the "
-    "scheduler **preempts** the request that arrived last and puts it back at the head of the queue."
+    "scheduler **preempts** the request admitted last (the end of the running list) and puts it back at the head "
+    "of the queue."
 )
 toy = presets.get("toy_pool").scenario
 toy_trace = runner.run(toy, snapshot_every_steps=1)

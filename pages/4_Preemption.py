@@ -7,7 +7,7 @@ from ui.charts import preemption as charts
 from ui.controls import Knob, KnobPanel
 from ui.lesson import open_lesson, run_variants
 from ui.lessons import preemption as lesson
-from ui.wording import fmt_gib
+from ui.wording import fmt_fixed, fmt_gib
 
 lp = open_lesson(lesson.LESSON, "Preemption: when KV memory runs out mid-answer", ":material/autorenew:",
                  lesson.QUESTION)
@@ -129,22 +129,28 @@ def show_cost() -> None:
              help=f"{tokens:,} tokens x {c.prefill_token_us:g} us per prefill token")
     b.metric("Swap: copied each way", lesson.fmt_bytes(cost.kv_bytes),
              help=f"{cost.blocks:,} blocks x {config.block_bytes / 2**20:g} MiB")
-    d.metric("Swap: time each way", f"{cost.swap_ms:,.2f} ms",
-             help=f"{cost.swap_peak_ms:,.2f} ms at {c.swap_bandwidth_gb_s:g} GB/s + {cost.swap_overhead_ms:,.2f} ms "
-                  f"for {cost.blocks:,} block copies")
+    d.metric("Swap: time each way", f"{fmt_fixed(cost.swap_ms)} ms",
+             help=f"{fmt_fixed(cost.swap_peak_ms)} ms at {c.swap_bandwidth_gb_s:g} GB/s + "
+                  f"{fmt_fixed(cost.swap_overhead_ms)} ms for {cost.blocks:,} block copies")
     fits = cost.blocks <= config.num_cpu_blocks  # else a swap-mode server recomputes this victim instead
     e.metric("Swap: CPU RAM parked" if fits else "Swap: CPU RAM needed", lesson.fmt_bytes(cost.kv_bytes),
              help=f"{cost.blocks:,} blocks; the CPU swap space holds {config.num_cpu_blocks:,}")
     no_room = "" if fits else (
         f" The CPU swap space ({lesson.cpu_swap_space(config)}) cannot hold these {cost.blocks:,} blocks: in swap "
         "mode this victim falls back to recompute.")
+    per_layer = 2 * config.model.num_layers  # K and V of every layer: one copy each per block in vLLM V0
+    per_layer_copies = cost.blocks * per_layer
     st.caption(
         f"For {what}: {tokens:,} tokens of KV at {config.model.kv_bytes_per_token // 1024} KiB per token. Swap "
         f"copies whole blocks, {cost.blocks:,} copies of {config.block_bytes / 2**20:g} MiB each way: "
-        f"{cost.swap_peak_ms:,.2f} ms at the peak {c.swap_bandwidth_gb_s:g} GB/s plus {cost.swap_overhead_ms:,.2f} ms "
-        f"of per-copy overhead, an effective {cost.effective_gb_s:,.1f} GB/s (smaller blocks, lower). Recompute "
-        f"is charged {c.prefill_token_us:g} us per token whatever the context; on a real GPU attention makes "
-        "each re-prefilled token of a long context cost more, so long victims cost more than this." + no_room)
+        f"{fmt_fixed(cost.swap_peak_ms)} ms at the peak {c.swap_bandwidth_gb_s:g} GB/s plus "
+        f"{fmt_fixed(cost.swap_overhead_ms)} ms "
+        f"of per-copy overhead, an effective {cost.effective_gb_s:,.1f} GB/s (smaller blocks, lower). vLLM's V0 "
+        f"engine, which had swap, copied each block layer by layer with K and V apart ({per_layer_copies:,} copies "
+        f"of {config.block_bytes / per_layer / 1024:g} KiB here), so its real overhead was higher than this model "
+        f"charges. Recompute is charged {c.prefill_token_us:g} us per token whatever the context; on a real GPU "
+        "attention makes each re-prefilled token of a long context cost more, so long victims cost more than "
+        "this." + no_room)
     page.show_chart(charts.cost_bars(cost, style, bandwidth_gb_s=c.swap_bandwidth_gb_s),
                     "preemption-recompute-vs-swap", style)
 
@@ -157,8 +163,8 @@ def show_hits() -> None:
     if not any(r.trace.config.enable_prefix_caching for r in runs):
         n = sum(len(lesson.readmissions(r.preempted)) for r in runs)
         each = "the one re-admission" if n == 1 else f"each of the {n:,} re-admissions"
-        st.caption(f"Prefix caching is off, so {each} prefilled all its tokens again. Turn it on in the sidebar to "
-                   "see how much a re-prefill finds in the cache.")
+        st.caption(f"Prefix caching is off here (vLLM V1 turns it on by default), so {each} prefilled all its "
+                   "tokens again. Turn it on in the sidebar to see how much a re-prefill finds in the cache.")
         return
     st.caption("A recomputed request's freed blocks keep their contents until the pool hands them out again: with "
                "prefix caching on, the re-admission reuses the ones still cached (and any prefix shared with "

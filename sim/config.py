@@ -151,14 +151,16 @@ class CostModel:
 
 @dataclass(frozen=True)
 class EngineConfig:
-    """One serving engine. Defaults reproduce vLLM V1's scheduler (FCFS, recompute, chunked prefill)."""
+    """One serving engine. Defaults reproduce vLLM V1's scheduler (FCFS, recompute, chunked prefill), except prefix
+    caching: V1 turns it on, the lab starts with it off so that each lesson shows one mechanism at a time."""
 
     num_blocks: int = _help("usable GPU KV blocks in the pool (vLLM reserves one more)", default=1000)
     block_size: int = _help("tokens per KV block", default=16)
     max_num_seqs: int = _help("most requests running at once (batch slots)", default=256)
     max_num_batched_tokens: int = _help("token budget of one step", default=2048)
     policy: Policy = _help("waiting-queue order", default=Policy.FCFS)
-    enable_prefix_caching: bool = _help("reuse full KV blocks with the same token prefix", default=False)
+    enable_prefix_caching: bool = _help("reuse full KV blocks with the same token prefix (on in vLLM V1)",
+                                        default=False)
     chunked_prefill: bool = _help("split long prompts over several steps", default=True)
     watermark: float = _help("fraction of blocks kept free at admission (0 = vLLM V1)", default=0.0)
     preemption_mode: PreemptionMode = _help("what happens to a victim's KV", default=PreemptionMode.RECOMPUTE)

@@ -269,7 +269,8 @@ def _toy_pool() -> Preset:
     return Preset(
         "toy_pool", "preemption", "Toy pool: memory fills while everyone is mid-answer",
         "32 blocks of 16 tokens, four answers of 200 tokens growing together. When the pool is full the "
-        "scheduler preempts: FCFS evicts the request that arrived last and puts it back at the front of the "
+        "scheduler preempts: FCFS evicts the last of the running list (the request admitted last) and puts it "
+        "back at the front of the "
         "queue, where it blocks the small request E; the priority policy evicts the lowest priority.",
         Scenario("Toy pool", config, requests),
         (("FCFS victim", {"policy": "fcfs"}), ("priority victim", {"policy": "priority"})),
@@ -289,7 +290,7 @@ def _recompute_vs_swap() -> Preset:
         "recompute_vs_swap", "preemption", "Recompute vs swap for a 2,000-token victim",
         "A request holding about 2,000 tokens of KV is preempted. Recompute throws its KV away and prefills "
         "it again later (~32 ms of GPU math); swap copies ~262 MB to CPU memory and back (~5 ms each way at "
-        "50 GB/s) and parks it in CPU RAM meanwhile.",
+        "50 GB/s) and parks it in CPU RAM meanwhile. vLLM's V1 engine only recomputes; swap was V0's option.",
         Scenario("2,000-token victim", config, requests),
         (("recompute", {"preemption_mode": "recompute"}), ("swap", {"preemption_mode": "swap"})),
     )

@@ -3,6 +3,8 @@ changes."""
 
 from __future__ import annotations
 
+import decimal
+import math
 import re
 from collections.abc import Sequence
 
@@ -19,9 +21,21 @@ def join_and(items: Sequence[str]) -> str:
     return " and ".join([", ".join(items[:-1]), items[-1]]) if len(items) > 1 else "".join(items)
 
 
+def fmt_fixed(value: float, decimals: int = 2) -> str:
+    """``value`` with ``decimals`` decimals and thousands separators, a half rounded up as people do ("3.13" for
+    3.125, where Python's format rounds the binary value to even: "3.12")."""
+    if not math.isfinite(value):
+        return f"{value}"
+    rounded = decimal.Decimal(repr(value)).quantize(decimal.Decimal(1).scaleb(-decimals), decimal.ROUND_HALF_UP)
+    return f"{rounded:,.{decimals}f}"
+
+
 def fmt_gib(gib: float) -> str:
-    """A memory size given in GiB, for people: "1.95 GiB", or in MiB below 0.1 GiB ("64 MiB", "0.125 MiB")."""
-    return f"{gib:,.2f} GiB" if gib >= 0.1 else f"{gib * 1024:,.3g} MiB"
+    """A memory size given in GiB, for people: "1.95 GiB", three digits under 1 GiB ("0.125 GiB"), or in MiB
+    below 0.1 GiB ("64 MiB", "0.125 MiB")."""
+    if gib >= 1:
+        return f"{fmt_fixed(gib)} GiB"
+    return f"{gib:.3g} GiB" if gib >= 0.1 else f"{gib * 1024:,.3g} MiB"
 
 
 def pct_change(before: float, after: float) -> str:

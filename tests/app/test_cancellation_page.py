@@ -57,7 +57,7 @@ def test_impatient_users_compare_three_servers():
              for label in ("abort at once", "notices after 50 steps", "no abort")]
     assert waste[0] == 0 < waste[1] < waste[2]
     text = notice(at)
-    assert "Goodput (tokens somebody read" in text and "The waiting time others lose" in text
+    assert "Useful throughput (tokens somebody read" in text and "The waiting time others lose" in text
     assert "A server that notices after 50 steps kept" in text
 
 

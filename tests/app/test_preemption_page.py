@@ -46,7 +46,7 @@ def test_recompute_vs_swap_shows_the_articles_numbers():
     assert values["Swap: copied each way"] == "262 MB"
     assert values["Swap: time each way"] == "5.87 ms"
     assert values["Swap: CPU RAM parked"] == "262 MB"
-    assert any("5.24 ms at the peak 50 GB/s plus 0.62 ms" in c.value for c in at.caption)
+    assert any("5.24 ms at the peak 50 GB/s plus 0.63 ms" in c.value for c in at.caption)  # 5.87 in all
     assert "32.0 ms of GPU time" in notices(at) and "262 MB to CPU memory" in notices(at)
 
 
@@ -71,7 +71,7 @@ def test_too_little_cpu_swap_space_falls_back_to_recompute():
     assert metric_values(at)["swap: preemptions"] == "1"
     # The cost cards say the victim's 262 MB are needed, not parked: they do not fit in 64 blocks.
     assert metric_values(at)["Swap: CPU RAM needed"] == "262 MB" and "Swap: CPU RAM parked" not in metric_values(at)
-    assert any("The CPU swap space (0.12 GiB, 64 blocks) cannot hold these 125 blocks: in swap mode this victim "
+    assert any("The CPU swap space (0.125 GiB, 64 blocks) cannot hold these 125 blocks: in swap mode this victim "
                "falls back to recompute." in c.value for c in at.caption)
     # With room for it, the card says parked and the caption says nothing of a fallback.
     at = open_page(PAGE, {"preset": "recompute_vs_swap"})

@@ -406,7 +406,7 @@ def test_waste_bars_values(impatient):
     assert list(goodput.x) == pytest.approx([s["goodput_tok_s"] for s in summaries.values()])
     assert list(tokens.y) == list(summaries)
     assert [fig.layout.xaxis.title.text, fig.layout.xaxis2.title.text, fig.layout.xaxis3.title.text] == [
-        "generated for<br>nobody (tokens)", "GPU time for<br>nobody (ms)", "goodput<br>(tokens read/s)"]
+        "generated for<br>nobody (tokens)", "GPU time for<br>nobody (ms)", "useful throughput<br>(tokens read/s)"]
 
 
 def test_waiting_chart_labels_the_difference(article):

@@ -48,6 +48,8 @@ def test_fcfs_evicts_the_last_admitted_and_puts_it_at_the_head_of_the_queue():
     text = " ".join(lesson.notices([fcfs]))
     assert "evicted D, the last request in the running list" in text
     assert "D went back to the head of the waiting queue" in text and "E (1 block) waited behind it" in text
+    # Its whole wait, 113 to 200: C (preempted at 145) went in front of it, so only 31 of those steps at the head.
+    assert "it waited 87 steps to be re-admitted (31 of them at the head of the queue)" in text
 
 
 def test_priority_evicts_the_lowest_priority_and_requeues_it_by_priority():
@@ -175,7 +177,7 @@ def test_sizing_sweep_finds_where_preemption_stops():
     assert sweep.preemptions[0, 0] == sweep.preemptions[0, 1] == sweep.preemptions[1, 1] == 0
     assert np.isfinite(sweep.finish_ms).all() and (sweep.rejected == 0).all()
     text = " ".join(lesson.sweep_notices(sweep, pools[0], 32))
-    assert "With 32 batch slots, preemption stops from 3.12 GiB (1,600 blocks)" in text
+    assert "With 32 batch slots, preemption stops from 3.13 GiB (1,600 blocks)" in text
     assert "lowering max_num_seqs from 32 to 16 stops preemption" in text
 
 

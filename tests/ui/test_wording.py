@@ -30,3 +30,11 @@ def test_pool_caption_counts_blocks_and_tokens_in_the_right_number():
         "KV pool: **1 block = 0.125 MiB** (0.125 MiB per block of 1 token")
     assert pool_caption(EngineConfig(num_blocks=999)).startswith("KV pool: **999 blocks = 1.95 GiB** (2 MiB per block "
                                                                  "of 16 tokens")
+
+
+def test_halves_round_up_as_people_round_them():
+    from ui.wording import fmt_fixed, fmt_gib
+
+    assert fmt_gib(3.125) == "3.13 GiB"  # Python's format gives "3.12": the binary value rounded to even
+    assert fmt_fixed(0.625) == "0.63" and fmt_fixed(5.2428) == "5.24" and fmt_fixed(1234.5, 0) == "1,235"
+    assert fmt_gib(1.953125) == "1.95 GiB"

@@ -193,7 +193,7 @@ def _biggest_abort(trace: Trace) -> tuple[int, int] | None:
 WASTE_PANELS = (  # (summary key, axis title with the unit): one panel each, left to right
     ("wasted_tokens", "generated for<br>nobody (tokens)"),
     ("wasted_gpu_ms", "GPU time for<br>nobody (ms)"),
-    ("goodput_tok_s", "goodput<br>(tokens read/s)"),
+    ("goodput_tok_s", "useful throughput<br>(tokens read/s)"),
 )
 
 
@@ -202,9 +202,9 @@ def waste_bars(
     style: ChartStyle,
     *,
     styles: Mapping[str, tuple[str, str]],
-    title: str = "Work done for nobody, and the goodput left",
+    title: str = "Work done for nobody, and the useful throughput left",
 ) -> go.Figure:
-    """Three panels of horizontal bars, one bar per server: wasted tokens, wasted GPU ms, goodput."""
+    """Three panels of horizontal bars, one bar per server: wasted tokens, wasted GPU ms, useful throughput."""
     labels = list(summaries)
     grid, axes = subplot_grid(1, len(WASTE_PANELS), shared_yaxes=True, horizontal_spacing=0.06)
     data = []

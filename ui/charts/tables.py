@@ -24,7 +24,7 @@ METRIC_COLUMNS: dict[str, tuple[str, str, int | None]] = {
     "ttft_mean": ("mean TTFT ({u})", "ttft_{u}.mean", 1),
     "ttft_p99": ("p99 TTFT ({u})", "ttft_{u}.p99", 1),
     "throughput": ("throughput (tokens/s)", "throughput_tok_s", 0),
-    "goodput": ("goodput (tokens/s)", "goodput_tok_s", 0),
+    "goodput": ("useful throughput (tokens read/s)", "goodput_tok_s", 0),
     "preemptions": ("preemptions (count)", "num_preemptions", None),
     "swaps": ("swaps (count)", "num_swaps", None),
     "recomputed": ("recomputed (tokens)", "recomputed_tokens", None),

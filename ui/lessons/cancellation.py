@@ -286,7 +286,8 @@ def run_caption(run: Run, unit: str) -> str:
     wait = s[f"queue_{unit}"]["mean"]
     waited = (f"users who stayed waited {wait:,.0f} {unit} on average" if np.isfinite(wait)
               else "no user stayed to the end")
-    return f"{s['wasted_gpu_ms']:,.0f} ms of GPU time on them · goodput {s['goodput_tok_s']:,.0f} tokens/s · {waited}"
+    return (f"{s['wasted_gpu_ms']:,.0f} ms of GPU time on them · {s['goodput_tok_s']:,.0f} tokens/s read · "
+            f"{waited}")
 
 
 # ---- what to notice -------------------------------------------------------------------------------------------------
@@ -355,7 +356,8 @@ def _goodput_sentence(runs: list[Run]) -> list[str]:
     best, worst = max(good, key=good.get), min(good, key=good.get)
     if good[best] <= 0 or (good[best] - good[worst]) / good[best] < 0.01:
         return []
-    return [f"Goodput (tokens somebody read, per second of the run): {good[best]:,.0f} tokens/s with {best}, "
+    # (not "goodput", which in serving papers counts requests per second that meet a latency target)
+    return [f"Useful throughput (tokens somebody read, per second of the run): {good[best]:,.0f} tokens/s with {best}, "
             f"{good[worst]:,.0f} with {worst} ({pct_change(good[best], good[worst])})."]
 
 

@@ -42,7 +42,7 @@ QUESTION = (
 )
 COMPARED_FIELDS = ("policy", "preemption_mode", "enable_prefix_caching")  # what a preset's variants may vary
 BLOCK_SIZES = (1, 2, 4, 8, 16, 32, 64, 128)
-DEFAULT_SWAP_GIB = 4.0  # vLLM's default swap_space, used when a scenario sets no CPU swap space
+DEFAULT_SWAP_GIB = 4.0  # vLLM V0's default swap_space, used when a scenario sets no CPU swap space
 
 
 @dataclass
@@ -135,8 +135,9 @@ def knobs(preset: Preset, config: EngineConfig, uploaded: bool = False) -> list[
              help="Who is preempted when the pool is full; also the waiting-queue order."),
         Knob("preemption_mode", "Preemption mode", "choice", default["preemption_mode"],
              options=("recompute", "swap"), widget="segmented",
-             help="recompute: drop the victim's KV and prefill it again later; swap: copy its blocks to CPU "
-                  "memory and back (falls back to recompute when the CPU swap space is full)."),
+             help="recompute: drop the victim's KV and prefill it again later (the only mode of vLLM's V1 "
+                  "engine); swap: copy its blocks to CPU memory and back (vLLM's V0 engine, --preemption-mode "
+                  "swap; falls back to recompute when the CPU swap space is full)."),
         Knob("enable_prefix_caching", "Prefix caching", "bool", bool(default["enable_prefix_caching"]),
              widget="toggle", help=field_help(EngineConfig, "enable_prefix_caching") + ": a re-admitted request "
              "reuses its blocks that are still cached."),
@@ -157,7 +158,7 @@ def swap_knobs(config: EngineConfig) -> list[Knob]:
     c = config.cost
     return [
         Knob("cpu_swap_gib", "CPU swap space (GiB)", "float", cpu, min=0.0, max=top, step=step, fmt=fmt,
-             help="Pinned CPU memory for swapped-out KV blocks (vLLM's swap_space). A victim that does not fit "
+             help="Pinned CPU memory for swapped-out KV blocks (vLLM V0's --swap-space). A victim that does not fit "
                   "is preempted by recompute instead."),
         Knob("swap_bandwidth_gb_s", "Swap bandwidth (GB/s)", "float", c.swap_bandwidth_gb_s, min=1.0, max=450.0,
              step=1.0, help=field_help(CostModel, "swap_bandwidth_gb_s") + "; PCIe 4 x16 ~25, PCIe 5 ~50, "
@@ -451,10 +452,16 @@ def requeue_notice(run: Run) -> list[str]:
                           + ([f"{len(behind) - 4} more"] if len(behind) > 4 else []))
             they = "it" if len(behind) == 1 else "they"
             less = f" although {they} needed far fewer blocks" if max(need.values()) * 2 <= mine else ""
+            # Its whole wait, from the preemption to the re-admission; a later victim may have gone in front of it
+            # for part of that time (FCFS puts each at the head), so its steps at the head can be fewer.
+            waited = end - p.step
+            wait = (f"it waited {count(waited, 'step')} to be re-admitted" if p.resume_step >= 0
+                    else f"it was not re-admitted in the {count(waited, 'step')} left")
+            at_head = ("" if len(head_steps) >= waited - 1 else
+                       f" ({len(head_steps):,} of them at the head of the queue)")
             return [f"{run.label}: {p.request_id} went back to the head of the waiting queue. Needing "
-                    f"{count(mine, 'block')} to re-prefill, it could not be re-admitted for "
-                    f"{count(len(head_steps), 'step')}, and {small} waited behind it{less}: a preempted request "
-                    f"at the head of the queue blocks the requests behind it."]
+                    f"{count(mine, 'block')} to re-prefill, {wait}{at_head}, and {small} waited behind it{less}: "
+                    f"a preempted request at the head of the queue blocks the requests behind it."]
         if ahead:
             names = join_and([f"{trace.request_ids[w]} (priority {int(r['priority'][w])})" for w in ahead[:4]])
             return [f"{run.label}: {p.request_id} (priority {int(r['priority'][p.row])}) was re-inserted into the "
