@@ -523,6 +523,10 @@ def cache_notices(runs: Sequence[Run]) -> list[str]:
             continue
         total = sum(p.resume_tokens for p in back)
         hits = sum(p.hit_tokens for p in back)
+        # A re-admission prefills its newest token too (generated, never computed): one more than the preemption
+        # threw away, which is what the cost sentence counts.
+        newest = (f", {count(len(back), 'token')} more than the preemption{'s' if len(back) > 1 else ''} threw away: "
+                  f"{'its' if len(back) == 1 else 'each one'}'s newest token, generated but never computed")
         if run.trace.config.enable_prefix_caching:
             out.append(f"{run.label}: the {count(len(back), 're-admission')} found {hits:,} of "
                        f"{'its' if len(back) == 1 else 'their'} {total:,} "
@@ -531,7 +535,7 @@ def cache_notices(runs: Sequence[Run]) -> list[str]:
                        f"prefilled again.")
         elif any_caching:
             out.append(f"{run.label}: the {count(len(back), 're-admission')} prefilled all {total:,} of "
-                       f"{'its' if len(back) == 1 else 'their'} tokens again (no prefix cache).")
+                       f"{'its' if len(back) == 1 else 'their'} tokens again (no prefix cache){newest}.")
     return out
 
 
