@@ -343,3 +343,12 @@ def test_all_shares_at_zero_is_explained_and_the_preset_is_one_click_away():
     assert_clean(at)
     assert "A_share" not in at.query_params and "B_share" not in at.query_params
     assert metric_values(at) == metric_values(open_page(PAGE, {"preset": "article_fairness"}))
+
+
+@pytest.mark.parametrize("preset", ["article_fairness", "rate_limits"])
+def test_a_pool_too_small_for_any_request_explains_and_does_not_crash(preset):
+    """8 blocks (128 tokens): every request is rejected on arrival. The page says so; the sentences that compare
+    throughput with FCFS's (0 tokens/s) are left out instead of dividing by zero."""
+    at = open_page(PAGE, {"preset": preset, "num_blocks": "8"})
+    assert not at.exception, [e.value for e in at.exception]
+    assert any("can never run on this engine" in w.value for w in at.warning)

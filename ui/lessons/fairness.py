@@ -621,6 +621,8 @@ def _throughput_notice(runs: Sequence[Run]) -> list[str]:
     if base is None:
         return []
     t0 = base.summary["throughput_tok_s"]
+    if not t0 > 0:  # the baseline served nothing (every request too big for the pool): nothing to compare with
+        return []
     seqs = base.config.max_num_seqs
     out = []
     for run in runs:
@@ -767,7 +769,7 @@ def _fair_index_notice(runs: Sequence[Run]) -> list[str]:
 
 def _limit_sweep_notice(sweep: dict, runs: Sequence[Run]) -> list[str]:
     base = _fcfs_baseline(runs)
-    if base is None or not sweep["points"]:
+    if base is None or not sweep["points"] or not base.summary["throughput_tok_s"] > 0:  # (it served nothing)
         return []
     t0 = base.summary["throughput_tok_s"]
     x, pts = sweep["x"], sweep["points"]
