@@ -130,24 +130,29 @@ def jain_index(x: np.ndarray) -> float:
 
 
 def per_client(trace: Trace) -> list[dict[str, Any]]:
-    """One row per client: requests, service, throughput and latency."""
+    """One row per client: requests, service, throughput and latency. A client's throughput is its output tokens
+    per second of its own span, from its first arrival to the end of its last request: over the whole run, a policy
+    that turns the other clients away (and so ends sooner) would seem to serve this one faster."""
     r = trace.requests
     lat = request_latencies(trace)
     served = served_mask(trace)
-    seconds = trace.steps["time_ms"][-1] / 1000.0 if trace.num_steps else float("nan")
+    ended = np.where(r["finish_step"] != NO_STEP, r["finish_step"], trace.num_steps - 1)  # (a run cut short)
     rows = []
     for c, client_id in enumerate(trace.client_ids):
         mine = r["client"] == c
         ok = mine & served
         finish = stats(lat["finish_ms"][ok])
+        tokens = int(r["num_output_tokens"][mine].sum())
+        span_ms = (float(trace.end_ms(int(ended[mine].max())) - trace.start_ms(int(r["arrival_step"][mine].min())))
+                   if mine.any() and trace.num_steps else 0.0)
         rows.append({
             "client": client_id,
             "num_requests": int(mine.sum()),
             "num_served": int(ok.sum()),
             "num_rejected": int((mine & (r["status"] == RequestStatus.REJECTED)).sum()),
-            "output_tokens": int(r["num_output_tokens"][mine].sum()),
+            "output_tokens": tokens,
             "prompt_tokens_served": int(r["prompt_len"][mine & (r["first_scheduled_step"] != NO_STEP)].sum()),
-            "throughput_tok_s": float(r["num_output_tokens"][mine].sum() / seconds),
+            "throughput_tok_s": tokens / (span_ms / 1000.0) if span_ms > 0 else 0.0,
             "weighted_service": float(trace.clients["client_service"][-1, c]) if trace.num_steps else 0.0,
             "mean_finish_ms": finish["mean"],
             "p99_finish_ms": finish["p99"],

@@ -43,6 +43,9 @@ STATE_LABELS: dict[str, str] = {
     "stalled": "running, no tokens this step",
     "wasted": "generating for nobody",
 }
+# A chart legend says what the two jargon words mean (hover text keeps the short labels).
+STATE_LEGEND: dict[str, str] = {**STATE_LABELS, "prefill": "prefill (computing the prompt)",
+                                "decode": "decode (a new token each step)"}
 
 # Clients, in order of first appearance in a workload. The first four (the Fairness page's most) avoid vermillion:
 # it is "preempted" in the Gantt chart that colours running requests by client, and the rate limit's line.

@@ -24,11 +24,11 @@ def test_engine_step_slider_moves_the_picture():
     at = open_page()
     slider = at.slider(key="home.step")
     assert slider.value == 113  # the first preemption of the toy pool
-    assert chart_titles(at) == ["Step 113: 3 requests ran"]
+    assert chart_titles(at) == ["Step 113: 3 requests ran, D preempted"]  # what the slider's help promises
     assert "KV cache: 27 of 32<br>blocks in use, 5 free<br>after the step" in _annotations(at)
     slider.set_value(200).run()
     assert_clean(at)
-    assert chart_titles(at) == ["Step 200: 3 requests ran"]
+    assert chart_titles(at) == ["Step 200: 3 requests ran, C and D re-admitted"]
     assert "KV cache: 21 of 32<br>blocks in use, 11 free<br>after the step" in _annotations(at)
 
 

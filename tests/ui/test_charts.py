@@ -229,7 +229,7 @@ def bars(fig: go.Figure) -> list[go.Bar]:
 def test_gantt_one_bar_trace_per_state(toy):
     fig = charts.gantt(toy, STYLE)
     names = [t.name for t in bars(fig)]
-    assert names == [theme.STATE_LABELS[s] for s in ("waiting", "prefill", "decode", "preempted")]
+    assert names == [theme.STATE_LEGEND[s] for s in ("waiting", "prefill", "decode", "preempted")]
     preempted = bars(fig)[-1]
     assert preempted.marker.color == theme.STATE_COLORS["preempted"]
     assert preempted.marker.pattern.shape == theme.STATE_PATTERNS["preempted"]

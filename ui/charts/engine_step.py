@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 from sim.trace import SCHED_DECODE, SCHED_PREFILL, SCHED_PREFILL_DONE, SCHED_WASTED, Trace
 
 from ..theme import LIGHT_GREY, ChartStyle, series_color
-from ..wording import count
+from ..wording import count, join_and
 from .layout import styled_layout, trusted_figure
 
 # x positions (data units): the waiting queue, the running batch (its labels run to the right), the block grid.
@@ -59,7 +59,11 @@ def engine_step(trace: Trace, step: int, queues: dict[str, list[str]], style: Ch
         notes.append({"x": x + 0.25, "y": -rows / 2 + 0.5, "ax": x - 0.25, "ay": -rows / 2 + 0.5, "xref": "x",
                       "yref": "y", "axref": "x", "ayref": "y", "showarrow": True, "arrowhead": 3, "arrowwidth": 2,
                       "text": ""})
-    title = f"Step {step}: {count(hi - lo, 'request')} ran"  # (short: the chart is often narrow; blocks below)
+    # (short: the chart is often narrow; the block counts are in the KV header) plus what the step is known for
+    happened = {kind: [ids[row] for s, k, row, _ in trace.events_at(step) if k in kinds]
+                for kind, kinds in (("preempted", ("preempt", "swap_out")), ("re-admitted", ("resume", "swap_in")))}
+    title = f"Step {step}: {count(hi - lo, 'request')} ran" + "".join(
+        f", {join_and(names)} {kind}" for kind, names in happened.items() if names)
     layout = styled_layout(style, title=title, x_title="", y_title="", height=150 + 46 * rows, legend=False,
                            xaxis={"visible": False, "range": [-0.8, _BLOCKS_X + block_columns]},
                            yaxis={"visible": False, "range": [-rows - 0.2, top + 1.5]},

@@ -106,7 +106,7 @@ def _bar_groups(seg: dict[str, np.ndarray], color_by: str, trace: Trace):
             continue
         part = _take(seg, states == STATES.index(state))
         if len(part["row"]):
-            yield theme.STATE_LABELS[state], color, theme.STATE_PATTERNS.get(state, ""), part
+            yield theme.STATE_LEGEND[state], color, theme.STATE_PATTERNS.get(state, ""), part
 
 
 def _client_groups(seg: dict[str, np.ndarray], trace: Trace):

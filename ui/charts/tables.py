@@ -21,7 +21,7 @@ METRIC_COLUMNS: dict[str, tuple[str, str, int | None]] = {
     "finish_max": ("max finish time ({u})", "finish_{u}.max", 1),
     "queue_mean": ("mean queueing delay ({u})", "queue_{u}.mean", 1),
     "queue_p99": ("p99 queueing delay ({u})", "queue_{u}.p99", 1),
-    "ttft_mean": ("mean TTFT ({u})", "ttft_{u}.mean", 1),
+    "ttft_mean": ("mean time to first token, TTFT ({u})", "ttft_{u}.mean", 1),
     "ttft_p99": ("p99 TTFT ({u})", "ttft_{u}.p99", 1),
     "throughput": ("throughput (tokens/s)", "throughput_tok_s", 0),
     "goodput": ("useful throughput (tokens read/s)", "goodput_tok_s", 0),

@@ -487,7 +487,8 @@ def client_table(runs: Sequence[Run]) -> pd.DataFrame:
             rows.append({
                 "policy": run.label, "client": c["client"], "requests": c["num_requests"],
                 "served": c["num_served"], "rejected": c["num_rejected"],
-                "throughput (tokens/s)": round(c["throughput_tok_s"]),
+                "output tokens": c["output_tokens"],
+                "tokens/s while sending": round(c["throughput_tok_s"]),
                 "mean finish (ms)": _round(c["mean_finish_ms"]), "p99 finish (ms)": _round(c["p99_finish_ms"]),
                 "mean queueing (ms)": _round(c["mean_queue_ms"]),
             })

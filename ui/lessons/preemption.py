@@ -399,8 +399,8 @@ _NEEDED_RE = re.compile(r"KV pool full: (\S+) needed")
 def _victim_reason(trace: Trace, p: Preemption) -> str:
     cfg, r = trace.config, trace.requests
     if cfg.policy.value == "priority":
-        return f"the running request with the lowest priority (priority {int(r['priority'][p.row])}, arrived at " \
-               f"step {int(r['arrival_step'][p.row]):,})"
+        return f"the running request with the lowest priority (priority {int(r['priority'][p.row])}: the largest " \
+               f"number, as in vLLM, where smaller runs first; arrived at step {int(r['arrival_step'][p.row]):,})"
     return "the last request in the running list, i.e. the one admitted last"
 
 
