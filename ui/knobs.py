@@ -75,8 +75,24 @@ def scenario_with(scenario: Scenario, config: EngineConfig, workload: WorkloadSp
     """The preset's scenario with new engine settings and, for generated workloads, a regenerated request list."""
     if workload is None:
         return dataclasses.replace(scenario, config=config)
-    requests = _generate(repr(workload), workload)
+    try:
+        requests = _generate(repr(workload), workload)
+    except ValueError as e:  # the generator names its own fields: say it in the sidebar's words
+        raise ValueError(in_sidebar_words(str(e))) from None
     return dataclasses.replace(scenario, config=config, workload=workload, requests=requests)
+
+
+_SIDEBAR_WORDS = (("workload.clients: the clients'", "the clients'"),
+                  ("(stop_step)", "('Stops sending at step')"),
+                  ("widen them or lower num_requests", "move a stop later (or to 0 for never), give a client that is "
+                                                       "still sending a larger share, or lower 'Requests' (Workload)"))
+
+
+def in_sidebar_words(message: str) -> str:
+    """A workload generator's message with its field names replaced by the sidebar's labels."""
+    for field_words, sidebar in _SIDEBAR_WORDS:
+        message = message.replace(field_words, sidebar)
+    return message
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)

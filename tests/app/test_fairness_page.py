@@ -4,6 +4,7 @@ slider change is timed (printed; run with -s to see it)."""
 
 import json
 
+import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -352,3 +353,20 @@ def test_a_pool_too_small_for_any_request_explains_and_does_not_crash(preset):
     at = open_page(PAGE, {"preset": preset, "num_blocks": "8"})
     assert not at.exception, [e.value for e in at.exception]
     assert any("can never run on this engine" in w.value for w in at.warning)
+
+
+def test_an_output_weight_of_zero_stays_off_the_log_scaled_sweep():
+    at = open_page(PAGE, {"preset": "prefill_vs_decode", "w_out": "0.0"})
+    assert not at.exception and not at.error
+    sweep = _chart(at, "Who waits, as the output weight changes")
+    assert all(np.isfinite(sweep["layout"]["xaxis"]["range"]))  # log10(0) made it -inf
+    assert 0 not in sweep["layout"]["xaxis"]["tickvals"]
+    assert not any("your weight" in a["text"] for a in sweep["layout"].get("annotations", []))
+
+
+def test_clients_that_stop_too_soon_are_explained_in_the_sidebars_words():
+    # returning_idle: B stops at step 480; with A's share at 0 only B sends, and 131 of 300 requests arrive by then.
+    at = open_page(PAGE, {"preset": "returning_idle", "A_share": "0"})
+    (error,) = [e.value for e in at.error]
+    assert "close by step 480 ('Stops sending at step') after only 131 of 300 requests" in error
+    assert "lower 'Requests' (Workload)" in error and "num_requests" not in error and "stop_step" not in error

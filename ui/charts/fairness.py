@@ -286,7 +286,8 @@ def limit_sweep_chart(sweep: Mapping[str, Any], references: Mapping[str, Mapping
     y_titles = {"throughput": "total output (tokens/s)",
                 "latency": f"client {ids[light_client]}'s mean finish (ms)" if "latency" in panel else "",
                 "rejected": "rejected (requests)"}
-    marks = _vline(chosen, f"your limit: {chosen:g}", style, len(panels)) if chosen is not None else {}
+    marks = _vline(chosen, f"your limit: {chosen:g}", style, len(panels)) if chosen is not None and chosen > 0 \
+        else {}  # (a log axis has no 0)
     layout = styled_layout(style, title=title, x_title=f"rate limit (requests per client per "
                            f"{sweep['window_steps']:,} steps, log scale)", y_title=[y_titles[p] for p in panels],
                            height=260 * len(panels) + 60, base=grid, xaxis=_log_x(x_all, [str(v) for v in x_all]),
@@ -341,7 +342,7 @@ def weight_sweep_chart(sweep: Mapping[str, Any], references: Mapping[str, Mappin
                 "line": {"color": color, "width": style.line_width * 0.8, "dash": ("dash", "dot", "dashdot")[j % 3]},
                 "hovertemplate": f"{label}: client {client_id}'s mean finish %{{y:,.0f}} ms<extra></extra>",
             })
-    marks = _vline(chosen, f"your weight: {chosen:g}", style, 1) if chosen is not None else {}
+    marks = _vline(chosen, f"your weight: {chosen:g}", style, 1) if chosen is not None and chosen > 0 else {}
     layout = styled_layout(style, title=title,
                            x_title=f"VTC output weight (charge per output token; input weight "
                                    f"{sweep['input_weight']:g}, log scale)", y_title="mean finish time (ms)",

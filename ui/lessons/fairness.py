@@ -454,8 +454,9 @@ def weight_sweep(vtc: Scenario, output_weights: Sequence[float], measure_fn: Mea
 
 
 def sweep_values(preset: Preset, key: str, chosen: float) -> list[float]:
-    """The preset's sweep values plus the knob's current value, so the chosen setting is a point on the curve."""
-    return sorted({*preset.knobs.get(key, ()), chosen})
+    """The preset's sweep values plus the knob's current value, so the chosen setting is a point on the curve (not
+    a value of 0: the sweeps are drawn on a log axis)."""
+    return sorted({*preset.knobs.get(key, ()), *([chosen] if chosen > 0 else [])})
 
 
 def sweep_references(runs: Sequence[Run], measure_fn: MeasureFn,
