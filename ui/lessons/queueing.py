@@ -167,9 +167,24 @@ def _starvation_notice(runs: list[Run]) -> list[str]:
         return [f"The longest request ({name}) waited {wait(p):,} steps under {p.label}, less than the guard's "
                 f"{threshold:,}-step threshold: nothing starves on this workload, so the guard has nothing to "
                 f"do for it."]
-    return [f"The longest request ({name}) waited {wait(p):,} steps under {p.label} and {wait(g):,} under "
-            f"{g.label} (promoted after {threshold:,} steps); everyone's average finish went from {before:,.0f} "
-            f"to {after:,.0f} steps."]
+    out = [f"The longest request ({name}) waited {wait(p):,} steps under {p.label} and {wait(g):,} under "
+           f"{g.label} (promoted after {threshold:,} steps); everyone's average finish went from {before:,.0f} "
+           f"to {after:,.0f} steps."]
+    # Under overload most requests wait past the threshold: the guard then promotes nearly everyone, in the order
+    # they started waiting, which is FCFS's order; say so when it gave back most of SJF's gain.
+    promoted = len({row for _, kind, row, _ in g.trace.events if kind == "promote"})
+    fcfs = next((run for run in runs if run.scenario.config.policy.value == "fcfs"), None)
+    n = len(r["arrival_step"])
+    if promoted >= n / 2 and fcfs is not None and after > before:
+        f = fcfs.summary["finish_steps"]["mean"]
+        if f > before and (after - before) >= 0.5 * (f - before):
+            out.append(f"The guard promoted {promoted:,} of the {n:,} requests: with this many requests waiting, "
+                       f"almost every one waits past the {threshold:,}-step threshold, and promotions go in the order "
+                       f"requests started waiting, which is FCFS's order. So {g.label} averages {after:,.0f} steps, "
+                       f"close to {fcfs.label}'s {f:,.0f}: the guard saved {name} at the price of "
+                       f"{(after - before) / (f - before):.0%} of SJF's gain. A lighter load, or a longer threshold, "
+                       f"keeps more of it.")
+    return out
 
 
 def _price_sentence(first: Run, run: Run, unit: str) -> list[str]:
