@@ -49,12 +49,15 @@ longest = lesson.longest_wait(runs[0].trace)
 # Outlined in the first run's chart: the head-of-line blockers, or (behind a stream, as under SJF) the request
 # that waited longest. No notes beside the bars: they would narrow this chart against its neighbours.
 outlined = [] if longest is None else [who for who, _ in longest.blockers] or [longest.waiter]
+# ... and in each other run's chart, the request its "price" sentence names (the one that now finishes last).
+payers = {run.label: run.trace.request_ids[row] for run in runs[1:]
+          if (row := lesson.price_payer(runs[0], run, unit)) is not None}
 x_max = max(float(run.trace.steps["time_ms"][-1]) if unit == "ms" else run.trace.num_steps for run in runs)
 
 
 def draw_gantt(label: str) -> None:
     run = next(r for r in runs if r.label == label)
-    highlight = outlined if run is runs[0] else []
+    highlight = outlined if run is runs[0] else [payers[label]] if label in payers else []
     fig = charts.gantt(run.trace, style, x_unit=unit, title=f"{label}", highlight_ids=highlight, x_max=x_max)
     page.show_chart(fig, f"gantt-{label}", style)
 

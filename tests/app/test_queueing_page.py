@@ -224,3 +224,13 @@ def test_the_changes_note_lists_four_settings_and_counts_the_rest():
                           "num_requests": "100", "rate": "0.1"})
     (note,) = _changes_note(at)
     assert note.count("→") == 4 and "; and 1 more." in note
+
+
+def test_the_request_a_sentence_names_is_marked_in_that_runs_chart():
+    # "The price of SJF (true lengths)'s better average: r39 now finishes last": r39 is outlined in the SJF charts
+    # (300 rows: named beside its bar), as FCFS's chart marks the request its own sentence names.
+    at = open_page(PAGE, {"preset": "busy_server"})
+    assert "r39 now finishes last" in notice_text(at)
+    assert _gantt_annotations(at, "SJF (true lengths)") == ["\u2190 r39"]
+    assert _gantt_annotations(at, "SJF (predicted)") == ["\u2190 r39"]
+    assert _gantt_annotations(at, "FCFS") == ["\u2190 r299"]

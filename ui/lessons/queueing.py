@@ -187,22 +187,35 @@ def _starvation_notice(runs: list[Run]) -> list[str]:
     return out
 
 
-def _price_sentence(first: Run, run: Run, unit: str) -> list[str]:
-    """Who pays for ``run``'s better average: its slowest request, against that same request under ``first``
-    (the same workload, so the same rows); and whether the last request still finishes when it did."""
+def price_payer(first: Run, run: Run, unit: str) -> int | None:
+    """The row of the request that pays for ``run``'s better average than ``first``'s: ``run``'s slowest request,
+    when it finishes later than that same request under ``first`` (the same workload, so the same rows); None if
+    ``run`` is no better on average, or its slowest request did not get slower."""
     key = f"finish_{unit}"
+    if not run.summary[key]["mean"] < first.summary[key]["mean"]:
+        return None
     mine = metrics.request_latencies(run.trace)[key]
     theirs = metrics.request_latencies(first.trace)[key]
     if not np.isfinite(mine).any():
-        return []
+        return None
     row = int(np.nanargmax(mine))
-    name, now, before = run.trace.request_ids[row], mine[row], theirs[row]
+    now, before = mine[row], theirs[row]
+    return row if np.isfinite(before) and f"{now:,.0f}" != f"{before:,.0f}" and now > before else None
+
+
+def _price_sentence(first: Run, run: Run, unit: str) -> list[str]:
+    """Who pays for ``run``'s better average (``price_payer``), and whether the last request still finishes when
+    it did."""
+    key = f"finish_{unit}"
     last_a, last_b = first.summary[key]["max"], run.summary[key]["max"]
     same_end = f"{last_a:,.0f}" == f"{last_b:,.0f}"
     reorder = f"the last request finishes after {last_b:,.0f} {unit} either way: {run.label} only reorders who waits"
-    if np.isfinite(before) and f"{now:,.0f}" != f"{before:,.0f}" and now > before:
-        return [f"The price of {run.label}'s better average: {name} now finishes last, after {now:,.0f} {unit} "
-                f"against {before:,.0f} under {first.label}" + (f"; {reorder}." if same_end else ".")]
+    row = price_payer(first, run, unit)
+    if row is not None:
+        now = metrics.request_latencies(run.trace)[key][row]
+        before = metrics.request_latencies(first.trace)[key][row]
+        return [f"The price of {run.label}'s better average: {run.trace.request_ids[row]} now finishes last, after "
+                f"{now:,.0f} {unit} against {before:,.0f} under {first.label}" + (f"; {reorder}." if same_end else ".")]
     return [f"Under {run.label} {reorder}."] if same_end else []
 
 
