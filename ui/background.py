@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import pickle
 import sys
 import threading
 import types
@@ -125,6 +126,11 @@ class Prefetcher:
             self._reset_pool()
             return None
         except CancelledError:  # another caller reset the pool
+            return None
+        except pickle.PicklingError:
+            # The code changed under a running server (Streamlit reloaded this module): this prefetcher's functions
+            # are the old module's and no longer pickle by name. Run here, and prefetch no more until a restart.
+            self.close()
             return None
 
     def status(self, key: str) -> str | None:

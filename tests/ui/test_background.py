@@ -136,3 +136,19 @@ def test_a_closed_prefetcher_stops_its_workers_and_prefetches_nothing():
     for thread in p._dispatchers:  # the dispatchers leave once the run they handed out (if any) is over
         thread.join(timeout=60)
         assert not thread.is_alive()
+
+
+def test_a_run_that_cannot_be_pickled_any_more_is_run_by_the_caller():
+    """After Streamlit reloads this module on a code change, the old prefetcher's function no longer pickles by
+    name: the caller runs the simulation itself (no error box) and prefetching stops until a restart."""
+    import pickle
+    from concurrent.futures import Future
+
+    p = background.Prefetcher(workers=1)
+    broken = Future()
+    broken.set_exception(pickle.PicklingError("Can't pickle <function simulate_scenario>: it's not the same object "
+                                              "as ui.background.simulate_scenario"))
+    p._started["k"] = broken
+    assert p.take("k") is None
+    p.prefetch([("later", _scenario())])
+    assert p.status("later") is None  # prefetching is off
