@@ -30,9 +30,11 @@ _DISPLAY_KNOBS = [
          help="What each chart's camera button saves."),
 ]
 
+# Presentation mode: larger text; a metric's larger number ("4,081 tokens/s") needs 18 rem before its row wraps.
 _PRESENTATION_CSS = """
 <style>
 html { font-size: 20px; }
+[data-testid="stColumn"]:has([data-testid="stMetric"]) { min-width: min(100%, 18rem); }
 </style>
 """
 

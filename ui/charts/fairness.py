@@ -73,8 +73,12 @@ def _side_by_side(labels: Sequence[str], style: ChartStyle, *, title: str, x_tit
         row, col = divmod(i, cols)
         x0, y1 = col * (width + gap_x), 1 - row * (tall + gap_y)
         k = "" if i == 0 else str(i + 1)
-        layout[f"xaxis{k}"] = {"domain": [x0, x0 + width], "anchor": f"y{k}",
-                               "title": {"text": x_title if row == rows - 1 else ""}, "showticklabels": True}
+        # One x title, under the middle panel of the bottom row (one under each ran together in a narrow chart),
+        # and few ticks, so a projector's larger numbers are not turned on their side.
+        titled = row == rows - 1 and col == (cols - 1) // 2
+        layout[f"xaxis{k}"] = {"domain": [x0, x0 + width], "anchor": f"y{k}", "title": {"text": x_title if titled
+                                                                                         else ""},
+                               "showticklabels": True, **({"nticks": 4} if cols > 1 else {})}
         layout[f"yaxis{k}"] = {"domain": [y1 - tall, y1], "anchor": f"x{k}",
                                "title": {"text": y_title if col == 0 else ""}, "showticklabels": col == 0}
         if i:
