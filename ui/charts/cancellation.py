@@ -85,10 +85,13 @@ def kv_for_nobody(
     first = traces[labels[0]]
     pool_mb = first.config.num_blocks * first.config.block_bytes / MB
     panels = [_kv_panel(trace, x_unit, pool_mb) for trace in traces.values()]
-    titles = [f"<b>{label}</b>" + (f": {panel['note']}" if panel["note"] else "")
+    # A projector's larger text: each panel's note on a line of its own (and the space for it), the pool's size
+    # out of the figure's title (the KV pool line and the sidebar give it), or both ran off a half-width chart.
+    joint = "<br>" if style.presentation else ": "
+    titles = [f"<b>{label}</b>" + (f"{joint}{panel['note']}" if panel["note"] else "")
               for label, panel in zip(labels, panels, strict=True)]
     grid, axes = subplot_grid(len(labels), secondary_y=True, shared_xaxes=True,
-                              vertical_spacing=0.12 / len(labels) + 0.04)
+                              vertical_spacing=0.12 / len(labels) + (0.1 if style.presentation else 0.04))
     data: list[dict[str, Any]] = []
     shown: set[str] = set()
     for row, (label, panel) in enumerate(zip(labels, panels, strict=True), start=1):
@@ -128,7 +131,8 @@ def kv_for_nobody(
             **axes[row, 1, False],
         } for row in range(1, len(labels) + 1)]
     # Subplot titles where make_subplots puts them (on top of each panel), but left-aligned like the figure title.
-    grid["annotations"] = [{"font": {"size": style.font_size}, "showarrow": False, "text": text, "x": 0,
+    title_px = style.font_size - 4 if style.presentation else style.font_size  # (two lines under presentation)
+    grid["annotations"] = [{"font": {"size": title_px}, "showarrow": False, "text": text, "x": 0, "align": "left",
                             "xanchor": "left", "xref": "paper", "yanchor": "bottom", "yref": "paper",
                             "y": grid[layout_key(axes[row, 1, False]["yaxis"])]["domain"][1]}
                            for row, text in enumerate(titles, start=1)]
@@ -136,8 +140,9 @@ def kv_for_nobody(
     height = 110 + 190 * len(labels)
     # The legend gets its own line above the first panel's title: lift it by about one line of text (the plot
     # area is the figure less roughly 140 px of title, legend and x axis).
-    lift = 1.9 * style.font_size / max(style.height(height) - 140, 100)
-    layout = styled_layout(style, title=f"{title} ({pool_text})", x_title=time_title(x_unit),
+    lift = (3.2 if style.presentation else 1.9) * style.font_size / max(style.height(height) - 140, 100)
+    layout = styled_layout(style, title=title if style.presentation else f"{title} ({pool_text})",
+                           x_title=time_title(x_unit),
                            y_title=["KV (MB)", "KV (% of pool)"] * len(labels), height=height,
                            hovermode="x unified", base=grid, xaxis={"rangemode": "tozero"},
                            layout={"legend": {"y": 1 + lift}})
