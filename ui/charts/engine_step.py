@@ -10,9 +10,10 @@ import plotly.graph_objects as go
 
 from sim.trace import SCHED_DECODE, SCHED_PREFILL, SCHED_PREFILL_DONE, SCHED_WASTED, Trace
 
-from ..theme import LIGHT_GREY, ChartStyle, series_color
+from ..theme import LIGHT_GREY, ChartStyle
 from ..wording import count, join_and
 from .layout import styled_layout, trusted_figure
+from .preemption import request_color
 
 # x positions (data units): the waiting queue, the running batch (its labels run to the right), the block grid.
 _WAITING_X, _RUNNING_X, _BLOCKS_X = 0.0, 2.0, 5.6
@@ -27,7 +28,7 @@ def engine_step(trace: Trace, step: int, queues: dict[str, list[str]], style: Ch
     what they computed, and the KV pool's blocks coloured by the request holding them (needs a trace recorded
     with ``snapshot_every_steps=1``)."""
     ids = trace.request_ids
-    color = {rid: series_color(i) for i, rid in enumerate(ids)}
+    color = {rid: request_color(i) for i, rid in enumerate(ids)}  # as the Preemption page colours the same requests
     data: list[dict[str, Any]] = []
     notes: list[dict[str, Any]] = []  # the slider redraws this on every move: one figure, built once
     size = 34 if style.presentation else 28
