@@ -189,3 +189,10 @@ def test_an_uploaded_late_server_keeps_its_delay_and_its_name():
     assert not at.exception and not at.error
     assert at.slider(key="cancellation.delay").value == 120
     assert any(m.label.startswith("notices after 120 steps") for m in at.metric)
+
+
+def test_where_nobody_leaves_nobody_is_said_to_have_stayed():
+    at = open_page(PAGE, {"preset": "stops"})
+    text = notice_text(at) + " ".join(c.value for c in at.caption)
+    assert "The waiting time others lose: the 24 users waited 1,200 steps on average" in text
+    assert "stayed" not in text

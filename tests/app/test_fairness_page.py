@@ -33,7 +33,7 @@ def test_every_preset_runs_and_shows_its_numbers(preset):
     assert list(values) == [f"{label}: total throughput" for label, _ in p.variants]
     assert all(v.endswith(" tokens/s") for v in values.values())
     assert "What to notice" in notice(at)
-    assert "mean finish: A " in captions(at) and "Jain " in captions(at)
+    assert "mean finish: A " in captions(at) and "fairness (Jain, 1 = even) " in captions(at)
     per_policy, per_client = at.dataframe[0].value, at.dataframe[1].value
     assert list(per_policy.columns) == [label for label, _ in p.variants]
     assert "total throughput (tokens/s)" in per_policy.index and "Jain's index vs fair share" in per_policy.index

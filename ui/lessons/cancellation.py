@@ -284,7 +284,8 @@ def run_caption(run: Run, unit: str) -> str:
     """The line under a server's headline number: GPU time wasted, goodput, and how long the others waited."""
     s = run.summary
     wait = s[f"queue_{unit}"]["mean"]
-    waited = (f"users who stayed waited {wait:,.0f} {unit} on average" if np.isfinite(wait)
+    users = "users who stayed" if _anyone_left([run]) else "users"  # (nobody leaves in a stops-only workload)
+    waited = (f"{users} waited {wait:,.0f} {unit} on average" if np.isfinite(wait)
               else "no user stayed to the end")
     return (f"{s['wasted_gpu_ms']:,.0f} ms of GPU time on them · {s['goodput_tok_s']:,.0f} tokens/s read · "
             f"{waited}")
@@ -387,6 +388,11 @@ def _waiting_of(runs: list[Run], stayed: np.ndarray) -> dict[str, dict[str, Any]
     return out
 
 
+def _anyone_left(runs: list[Run]) -> bool:
+    """Did any user of these runs leave (close the tab, time out) before the answer was done?"""
+    return any((run.trace.requests["disconnect_step"] != NO_STEP).any() for run in runs)
+
+
 def _waiting_sentences(runs: list[Run], unit: str) -> list[str]:
     """How much longer the users who stayed queued under each server than under the first, over the same users."""
     stayed = stayed_under_every_server(runs)
@@ -397,8 +403,11 @@ def _waiting_sentences(runs: list[Run], unit: str) -> list[str]:
     a = waits[first.label]
     one = stayed.sum() == 1
     every = "both" if len(runs) == 2 else "every server"
-    who = f"the user who stayed to the end under {every}" if one else \
-        f"the {int(stayed.sum()):,} users who stayed to the end under {every}"
+    if not _anyone_left(runs):
+        who = "the one user" if one else f"the {int(stayed.sum()):,} users"
+    else:
+        who = f"the user who stayed to the end under {every}" if one else \
+            f"the {int(stayed.sum()):,} users who stayed to the end under {every}"
     out = []
     for run in runs[1:]:
         b = waits[run.label]

@@ -475,7 +475,7 @@ def run_caption(run: Run) -> str:
     """The line under a policy's headline number: each client's mean finish time, fairness, rejections."""
     finish = " · ".join(f"{c['client']} {_ms(c['mean_finish_ms'])}" for c in run.clients)
     index = run.stats["fair_index"]
-    fair = f"Jain {index:.2f}" if np.isfinite(index) else "Jain —"
+    fair = f"fairness (Jain, 1 = even) {index:.2f}" if np.isfinite(index) else "fairness (Jain) —"
     return f"mean finish: {finish} · {fair} · {run.summary['num_rejected']:,} rejected"
 
 
