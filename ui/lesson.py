@@ -1,7 +1,8 @@
 """The skeleton every lesson page shares: its header (title, question, preset, upload), the sidebar panels for the
 engine and the workload, and the runs of the policy variants it compares.
 
-A page is then: ``page = open_lesson(...)``, its own knobs, ``run_variants(...)``, its charts and notices.
+A page is then: ``lp = open_lesson(...)``, its knobs (``lp.panel(...)``), ``lp.show_changes()`` once the sidebar
+is drawn, ``run_variants(...)``, its charts and notices, and ``lp.footer(runs)``.
 """
 
 from __future__ import annotations
@@ -119,8 +120,9 @@ def open_lesson(lesson: str, title: str, icon: str, question: str) -> LessonPage
     if uploaded is None:
         st.caption(preset.description)
     else:  # the file's own words; the page's policies (the preset's) are compared on it
-        st.caption(f"**Your scenario: {uploaded.name}.** {uploaded.description or ''} Compared as in the preset "
-                   f"above: {join_and([label for label, _ in preset.variants])}.")
+        said = f" {uploaded.description.strip()}" if uploaded.description.strip() else ""
+        st.caption(f"**Your scenario: {uploaded.name}.**{said} Compared as in the preset above: "
+                   f"{join_and([label for label, _ in preset.variants])}.")
     changes_slot = st.empty()
     scope = preset.key if uploaded is None else f"upload:{runner.scenario_key(uploaded)}"
     base = preset.scenario if uploaded is None else as_variant_base(preset, uploaded)
