@@ -148,9 +148,10 @@ def show_cost() -> None:
         f"of per-copy overhead, an effective {cost.effective_gb_s:,.1f} GB/s (smaller blocks, lower). vLLM's V0 "
         f"engine, which had swap, copied each block layer by layer with K and V apart ({per_layer_copies:,} copies "
         f"of {config.block_bytes / per_layer / 1024:g} KiB here), so its real overhead was higher than this model "
-        f"charges. Recompute is charged {c.prefill_token_us:g} us per token whatever the context; on a real GPU "
-        "attention makes each re-prefilled token of a long context cost more, so long victims cost more than "
-        "this." + no_room)
+        f"charges. Recompute is charged {c.prefill_token_us:g} us per token whatever the context (the article's "
+        "figure, an H100's peak compute for an 8B model: real prefills run at half that speed or less, and "
+        "attention makes each token of a long context cost more), so real recomputes cost more than this."
+        + no_room)
     page.show_chart(charts.cost_bars(cost, style, bandwidth_gb_s=c.swap_bandwidth_gb_s),
                     "preemption-recompute-vs-swap", style)
 

@@ -111,21 +111,21 @@ def show_metrics(summaries: dict[str, dict], other_columns: Sequence[str] = (), 
         frames += [steps, ms]
     if other_columns:
         frames.append(metrics_table(summaries, columns=other_columns).set_index("policy"))
-    table = pd.concat(frames, axis=1).T.map(_cell)
+    table = pd.concat(frames, axis=1).T.apply(_row_cells, axis=1)
     table.index.name = "metric"
     # The cells are formatted text ("1,100", "—"): align them right, as numbers are in every other table.
     right = {str(c): st.column_config.TextColumn(alignment="right") for c in table.columns}
     st.dataframe(table, column_config=right, height=table_height(len(table)))
 
 
-def _cell(value: Any) -> str:
-    """One table cell for reading: thousands separators, one decimal where there is one, a dash for no value
-    (a latency when no request was served)."""
-    if value is None or value is pd.NA or (isinstance(value, float) and not np.isfinite(value)):
-        return "—"
-    if isinstance(value, float) and not value.is_integer():
-        return f"{value:,.1f}"
-    return f"{int(value):,}"
+def _row_cells(row: pd.Series) -> pd.Series:
+    """One metric's cells for reading: thousands separators, one decimal in every cell of a row where any has one
+    ("6,326.0" beside "6,320.2", not "6,326"), a dash for no value (a latency when no request was served)."""
+    def missing(value: Any) -> bool:
+        return value is None or value is pd.NA or (isinstance(value, float) and not np.isfinite(value))
+
+    decimal = any(isinstance(v, float) and not missing(v) and not v.is_integer() for v in row)
+    return row.map(lambda v: "—" if missing(v) else f"{v:,.1f}" if decimal else f"{int(v):,}")
 
 
 def grid(labels: Sequence[str], draw: Callable[[str], None], columns: int = 2) -> None:
