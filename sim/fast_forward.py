@@ -139,7 +139,9 @@ def _walk(engine: Engine, step: int, d: int, free_after: np.ndarray) -> _Walked:
         if j:
             engine.arrive(step + j)
         # The starvation guard's promotions due now (none for other orders), logged as the step loop logs them
-        events.extend(s.promotion_events(step + j, s.waiting.on_step(step + j)))
+        promoted = s.waiting.on_step(step + j)
+        if promoted:
+            events.extend(s.promotion_events(step + j, promoted))
         end = j + 1
         if in_bulk:  # to the next arrival or promotion
             changes = [x - step for x in (engine.next_arrival_step(), s.waiting.next_promotion_step())

@@ -359,7 +359,9 @@ class Scheduler:
     # ---- phase 3: waiting -----------------------------------------------------------------------------------
     def _schedule_waiting(self, budget: int, out: SchedulerOutput, parts: list) -> int:
         t, kv, queue = self.table, self.kv, self.waiting
-        out.events.extend(self.promotion_events(self._step, queue.on_step(self._step)))
+        promoted = queue.on_step(self._step)  # (a starvation guard's promotions: usually none)
+        if promoted:
+            out.events.extend(self.promotion_events(self._step, promoted))
         rows: list[int] = []
         toks: list[int] = []
         after: list[int] = []
