@@ -86,6 +86,8 @@ def _back_to_presets(page: str) -> None:
     for key in (f"{page}.uploaded", f"{page}.upload_seen"):
         st.session_state.pop(key, None)
     st.session_state[f"{page}.upload_box"] = st.session_state.get(f"{page}.upload_box", 0) + 1
+    if UPLOAD_PARAM in st.query_params:  # (else the next run would take the URL for a link copied during an upload)
+        del st.query_params[UPLOAD_PARAM]
 
 
 def downloads(scenario: Scenario, trace: Trace, name: str, key: str) -> None:

@@ -49,6 +49,7 @@ def test_back_to_the_presets_also_empties_the_box():
     at.button(key="queueing.clear_upload").click().run()
     assert metric_values(at) == ARTICLE
     assert _box(at, 1).value is None and "uploaded" not in at.query_params
+    assert not at.warning  # not taken for a link copied during an upload
 
 
 def test_a_file_with_a_byte_order_mark_loads_and_one_too_long_for_the_app_is_refused():
