@@ -12,7 +12,8 @@ keyed orders (as vLLM's priority queue), the front of its client's queue for VTC
   all others and keeps that promotion for ``quantum`` steps of running, then is demoted.
 - ``vtc``: Virtual Token Counter (Sheng et al., OSDI '24): the head request of the backlogged client with the
   lowest counter; a client whose queue goes from empty to non-empty is lifted to the lowest counter among the
-  other backlogged clients. ``lcf`` (least counter first) is the same without the lift.
+  other backlogged clients, or, when nobody is backlogged, to the counter of the last client to leave the queue
+  (the paper's Algorithm 2). ``lcf`` (least counter first) is the same without the lift.
 """
 
 from __future__ import annotations
@@ -187,16 +188,19 @@ class VTCQueue(RequestQueue):
         self._lift = lift
         self._queues: list[deque[int]] = [deque() for _ in range(len(counters))]
         self._size = 0
+        self._last_left: int | None = None  # the client whose last waiting request left the queue most recently
 
     def __len__(self) -> int:
         return self._size
 
     def add(self, row: int) -> None:
         c = self._client.item(row)
-        if self._lift and not self._queues[c]:
+        if self._lift and not self._queues[c]:  # the paper's Algorithm 2: a client joining the queue
             others = [self._counters[o] for o, q in enumerate(self._queues) if q and o != c]
-            if others:
+            if others:  # ... is lifted to the lowest counter of the clients waiting
                 self._counters[c] = max(self._counters[c], min(others))
+            elif self._last_left is not None:  # ... or, with nobody waiting, to the last client that left
+                self._counters[c] = max(self._counters[c], self._counters[self._last_left])
         self._queues[c].append(row)
         self._size += 1
 
@@ -219,11 +223,18 @@ class VTCQueue(RequestQueue):
 
     def pop(self) -> int:
         self._size -= 1
-        return self._queues[self._next_client()].popleft()
+        c = self._next_client()
+        row = self._queues[c].popleft()
+        if not self._queues[c]:
+            self._last_left = c
+        return row
 
     def remove(self, row: int) -> None:
-        self._queues[self._client.item(row)].remove(row)
+        c = self._client.item(row)
+        self._queues[c].remove(row)
         self._size -= 1
+        if not self._queues[c]:
+            self._last_left = c
 
     def order(self) -> list[int]:
         """Rows in the order they would be admitted if nothing else changed: each admission charges its prompt

@@ -273,11 +273,19 @@ def test_a_sweep_point_that_cannot_finish_shows_a_message_once(monkeypatch):
 
 
 def test_a_lift_names_the_counter_it_lifts_to_and_the_lower_idle_ones():
-    # Four clients: at the largest lift B rose to A's counter, the lowest among clients with requests waiting; C
-    # and D had lower counters but nothing waiting, so the lift did not count them (the engine's rule).
+    # Four clients: at the largest lift B rose to D's counter, the lowest among clients with requests waiting; C
+    # had a lower counter but nothing waiting, so the lift did not count it (the paper's rule). B's own queue had
+    # only just emptied (its requests were running): its counter was low, not 'saved' while idle.
     text = clean_notices(PAGE, {"preset": "article_fairness", "clients": "4"})
-    assert ("B's counter went from 1,295 to 16,555, A's, the lowest among the clients with requests waiting (C and "
-            "D, lower, had none waiting)") in text
+    assert ("B's counter went from 17,499 to 28,085, D's, the lowest among the clients with requests waiting (C, "
+            "lower, had none waiting), so B's lower counter (its queue had only just emptied, with requests still "
+            "running) could not be spent") in text
+
+
+def test_with_nobody_waiting_the_lift_goes_to_the_last_client_to_leave_the_queue():
+    text = clean_notices(PAGE, {"preset": "article_fairness"})
+    assert ("at step 61 B's counter went from 0 to 10,280, A's: nobody else was waiting, and A was the last client "
+            "to leave the queue, so the credit B 'saved' while idle could not be spent at A's expense") in text
 
 
 def test_a_rate_limit_that_never_rejects_says_it_changes_nothing():

@@ -223,11 +223,15 @@ def test_lift_raises_a_returning_client_to_the_lowest_other_backlogged_counter()
     assert rec(lcf, "b1")["first_scheduled_step"] == 6
 
 
-def test_no_lift_when_no_other_client_is_backlogged():
-    # a1 runs (nothing of a waits) when b1 arrives at step 1: b keeps its counter 0 until b1 is admitted at 10.
-    t = run(_one_slot(policy="vtc"), req("a1", 0, 4, 10, client_id="a"), req("b1", 1, 4, 2, client_id="b"))
-    assert _counters(t, "b")[1:10] == [0.0] * 9
-    assert _counters(t, "b")[10] == 4.0 + 2.0
+def test_with_nobody_waiting_a_joining_client_is_lifted_to_the_last_client_that_left():
+    # The VTC paper's Algorithm 2, when the queue is empty: a1 (admitted at step 0, a's counter 4 + 2 = 6 after
+    # it) runs and nothing waits when b1 arrives at step 1. a was the last client to leave the queue: b rises to
+    # a's 6 (with nobody to compare, it would keep 0 and later be served alone until it caught up). LCF: no lift.
+    reqs = (req("a1", 0, 4, 10, client_id="a"), req("b1", 1, 4, 2, client_id="b"))
+    t = run(_one_slot(policy="vtc"), *reqs)
+    assert _counters(t, "b")[1:10] == [6.0] * 9
+    assert _counters(t, "b")[10] == 6.0 + 4.0 + 2.0  # b1 admitted at step 10: prompt 4 and its first token
+    assert _counters(run(_one_slot(policy="lcf"), *reqs), "b")[1:10] == [0.0] * 9
 
 
 def test_service_is_the_counter_without_lifts():

@@ -152,21 +152,23 @@ def test_known_limitation_vtc_bound_assumes_input_weight_at_most_output_weight()
     assert (gap["gap"], gap["bound"]) == (46.0, 32.0)
 
 
-def test_known_limitation_lift_ignores_clients_whose_requests_all_run():
-    # DESIGN's lift looks only at clients with requests WAITING. A client returning while the others' requests are
-    # all running keeps its old low counter and is then served alone until it catches up.
+def test_a_client_returning_while_nobody_waits_is_lifted_and_the_bound_holds():
+    # A client returning while the others' requests all run (nobody waiting) is lifted to the counter of the last
+    # client to leave the queue (the VTC paper's Algorithm 2, when the queue is empty); without that it kept its old
+    # low counter and was then served alone until it caught up, past the bound (LCF below).
     # One slot, 4 blocks of 4 tokens: bound = 2 x max(1 x 4, 2 x 16) = 64. Every request: prompt 4, 12 tokens,
     # charge 4 + 24 = 28. a sends a0, a1, a2 at steps 0, 12, 24, each admitted on arrival (a's queue stays empty):
-    # a = 72 after step 29, 84 after step 35. b's four requests arrive at step 26 while a2 runs: nobody waits, so
-    # no lift, b stays at 0. a3, a4 arrive at 30: both clients are backlogged from then on. From step 36 b (0) is
-    # served alone until it reaches a's 84 (b0, b1, b2 at steps 36-71): over steps 36..71 a gets 0, b gets 84 > 64.
+    # a = 64 after step 25. b's four requests arrive at step 26 while a2 runs: nobody waits, a left the queue last,
+    # so b rises to 64. a3, a4 arrive at 30; from then on the two take turns.
     reqs = [RequestSpec(f"a{i}", s, 4, 12, client_id="a") for i, s in enumerate((0, 12, 24, 30, 30))]
     reqs += [RequestSpec(f"b{i}", 26, 4, 12, client_id="b") for i in range(4)]
     t = run(EngineConfig(num_blocks=4, block_size=4, max_num_seqs=1, policy="vtc"), *reqs)
-    assert t.clients["client_counters"][29].tolist() == [72.0, 0.0]  # b was not lifted at step 26
-    assert [t.request_records()[i]["first_scheduled_step"] for i in (3, 5, 6, 7)] == [72, 36, 48, 60]  # a3, b0-b2
+    assert t.clients["client_counters"][26].tolist() == [66.0, 64.0]  # b lifted to a's 64 at step 26
+    assert [t.request_records()[i]["first_scheduled_step"] for i in (3, 5, 6, 7)] == [48, 36, 60, 84]  # turns
     gap = metrics.service_gap(t)
-    assert (gap["gap"], gap["bound"]) == (84.0, 64.0)
+    assert (gap["gap"], gap["bound"]) == (28.0, 64.0)
+    lcf = run(EngineConfig(num_blocks=4, block_size=4, max_num_seqs=1, policy="lcf"), *reqs)
+    assert metrics.service_gap(lcf)["gap"] > 64.0  # b kept 0 and was served alone for 84 weighted tokens
 
 
 @pytest.mark.parametrize("corrupt, message", [

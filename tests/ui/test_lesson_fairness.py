@@ -76,10 +76,11 @@ def test_without_the_lift_the_returning_client_spends_its_banked_credit():
     assert first_scheduled(t) == {"a1": 0, "a2": 10, "b1": 6, "b2": 8}
 
 
-def test_no_lift_when_nobody_else_is_waiting():
-    # a1 alone (a2 dropped): when b arrives at step 3 no other client has a request waiting, so b keeps 0.
+def test_with_nobody_else_waiting_the_lift_goes_to_the_last_client_to_leave():
+    # a1 alone (a2 dropped): when b arrives at step 3 no other client has a request waiting; a left the queue last
+    # (a1's admission), so b rises to a's counter as it was then (10), as the VTC paper's Algorithm 2 does.
     t = simulate(one_slot(), [r for r in RETURNING if r.request_id != "a2"])
-    assert t.clients["client_counters"][3].tolist() == [12, 0]
+    assert t.clients["client_counters"][3].tolist() == [12, 10]
 
 
 def test_lesson_finds_the_lift_and_the_starvation():

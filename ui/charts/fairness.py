@@ -97,7 +97,8 @@ def _side_by_side(labels: Sequence[str], style: ChartStyle, *, title: str, x_tit
 def counters_by_policy(traces: Mapping[str, Trace], style: ChartStyle, *, x_unit: str = "steps",
                        title: str = "Virtual token counter per client") -> go.Figure:
     """Each policy's per-client virtual counters (weighted tokens served plus lifts), side by side on one scale.
-    Triangles mark lifts: a returning client's counter raised to the lowest counter of those waiting."""
+    Triangles mark lifts: a returning client's counter raised to the lowest counter of those waiting (or, with
+    nobody waiting, to the last one's to leave the queue)."""
     x_title = time_title(x_unit)
     layout, axes = _side_by_side(list(traces), style, title=title, x_title=x_title,
                                  y_title="virtual counter (weighted tokens)")

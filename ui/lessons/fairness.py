@@ -108,8 +108,9 @@ def knobs(preset: Preset, config: EngineConfig) -> list[Knob]:
     if Policy.VTC in policies and Policy.LCF not in policies:
         out.append(Knob("lift", "Lift a returning client's counter (off = LCF)", "bool", True, widget="toggle",
                         help="VTC's lift: when a client's queue goes from empty to non-empty, its counter is "
-                             "raised to the lowest counter of the clients still waiting, so credit saved while "
-                             "idle cannot be spent later. Off runs least-counter-first (LCF) instead."))
+                             "raised to the lowest counter of the clients still waiting (with nobody waiting, to "
+                             "the counter of the last client to leave the queue), so credit saved while idle "
+                             "cannot be spent later. Off runs least-counter-first (LCF) instead."))
     out += [
         Knob("window", "Tokens/s chart: sliding window (steps)", "int", 100, min=10, max=1000, step=10,
              help="Each point of the tokens/s charts averages the last this many steps."),
@@ -405,9 +406,15 @@ def _lifts(trace: Trace) -> dict[str, Any]:
         return {"count": 0}
     step, client = (int(v) for v in events[np.argmax(jumps[events[:, 0], events[:, 1]])])
     before = float(counters[step - 1, client]) if step else 0.0
+    n = counters.shape[1]
+    # Who had requests waiting, and running, when the returning client's request arrived (the end of the step
+    # before): the lift goes to the lowest waiting counter, or with nobody waiting to the last client to leave.
+    waiting = metrics.client_backlog(trace)[step - 1] if step else np.zeros(n, dtype=np.int64)
+    running = trace.clients["client_running"][step - 1] if step else np.zeros(n)
     return {"count": int(len(events)), "step": step, "client": client, "amount": float(jumps[step, client]),
             "before": before, "after": before + float(jumps[step, client]),
-            "others": [float(counters[step - 1, c]) if step else 0.0 for c in range(counters.shape[1])]}
+            "others": [float(counters[step - 1, c]) if step else 0.0 for c in range(n)],
+            "waiting": [int(w) > 0 for w in waiting], "running": [float(x) > 0 for x in running]}
 
 
 # ---- sweeps -----------------------------------------------------------------------------------------------------
@@ -685,18 +692,30 @@ def _lift_notice(runs: Sequence[Run]) -> list[str]:
         lift = vtc.stats["lifts"]
         ids = vtc.stats["client_ids"]
         who, after = ids[lift["client"]], lift["after"]
-        # The lift's target is the lowest counter among the clients with requests waiting then: name that client,
-        # and any whose counter was lower still but had nothing waiting (so did not count).
+        # The lift's target: the lowest counter among the clients with requests waiting then (name that client,
+        # and any whose counter was lower still but had nothing waiting, so did not count), or, with nobody
+        # waiting, the counter of the last client whose requests left the queue (the paper's Algorithm 2).
         tol = 1e-6 * max(1.0, abs(after))
-        others = [(ids[c], v) for c, v in enumerate(lift["others"]) if c != lift["client"]]
-        target = join_and([name for name, v in others if abs(v - after) <= tol])
-        idle = join_and([name for name, v in others if v < after - tol])
+        me = lift["client"]
+        others = [(ids[c], v, lift["waiting"][c]) for c, v in enumerate(lift["others"]) if c != me]
+        target = join_and([name for name, v, _ in others if abs(v - after) <= tol])
+        anyone_waiting = any(w for _, _, w in others)
+        idle = join_and([name for name, v, _ in others if v < after - tol]) if anyone_waiting else ""
+        if not target:
+            rule = ""
+        elif anyone_waiting:
+            rule = f", {target}'s, the lowest among the clients with requests waiting"
+        else:
+            rule = f", {target}'s: nobody else was waiting, and {target} was the last client to leave the queue"
+        # Its counter was low because it had been idle, or (its queue had only just emptied, with requests still
+        # running) because its charges came in more slowly (per token) than the others' (per prompt).
+        why = (f"the credit {who} 'saved' while idle" if not lift["running"][me] else
+               f"{who}'s lower counter (its queue had only just emptied, with requests still running)")
         out.append(f"{vtc.label} lifted a returning client's counter {count(lift['count'], 'time')}. The largest: "
                    f"at step {lift['step']:,} {who}'s counter went from {lift['before']:,.0f} to {after:,.0f}"
-                   + (f", {target}'s, the lowest among the clients with requests waiting" if target else "")
-                   + (f" ({idle}, lower, had none waiting)" if idle else "")
-                   + f", so the credit {who} 'saved' while idle could not be spent at "
-                   + (f"{ids[1 - lift['client']]}'s" if len(ids) == 2 else "the others'") + " expense.")
+                   + rule + (f" ({idle}, lower, had none waiting)" if idle else "")
+                   + f", so {why} could not be spent at "
+                   + (f"{ids[1 - me]}'s" if len(ids) == 2 else "the others'") + " expense.")
     if vtc is not None and lcf is not None:
         ids = vtc.stats["client_ids"]
         who = vtc.stats["lifts"]["client"]
