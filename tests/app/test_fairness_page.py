@@ -33,7 +33,7 @@ def test_every_preset_runs_and_shows_its_numbers(preset):
     assert list(values) == [f"{label}: total throughput" for label, _ in p.variants]
     assert all(v.endswith(" tokens/s") for v in values.values())
     assert "What to notice" in notice(at)
-    assert "mean finish: A " in captions(at) and "fairness (Jain, 1 = even) " in captions(at)
+    assert "mean finish: A " in captions(at) and "fair-share index (Jain) " in captions(at)
     per_policy, per_client = at.dataframe[0].value, at.dataframe[1].value
     assert list(per_policy.columns) == [label for label, _ in p.variants]
     assert "total throughput (tokens/s)" in per_policy.index and "Jain's index vs fair share" in per_policy.index
@@ -378,3 +378,9 @@ def test_clients_that_stop_too_soon_are_explained_in_the_sidebars_words():
     (error,) = [e.value for e in at.error]
     assert "close by step 480 ('Stops sending at step') after only 131 of 300 requests" in error
     assert "lower 'Requests' (Workload)" in error and "num_requests" not in error and "stop_step" not in error
+
+
+def test_a_bound_broken_by_preemptions_says_the_paper_assumes_none():
+    text = clean_notices(PAGE, {"preset": "prefill_vs_decode", "num_blocks": "150", "B_output": "1500"})
+    assert ("VTC, FCFS went past it (VTC preempted 658 requests: the paper's bound assumes a server that never "
+            "preempts, reserving memory for each answer's full length)") in text

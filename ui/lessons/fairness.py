@@ -51,8 +51,9 @@ COUNTERS_CAPTION = (
 BOUND_CAPTION = (
     "While two clients both have requests waiting, VTC keeps the difference in their service under "
     "2 x max(input_weight x L_input, output_weight x M), with L_input the longest prompt and M the KV pool in "
-    "tokens. Each line is the first client's service minus the second's, counted from the moment both began "
-    "waiting; it breaks where one of them had nothing waiting."
+    "tokens, on a server that never preempts (the paper's reserves memory for each answer's full length; one "
+    "that preempts, as vLLM does, can break it). Each line is the first client's service minus the second's, "
+    "counted from the moment both began waiting; it breaks where one of them had nothing waiting."
 )
 
 RunFn = Callable[[Scenario], Trace]
@@ -482,7 +483,7 @@ def run_caption(run: Run) -> str:
     """The line under a policy's headline number: each client's mean finish time, fairness, rejections."""
     finish = " · ".join(f"{c['client']} {_ms(c['mean_finish_ms'])}" for c in run.clients)
     index = run.stats["fair_index"]
-    fair = f"fairness (Jain, 1 = even) {index:.2f}" if np.isfinite(index) else "fairness (Jain) —"
+    fair = f"fair-share index (Jain) {index:.2f}" if np.isfinite(index) else "fair-share index (Jain) —"
     return f"mean finish: {finish} · {fair} · {run.summary['num_rejected']:,} rejected"
 
 
@@ -761,8 +762,15 @@ def _gap_notice(runs: Sequence[Run]) -> list[str]:
     trace = measured[0].trace
     parts = metrics.vtc_bound_parts(trace, [trace.client_ids.index(c) for c in ids[:2]])
     gaps = ", ".join(f"{r.label} {r.stats['gap']:,.0f}" for r in measured)
-    over = [r.label for r in measured if r.stats["gap"] > r.stats["bound"]]
-    tail = (f"; {', '.join(over)} went past it" if over else "")
+    over = [r for r in measured if r.stats["gap"] > r.stats["bound"]]
+    tail = (f"; {', '.join(r.label for r in over)} went past it" if over else "")
+    # The paper's server reserves memory for every admitted request's whole answer, so nothing is preempted; a
+    # server that preempts (as vLLM does, the newest admission first: often the least-served client's) can break it.
+    vtc_over = [r for r in over if r.config.policy in _VTC_LIKE and r.summary["num_preemptions"]]
+    if vtc_over:
+        n = vtc_over[0].summary["num_preemptions"]
+        tail += (f" ({vtc_over[0].label} preempted {count(n, 'request')}: the paper's bound assumes a server that "
+                 f"never preempts, reserving memory for each answer's full length)")
     formula, numbers = "2 x max(w_in x L_input, w_out x M)", (f"2 x max({cfg.input_weight:g} x "
                                                             f"{parts['max_input']:,}, {cfg.output_weight:g} x "
                                                             f"{parts['pool_tokens']:,})")
