@@ -53,7 +53,9 @@ BOUND_CAPTION = (
     "2 x max(input_weight x L_input, output_weight x M), with L_input the longest prompt and M the KV pool in "
     "tokens, on a server that never preempts (the paper's reserves memory for each answer's full length; one "
     "that preempts, as vLLM does, can break it). Each line is the first client's service minus the second's, "
-    "counted from the moment both began waiting; it breaks where one of them had nothing waiting."
+    "counted from the moment both began waiting; it breaks where one of them had nothing waiting. The bound "
+    "limits how far a line rises or falls between any two of its moments (the gap in the table), so a line "
+    "may stray past the dashed lines and still keep it."
 )
 
 RunFn = Callable[[Scenario], Trace]
