@@ -196,3 +196,11 @@ def test_where_nobody_leaves_nobody_is_said_to_have_stayed():
     text = notice_text(at) + " ".join(c.value for c in at.caption)
     assert "The waiting time others lose: the 24 users waited 1,200 steps on average" in text
     assert "stayed" not in text
+
+
+def test_small_counts_read_right():
+    text = notice_text(open_page(PAGE, {"answer_tokens": "16", "leave_after_tokens": "10"}))
+    assert "(1 block of 16 tokens)" in text and "1 blocks" not in text
+    text = notice_text(open_page(PAGE, {"preset": "stops", "stop_marker": "string"}))
+    assert "answers ending on a stop string each ran one token past their end" in text
+    assert "the 0 ending on a stop token" not in text  # no answer ends on a stop token: nothing to say

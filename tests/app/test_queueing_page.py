@@ -234,3 +234,9 @@ def test_the_request_a_sentence_names_is_marked_in_that_runs_chart():
     assert _gantt_annotations(at, "SJF (true lengths)") == ["\u2190 r39"]
     assert _gantt_annotations(at, "SJF (predicted)") == ["\u2190 r39"]
     assert _gantt_annotations(at, "FCFS") == ["\u2190 r299"]
+
+
+def test_the_starvation_sentences_follow_the_time_axis():
+    text = notice_text(open_page(PAGE, {"preset": "starvation", "unit": "ms"}))
+    assert "everyone's average finish went from 10,721 to 13,793 ms" in text  # as the metrics above show it
+    assert "averages 13,793 ms, close to FCFS's 13,929" in text

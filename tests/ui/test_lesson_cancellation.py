@@ -233,7 +233,8 @@ def test_waiting_time_is_compared_over_the_users_who_stayed_under_every_server()
     assert b - a > never.summary["queue_steps"]["mean"] - prompt.summary["queue_steps"]["mean"] + 20  # unpaired: less
     text = " ".join(lesson.notices(runs, None))
     assert (f"the {every.sum()} users who stayed to the end under every server waited {b:,.0f} steps on average in "
-            f"the queue under no abort, against {a:,.0f} under abort at once ({b - a:,.0f} steps more each)") in text
+            f"the queue under no abort, against {a:,.0f} under abort at once ({round(b) - round(a):,} steps more "
+            f"each)") in text  # (the difference of the numbers shown, so that they subtract)
     waits = lesson.waiting_of_the_same_users(runs)
     assert waits["no abort"]["queue_steps"]["mean"] == pytest.approx(b)
     assert {w["num_served"] for w in waits.values()} == {int(every.sum())}

@@ -38,10 +38,19 @@ def test_the_long_request_is_the_head_of_line_blocker():
     fcfs = runs_of("article_hol")[0]
     # short2 waits steps 0-1,099: long holds the only slot for 1,000 of them, short1 for 100.
     assert lesson.longest_wait(fcfs.trace) == lesson.LongestWait("short2", 1100, [("long", 1000)], 2,
-                                                                 pytest.approx(1000 / 1100))
+                                                                 pytest.approx(1000 / 1100), "long", 1)
     # With three slots nobody waits: no blocker.
     three = runs_of("article_hol", max_num_seqs=3)[0]
     assert lesson.longest_wait(three.trace) is None
+
+
+def test_one_long_request_in_one_of_several_slots_is_named_without_calling_it_a_blocker():
+    # Starvation with 4 slots: s45 waits 150 steps; long holds one slot all that time, too few slots to block the
+    # queue alone: the other three serve a stream. The sentence names it (it said "none for more than 100%").
+    text = " ".join(lesson.notices(runs_of("starvation", max_num_seqs=4)))
+    assert ("s45 waited 150 engine steps in the queue while 14 other requests ran: long held one of the 4 batch "
+            "slots for all of that time, and the other slots served a stream of others ahead of it") in text
+    assert "none for more than 100%" not in text
 
 
 def test_a_starving_request_waits_behind_a_stream_not_one_blocker():

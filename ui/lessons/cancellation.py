@@ -96,7 +96,9 @@ def knobs(preset: Preset, base: Scenario, uploaded: bool = False) -> list[Knob]:
     if "max_tokens" in preset.knobs and not uploaded:
         out += [
             Knob("max_tokens", "max_tokens (length limit)", "int", preset.knobs["max_tokens"], min=16, max=2048,
-                 step=16, help="Every answer's length limit. Answers end naturally after 60 to 299 tokens."),
+                 step=16, help=f"Every answer's length limit. Answers end naturally after "
+                               f"{min(r.output_len for r in base.requests):,} to "
+                               f"{max(r.output_len for r in base.requests):,} tokens."),
             Knob("stop_marker", "Answers end on", "choice", preset.knobs["stop_marker"], options=STOP_MARKERS,
                  labels=STOP_MARKER_LABELS, widget="select",
                  help="A stop token is seen on the step that generates it; a stop string is matched on the "
@@ -316,7 +318,7 @@ def _story_sentences(s: Story) -> list[str]:
     cfg = s.config
     out = [f"Without an abort the engine generated {s.wasted_tokens:,} tokens for nobody after the user left at "
            f"token {s.tokens_read:,}, and {s.request_id}'s KV grew to {s.end_kv_tokens:,} tokens = "
-           f"{mb(s.end_kv_tokens, cfg):,.0f} MB ({s.end_blocks:,} blocks of {cfg.block_size} tokens)."]
+           f"{mb(s.end_kv_tokens, cfg):,.0f} MB ({count(s.end_blocks, 'block')} of {cfg.block_size} tokens)."]
     freed = (f"With an abort, the {s.freed_kv_tokens:,} tokens of KV it held ({mb(s.freed_kv_tokens, cfg):,.0f} MB) "
              f"were freed at step {s.abort_step:,}, the very next step after the user's last token")
     if s.waiter_id is not None:
@@ -414,7 +416,7 @@ def _waiting_sentences(runs: list[Run], unit: str) -> list[str]:
         if abs(b - a) < 0.5:
             continue
         more = "more" if b > a else "less"
-        gap = f"{abs(b - a):,.0f}"
+        gap = f"{abs(round(b) - round(a)):,}"  # (from the numbers shown, so that they subtract)
         out.append(f"The waiting time others lose: {who} waited {b:,.0f} {unit}{'' if one else ' on average'} in "
                    f"the queue under {run.label}, against {a:,.0f} under {first.label} ({gap} "
                    f"{'step' if gap == '1' and unit == 'steps' else unit} {more}{'' if one else ' each'}).")
@@ -502,10 +504,12 @@ def _stop_sentences(runs: list[Run]) -> list[str]:
         is_token = ~is_string & ends
         if run.scenario.config.stop_check is StopCheck.EVERY_STEP:
             if is_string.any():
-                out.append(f"{run.label}: the {int(is_string.sum()):,} answers ending on a stop string each ran "
-                           f"one token past their end (the string is matched on the text after the step): "
-                           f"{int(wasted[is_string].sum()):,} tokens; the {int(is_token.sum()):,} ending on a stop "
-                           f"token wasted {int(wasted[is_token].sum()):,}.")
+                n = int(is_string.sum())
+                tokens = (f"; the {int(is_token.sum()):,} ending on a stop token wasted {int(wasted[is_token].sum()):,}"
+                          if is_token.any() else "")
+                out.append(f"{run.label}: the {count(n, 'answer')} ending on a stop string each ran one token past "
+                           f"{'its' if n == 1 else 'their'} end (the string is matched on the text after the step): "
+                           f"{count(int(wasted[is_string].sum()), 'token')}{tokens}.")
         else:
             limit = max(s.limit_tokens for s in specs)
             out.append(f"{run.label}: every answer that ends on its own still runs to max_tokens ({limit:,}): "

@@ -76,6 +76,8 @@ class LongestWait(NamedTuple):
     blockers: list[tuple[str, int]]  # requests that held a batch slot for most of that wait: (id, steps), longest first
     num_ran: int  # requests that ran at some point during the wait
     longest_share: float  # the largest fraction of the wait that any one of them ran
+    longest_runner: str = ""  # the request that ran that fraction
+    num_slots: int = 1  # max_num_seqs
 
 
 def longest_wait(trace: Trace) -> LongestWait | None:
@@ -101,7 +103,8 @@ def longest_wait(trace: Trace) -> LongestWait | None:
     if 2 * len(blockers) <= trace.config.max_num_seqs:  # they leave most slots to others
         blockers = []
     return LongestWait(trace.request_ids[w], b - a, blockers, int(np.count_nonzero(counts)),
-                       float(counts[order[0]]) / (b - a))
+                       float(counts[order[0]]) / (b - a), trace.request_ids[int(order[0])],
+                       trace.config.max_num_seqs)
 
 
 def _wait_sentence(label: str, lw: LongestWait) -> str:
@@ -115,9 +118,14 @@ def _wait_sentence(label: str, lw: LongestWait) -> str:
         shown = join_and(names if len(names) <= 4 else [*names[:3], f"{len(names) - 3} more"])
         return (f"Head-of-line blocking under {label}: {lw.waiter} waited {lw.wait_steps:,} engine steps in the "
                 f"queue while {shown} each held a batch slot for most of that time.")
-    return (f"Under {label}, {lw.waiter} waited {lw.wait_steps:,} engine steps in the queue while {lw.num_ran:,} "
-            f"other requests ran, none for more than {lw.longest_share:.0%} of that time: no single blocker, a "
-            f"stream of others served ahead of it.")
+    head = (f"Under {label}, {lw.waiter} waited {lw.wait_steps:,} engine steps in the queue while {lw.num_ran:,} "
+            f"other requests ran")
+    if lw.longest_share > 0.5:  # one long request held a slot, but the other slots served others ahead of it
+        held = "all" if lw.longest_share >= 0.995 else f"{lw.longest_share:.0%}"
+        return (f"{head}: {lw.longest_runner} held one of the {lw.num_slots:,} batch slots for {held} of that time, "
+                f"and the other slots served a stream of others ahead of it.")
+    return (f"{head}, none for more than {lw.longest_share:.0%} of that time: no single blocker, a stream of others "
+            f"served ahead of it.")
 
 
 def notices(runs: list[Run], unit: str = "steps") -> list[str]:
@@ -144,12 +152,13 @@ def notices(runs: list[Run], unit: str = "steps") -> list[str]:
     if lw:
         out.append(_wait_sentence(first.label, lw))
     out.extend(_priority_notice(runs))
-    out.extend(_starvation_notice(runs))
+    out.extend(_starvation_notice(runs, unit))
     return out
 
 
-def _starvation_notice(runs: list[Run]) -> list[str]:
-    """With and without the guard: the longest request's wait, and everyone's average."""
+def _starvation_notice(runs: list[Run], unit: str = "steps") -> list[str]:
+    """With and without the guard: the longest request's wait (in steps, as the guard counts it), and everyone's
+    average finish time (in ``unit``, as the metrics above show it)."""
     guarded = [r for r in runs if r.scenario.config.starvation_threshold_steps > 0
                and r.scenario.config.policy.value in ("sjf", "sjf_predicted")]
     plain = [r for r in runs if r.scenario.config.starvation_threshold_steps == 0
@@ -162,25 +171,26 @@ def _starvation_notice(runs: list[Run]) -> list[str]:
     wait = lambda run: int(run.trace.requests["first_scheduled_step"][longest] - r["arrival_step"][longest])  # noqa: E731
     threshold = g.scenario.config.starvation_threshold_steps
     name = p.trace.request_ids[longest]
-    before, after = p.summary["finish_steps"]["mean"], g.summary["finish_steps"]["mean"]
+    key = f"finish_{unit}"
+    before, after = p.summary[key]["mean"], g.summary[key]["mean"]
     if wait(p) < threshold:  # it never waited long enough to starve, or to be promoted
         return [f"The longest request ({name}) waited {wait(p):,} steps under {p.label}, less than the guard's "
                 f"{threshold:,}-step threshold: nothing starves on this workload, so the guard has nothing to "
                 f"do for it."]
     out = [f"The longest request ({name}) waited {wait(p):,} steps under {p.label} and {wait(g):,} under "
            f"{g.label} (promoted after {threshold:,} steps); everyone's average finish went from {before:,.0f} "
-           f"to {after:,.0f} steps."]
+           f"to {after:,.0f} {unit}."]
     # Under overload most requests wait past the threshold: the guard then promotes nearly everyone, in the order
     # they started waiting, which is FCFS's order; say so when it gave back most of SJF's gain.
     promoted = len({row for _, kind, row, _ in g.trace.events if kind == "promote"})
     fcfs = next((run for run in runs if run.scenario.config.policy.value == "fcfs"), None)
     n = len(r["arrival_step"])
     if promoted >= n / 2 and fcfs is not None and after > before:
-        f = fcfs.summary["finish_steps"]["mean"]
+        f = fcfs.summary[key]["mean"]
         if f > before and (after - before) >= 0.5 * (f - before):
             out.append(f"The guard promoted {promoted:,} of the {n:,} requests: with this many requests waiting, "
                        f"almost every one waits past the {threshold:,}-step threshold, and promotions go in the order "
-                       f"requests started waiting, which is FCFS's order. So {g.label} averages {after:,.0f} steps, "
+                       f"requests started waiting, which is FCFS's order. So {g.label} averages {after:,.0f} {unit}, "
                        f"close to {fcfs.label}'s {f:,.0f}: the guard saved {name} at the price of "
                        f"{(after - before) / (f - before):.0%} of SJF's gain. A lighter load, or a longer threshold, "
                        f"keeps more of it.")
