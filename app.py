@@ -68,7 +68,8 @@ engine_step()
 
 st.subheader("Using this in class")
 st.markdown(
-    "- **Presets** on each lesson reproduce the article's numbers first; the sliders start from the preset.\n"
+    "- **Presets** on each lesson reproduce the article's numbers (first in the list; on Preemption, after a toy "
+    "pool that shows the mechanism); the sliders start from the preset.\n"
     "- **Links are shareable**: every setting lives in the page's URL, so copying the address bar reproduces "
     "exactly what you see (an uploaded scenario file is the one thing a link cannot carry).\n"
     "- **Figures for notes**: each chart's camera button saves a PNG at 3x resolution, or an SVG (choose under "

@@ -218,7 +218,8 @@ class KnobPanel:
 
 
 def preset_picker(page: str, presets: list[Any], container: Any = None) -> Any:
-    """A preset select box (the article's example first), synced with ``?preset=``. Returns the Preset."""
+    """A preset select box (in the lesson's order: the article's example first, or on Preemption after the toy
+    pool), synced with ``?preset=``. Returns the Preset."""
     keys = [p.key for p in presets]
     titles = {p.key: p.title for p in presets}
     state_key = f"{page}.preset"
