@@ -19,7 +19,7 @@ from .block_pool import NO_HASH
 from .config import EngineConfig, StopCheck
 from .kv_cache_manager import KVCacheManager
 from .request import FINISHED_STATUSES, NO_STEP, RequestSpec, RequestStatus, RequestTable
-from .scheduler import Scheduler, SchedulerOutput
+from .scheduler import Scheduler, SchedulerOutput, counted
 from .trace import SCHED_DECODE, SCHED_WASTED, Trace, TraceRecorder
 
 _sum = np.add.reduce
@@ -373,8 +373,7 @@ class Engine:
                 status, reason = RequestStatus.FINISHED_LENGTH_CAPPED, "length"
             self._end(row, step, status, reason)
             n = t.num_output_tokens.item(row)
-            tokens = "1 token" if n == 1 else f"{n:,} tokens"
-            self.recorder.events.append((step, "finish", row, f"finished ({reason}) after {tokens}"))
+            self.recorder.events.append((step, "finish", row, f"finished ({reason}) after {counted(n, 'token')}"))
         self.scheduler.remove_finished(finished)
 
     # ---- recording ------------------------------------------------------------------------------------------

@@ -177,13 +177,12 @@ class KeyedQueue(RequestQueue):
 class VTCQueue(RequestQueue):
     """Per-client FIFO queues; the backlogged client with the lowest virtual counter goes next."""
 
-    def __init__(self, table: RequestTable, counters: np.ndarray, lift: bool,
-                 admission_charge: np.ndarray | None = None):
+    def __init__(self, table: RequestTable, counters: np.ndarray, lift: bool, admission_charge: np.ndarray):
         super().__init__()
         self._client = table.client
         self._first_scheduled_step = table.first_scheduled_step  # [rows], shared with the request table
         # [rows] what admitting each request adds to its client's counter (its prompt, charged once), for order()
-        self._admission_charge = np.zeros(len(table)) if admission_charge is None else admission_charge
+        self._admission_charge = admission_charge  # (the scheduler's own array: it charges the same)
         self._counters = counters  # [num_clients] float64, owned and charged by the scheduler
         self._lift = lift
         self._queues: list[deque[int]] = [deque() for _ in range(len(counters))]
@@ -258,8 +257,10 @@ def predicted_lengths(table: RequestTable, sigma: float, seed: int) -> np.ndarra
     return np.maximum(np.rint(table.target_len * error), 1).astype(np.int64)
 
 
-def make_queue(config: EngineConfig, table: RequestTable, counters: np.ndarray) -> RequestQueue:
-    """The waiting queue for ``config.policy``."""
+def make_queue(config: EngineConfig, table: RequestTable, counters: np.ndarray,
+               admission_charge: np.ndarray) -> RequestQueue:
+    """The waiting queue for ``config.policy``. VTC/LCF read ``counters`` and ``admission_charge`` ([rows] what a
+    request's first admission adds to its client's counter), both the scheduler's."""
     t = table
     guard = {
         "wait_start_step": t.wait_start_step,
@@ -283,7 +284,5 @@ def make_queue(config: EngineConfig, table: RequestTable, counters: np.ndarray) 
             lambda r: (max(int(predicted[r] - t.num_output_tokens[r]), 0), t.arrival_step.item(r)), len(t), **guard
         )
     if config.policy in (Policy.VTC, Policy.LCF):
-        weights = np.array([config.client_weight(c) for c in t.client_ids], dtype=np.float64)
-        charge = config.input_weight * t.prompt_len / weights[t.client]  # as Scheduler._start_running charges
-        return VTCQueue(t, counters, lift=config.policy is Policy.VTC, admission_charge=charge)
+        return VTCQueue(t, counters, lift=config.policy is Policy.VTC, admission_charge=admission_charge)
     raise ValueError(f"policy: {config.policy!r} has no queue")  # unreachable: Policy is validated

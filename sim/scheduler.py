@@ -49,7 +49,7 @@ class SchedulerOutput:
     events: list[Event] = field(default_factory=list)
 
 
-def _n(n: int, noun: str) -> str:
+def counted(n: int, noun: str) -> str:
     """'1 block', '2,048 blocks': a count in an event's words."""
     return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
 
@@ -65,7 +65,9 @@ class Scheduler:
         self.client_weight = np.array(weights, dtype=np.float64)  # [clients]
         self._client_weights = weights  # the same, as Python floats: same arithmetic, no numpy scalar overhead
         self._output_charge_per_token = config.output_weight / self.client_weight  # [clients]
-        self.waiting = make_queue(config, table, self.counters)
+        # [rows] what a request's first admission adds to its client's counter: its prompt, weighted (VTC)
+        self._admission_charge = config.input_weight * table.prompt_len / self.client_weight[table.client]
+        self.waiting = make_queue(config, table, self.counters, self._admission_charge)
         self.running = np.empty(0, dtype=np.int64)  # [num_running] rows in running-list order
         self.swapped: deque[int] = deque()
         self.swapped_blocks = np.zeros(len(table), dtype=np.int64)  # [rows] blocks parked in CPU memory
@@ -258,7 +260,8 @@ class Scheduler:
             self.num_cpu_blocks_used += kv_blocks
             out.num_swap_blocks += kv_blocks
             self.swapped.append(row)
-            out.events.append((self._step, "swap_out", row, f"{why}; {_n(kv_blocks, 'block')} copied to CPU memory"))
+            out.events.append((self._step, "swap_out", row,
+                               f"{why}; {counted(kv_blocks, 'block')} copied to CPU memory"))
             return
         if cfg.preemption_mode is PreemptionMode.SWAP:
             why += f"; CPU swap space full ({swap_room} of {kv_blocks} blocks free), fell back to recompute"
@@ -268,7 +271,7 @@ class Scheduler:
         t.num_computed_tokens[row] = 0
         t.wait_start_step[row] = self._step
         self.waiting.prepend(row)
-        out.events.append((self._step, "preempt", row, f"{why}; {_n(held, 'block')} freed, KV will be recomputed"))
+        out.events.append((self._step, "preempt", row, f"{why}; {counted(held, 'block')} freed, KV will be recomputed"))
 
     # ---- phase 2: swapped -----------------------------------------------------------------------------------
     def _schedule_swapped(self, budget: int, out: SchedulerOutput, parts: list) -> int:
@@ -301,7 +304,7 @@ class Scheduler:
             after.append(computed + num_new)
             all_emit = all_emit and computed + num_new == seq_len
             budget -= num_new
-            out.events.append((self._step, "swap_in", row, f"{_n(blocks, 'block')} copied back from CPU memory"))
+            out.events.append((self._step, "swap_in", row, f"{counted(blocks, 'block')} copied back from CPU memory"))
         if rows:
             parts.append((np.array(rows, np.int64), np.array(toks, np.int64), np.array(after, np.int64), all_emit,
                           False))
@@ -318,11 +321,11 @@ class Scheduler:
         """Why a request needing ``blocks_needed`` free blocks cannot start now ('' if it can)."""
         free = self.kv.pool.num_free if free is None else free
         if blocks_needed > free:
-            return f"needs {_n(blocks_needed, 'KV block')} for its whole sequence, only {free:,} free"
+            return f"needs {counted(blocks_needed, 'KV block')} for its whole sequence, only {free:,} free"
         num_running = len(self.running) if num_running is None else num_running
         watermark = self._watermark_blocks
         if watermark and num_running and free - blocks_needed < watermark:
-            return f"would leave {_n(free - blocks_needed, 'free block')}, below the watermark of {watermark:,}"
+            return f"would leave {counted(free - blocks_needed, 'free block')}, below the watermark of {watermark:,}"
         return ""
 
     def no_slot_or_budget(self, num_running: int, budget: int) -> str:
@@ -335,8 +338,8 @@ class Scheduler:
         """Can waiting request ``row`` start now? Returns (why not, or ''; its prefix-cache hits; first chunk).
         The rules of DESIGN.md section 2, step 5, with ``free`` free blocks and ``budget`` tokens left."""
         kv, cfg = self.kv, self.config
-        if budget <= 0 or num_running >= cfg.max_num_seqs:
-            return self.no_slot_or_budget(num_running, budget), _NO_BLOCKS, 0
+        if budget <= 0 or num_running >= cfg.max_num_seqs:  # (no_slot_or_budget's rules: its words only if refused,
+            return self.no_slot_or_budget(num_running, budget), _NO_BLOCKS, 0  # two calls saved on each check)
         num_tokens = self.table.num_tokens.item(row)
         if kv.enable_caching:
             hits = kv.find_cached_blocks(row, num_tokens)
@@ -349,11 +352,8 @@ class Scheduler:
         # NOTE: without chunked prefill vLLM requires max_num_batched_tokens >= max_model_len; we only reject
         # prompts over the budget, so a resumed request longer than a whole budget is re-prefilled in chunks.
         if not cfg.chunked_prefill and budget < num_new <= cfg.max_num_batched_tokens:
-            return (f"its prefill of {_n(num_new, 'token')} exceeds the {_n(budget, 'token')} left (chunked prefill "
-                    f"is off)", hits, 0)
-        watermark = self._watermark_blocks
-        if need <= free and not (watermark and num_running and free - need < watermark):  # it fits (the rule
-            return "", hits, min(num_new, budget)  # of _no_room, whose words we need only for a refusal)
+            return (f"its prefill of {counted(num_new, 'token')} exceeds the {counted(budget, 'token')} left "
+                    f"(chunked prefill is off)", hits, 0)
         return self._no_room(need, num_running, free), hits, min(num_new, budget)
 
     # ---- phase 3: waiting -----------------------------------------------------------------------------------
@@ -401,7 +401,7 @@ class Scheduler:
                 for row in rows]
 
     def _start_running(self, row: int, num_hit_tokens: int, chunk: int, out: SchedulerOutput) -> None:
-        t, cfg = self.table, self.config
+        t = self.table
         is_resume = t.num_preemptions.item(row) > 0  # (.item: Python ints compare faster than numpy scalars)
         t.num_computed_tokens[row] = num_hit_tokens
         if num_hit_tokens:
@@ -411,18 +411,19 @@ class Scheduler:
         if t.first_scheduled_step.item(row) == NO_STEP:
             t.first_scheduled_step[row] = self._step
             c = t.client.item(row)
-            charge = cfg.input_weight * t.prompt_len.item(row) / self._client_weights[c]
+            charge = self._admission_charge.item(row)
             self.counters[c] += charge
             self.service[c] += charge
-        hit = f", {_n(num_hit_tokens, 'token')} from the prefix cache" if num_hit_tokens else ""
+        hit = f", {counted(num_hit_tokens, 'token')} from the prefix cache" if num_hit_tokens else ""
         if is_resume:
             t.resumed_at_steps[row].append(self._step)
             t.num_recomputed_tokens[row] += max(t.computed_at_preemption.item(row) - num_hit_tokens, 0)
             total = t.num_tokens.item(row)
-            out.events.append((self._step, "resume", row, f"re-prefill of {_n(total, 'token')}{hit}; first chunk "
-                                                          f"{chunk:,}"))
+            out.events.append((self._step, "resume", row,
+                               f"re-prefill of {counted(total, 'token')}{hit}; first chunk {chunk:,}"))
         else:
-            out.events.append((self._step, "admit", row, f"admitted with a first chunk of {_n(chunk, 'token')}{hit}"))
+            out.events.append((self._step, "admit", row,
+                               f"admitted with a first chunk of {counted(chunk, 'token')}{hit}"))
 
     # ---- removal (finish, abort) ----------------------------------------------------------------------------
     def remove(self, row: int) -> None:
