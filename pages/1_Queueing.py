@@ -50,8 +50,8 @@ longest = lesson.longest_wait(runs[0].trace)
 # that waited longest. No notes beside the bars: they would narrow this chart against its neighbours.
 outlined = [] if longest is None else [who for who, _ in longest.blockers] or [longest.waiter]
 # ... and in each other run's chart, the request its "price" sentence names (the one that now finishes last).
-payers = {run.label: run.trace.request_ids[row] for run in runs[1:]
-          if (row := lesson.price_payer(runs[0], run, unit)) is not None}
+payers = {run.label: run.trace.request_ids[price.row] for run in runs[1:]
+          if (price := lesson.price_payer(runs[0], run, unit)) is not None}
 x_max = max(float(run.trace.steps["time_ms"][-1]) if unit == "ms" else run.trace.num_steps for run in runs)
 
 

@@ -61,11 +61,20 @@ POLICY_COLORS: dict[str, str] = {
     "lcf": ORANGE,
     "rate_limit": VERMILLION,
 }
+# Requests, by row (the Preemption page and the home page's engine step). They skip the colours that mean
+# something there: vermillion (preempted, and the pale red of a block freed this step), purple (swapped, the CPU swap
+# line) and grey ("other requests" in the per-request KV chart).
+REQUEST_COLORS = (BLUE, ORANGE, GREEN, SKY_BLUE, YELLOW, BLACK)
+CACHED_FREE_LABEL = "free, prefix cached"  # free blocks still holding a reusable prefix (short: legends are narrow)
 SERIES_COLORS = (BLUE, ORANGE, GREEN, VERMILLION, PURPLE, SKY_BLUE, GREY, YELLOW)  # for anything else, in order
 
 
 def client_color(index: int) -> str:
     return CLIENT_COLORS[index % len(CLIENT_COLORS)]
+
+
+def request_color(row: int) -> str:
+    return REQUEST_COLORS[row % len(REQUEST_COLORS)]
 
 
 def series_color(index: int) -> str:

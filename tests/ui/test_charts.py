@@ -751,4 +751,4 @@ def test_service_gap_chart_keeps_the_negative_side_of_a_long_run():
 
 
 def test_request_colours_never_mean_preempted_or_swapped():
-    assert not {theme.STATE_COLORS["preempted"], theme.STATE_COLORS["swapped"]} & set(preemption.REQUEST_COLORS)
+    assert not {theme.STATE_COLORS["preempted"], theme.STATE_COLORS["swapped"]} & set(theme.REQUEST_COLORS)

@@ -10,10 +10,9 @@ import plotly.graph_objects as go
 
 from sim.trace import SCHED_DECODE, SCHED_PREFILL, SCHED_PREFILL_DONE, SCHED_WASTED, Trace
 
-from ..theme import LIGHT_GREY, ChartStyle
+from ..theme import LIGHT_GREY, ChartStyle, request_color
 from ..wording import count, join_and
 from .layout import styled_layout, trusted_figure
-from .preemption import request_color
 
 # x positions (data units): the waiting queue, the running batch (its labels run to the right), the block grid.
 _WAITING_X, _RUNNING_X, _BLOCKS_X = 0.0, 2.0, 5.6

@@ -30,14 +30,6 @@ MAX_LEGEND_REQUESTS = 8  # more requests than this: colours cycle, the key expla
 KEY_PX = 400  # the width a block map's key may use on one line (a half-width column, in presentation mode too)
 FREE, CACHED, EMPTY = -1, -2, -3  # block codes besides request rows (EMPTY pads the last aggregated cell)
 GRID_COLOR = "#8C8C8C"  # the lines between blocks (the plot background showing through the cell gaps)
-# Requests' colours skip those that mean something on this page: vermillion (preempted, and the pale red of a block
-# freed this step) and purple (swapped, the CPU swap line).
-# Nor grey: "other requests" in the per-request KV chart.
-REQUEST_COLORS = (theme.BLUE, theme.ORANGE, theme.GREEN, theme.SKY_BLUE, theme.YELLOW, theme.BLACK)
-
-
-def request_color(row: int) -> str:
-    return REQUEST_COLORS[row % len(REQUEST_COLORS)]
 
 
 # ---- block map -------------------------------------------------------------------------------------------------------
@@ -93,12 +85,12 @@ PLOT_PX = 480  # the narrowest block map expected (a half-width column): decides
 def _color_index(code: np.ndarray, freed: np.ndarray) -> np.ndarray:
     """Colour category per cell: 0 free, 1 cached, 2 freed this step, 3.. a request colour (row mod palette)."""
     idx = np.where(code == FREE, 0, np.where(code == CACHED, 1, 3 + np.mod(np.maximum(code, 0),
-                                                                           len(REQUEST_COLORS))))
+                                                                           len(theme.REQUEST_COLORS))))
     return np.where(freed & (code < 0), 2, idx)
 
 
 def _discrete_colorscale() -> list[list[Any]]:
-    colors = ["#FFFFFF", theme.LIGHT_GREY, FREED_FILL, *REQUEST_COLORS]
+    colors = ["#FFFFFF", theme.LIGHT_GREY, FREED_FILL, *theme.REQUEST_COLORS]
     n = len(colors)
     scale = []
     for k, c in enumerate(colors):
@@ -151,7 +143,7 @@ def block_map(trace: Trace, step: int, style: ChartStyle, *, title: str | None =
         "type": "heatmap", "z": z.reshape(rows, cols), "text": text.reshape(rows, cols),
         "customdata": hover.reshape(rows, cols), "texttemplate": "%{text}",
         "textfont": {"size": max(style.font_size - 3, 9)}, "colorscale": _discrete_colorscale(), "zmin": 0,
-        "zmax": 3 + len(REQUEST_COLORS), "showscale": False, "xgap": gap, "ygap": gap,
+        "zmax": 3 + len(theme.REQUEST_COLORS), "showscale": False, "xgap": gap, "ygap": gap,
         "hovertemplate": "%{customdata}<extra></extra>", "hoverongaps": False, "name": "blocks", "showlegend": False,
     }
     head = title or _map_title(trace, step, recorded, codes, per_cell)
@@ -220,9 +212,9 @@ def _key_lines(trace: Trace, codes: np.ndarray, victims: Sequence[int], retaken:
     used = int((codes >= 0).sum())
     items = [f"{used:,} of {len(codes):,} blocks held" + (f" (a cell = {per_cell} blocks)" if per_cell > 1 else "")]
     if 0 < len(present) <= MAX_LEGEND_REQUESTS:
-        items += [_swatch(request_color(int(r)), trace.request_ids[r]) for r in present]
+        items += [_swatch(theme.request_color(int(r)), trace.request_ids[r]) for r in present]
     elif len(present):
-        items.append(_swatch(REQUEST_COLORS[0], f"{len(present)} requests (hover for ids)"))
+        items.append(_swatch(theme.REQUEST_COLORS[0], f"{len(present)} requests (hover for ids)"))
     items.append(_swatch(theme.GREY, "free", "\u25a1"))
     if (codes == CACHED).any():
         items.append(_swatch(theme.LIGHT_GREY, "free, caching a prefix"))
@@ -247,7 +239,7 @@ def _key_lines(trace: Trace, codes: np.ndarray, victims: Sequence[int], retaken:
 def _cell_hover(trace: Trace, dominant: np.ndarray, count: np.ndarray, used: np.ndarray, per_cell: int,
                 n: int) -> list[str]:
     ids = trace.request_ids
-    names = [ids[c] if c >= 0 else "free, prefix cached" if c == CACHED else "free" for c in dominant]
+    names = [ids[c] if c >= 0 else theme.CACHED_FREE_LABEL if c == CACHED else "free" for c in dominant]
     bs = trace.config.block_size
     if per_cell == 1:
         return [f"block {i:,} ({bs} tokens): {name}" for i, name in enumerate(names)]
@@ -287,12 +279,12 @@ def _kv_by_request(trace: Trace, style: ChartStyle, parts: Sequence[tuple[str, i
     x, _ = step_axis(trace, x_unit)
     # A request keeps its block-map colour while there are few enough requests for one colour each; beyond that
     # the colours go by rank, so no two stacked requests share one.
-    by_row = trace.num_requests <= len(REQUEST_COLORS)
-    series = [(name, values, theme.GREY if row < 0 else request_color(row) if by_row else request_color(i))
+    by_row = trace.num_requests <= len(theme.REQUEST_COLORS)
+    series = [(name, values, theme.GREY if row < 0 else theme.request_color(row if by_row else i))
               for i, (name, row, values) in enumerate(parts)]
     cached = np.minimum(trace.steps["cached_free_blocks"], trace.config.num_blocks - trace.steps["used_blocks"])
     if cached.any():
-        series.append(("free, prefix cached", cached, theme.LIGHT_GREY))  # (short: a half-width legend cut it)
+        series.append((theme.CACHED_FREE_LABEL, cached, theme.LIGHT_GREY))
     xs, *ys = downsample(x, *(v for _, v, _ in series), how="mean")
     decimals = 0 if unit == "blocks" else 2
     data = [{

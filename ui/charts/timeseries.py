@@ -131,7 +131,7 @@ def _kv_by_state(trace: Trace) -> list[tuple[str, np.ndarray, str, str]]:
         parts.append(("held for clients that are gone", orphan, theme.STATE_COLORS["wasted"],
                       theme.STATE_PATTERNS.get("wasted", "")))
     if cached.any():
-        parts.append(("free, prefix cached", cached, theme.LIGHT_GREY, ""))
+        parts.append((theme.CACHED_FREE_LABEL, cached, theme.LIGHT_GREY, ""))
     return parts
 
 
@@ -146,7 +146,7 @@ def _kv_by_client(trace: Trace) -> list[tuple[str, np.ndarray, str, str]]:
     parts = [(f"client {c}", held[:, i], theme.client_color(i), "") for i, c in enumerate(trace.client_ids)]
     cached = np.minimum(trace.steps["cached_free_blocks"], trace.config.num_blocks - used)
     if cached.any():
-        parts.append(("free, prefix cached", cached, theme.LIGHT_GREY, ""))
+        parts.append((theme.CACHED_FREE_LABEL, cached, theme.LIGHT_GREY, ""))
     return parts
 
 

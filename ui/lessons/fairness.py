@@ -371,7 +371,7 @@ def fairness_stats(trace: Trace) -> dict[str, Any]:
         "idle_slot_share": float(((num_running < trace.config.max_num_seqs) & (trace.steps["num_waiting"] > 0))
                                  .mean()) if n else 0.0,
         "max_counter": float(trace.clients["client_counters"][-1].max()) if n else 0.0,
-        "lifts": _lifts(trace),
+        "lifts": _lifts(trace, waiting),
     }
 
 
@@ -399,8 +399,9 @@ def _longest_starvation(trace: Trace, waiting: np.ndarray, client: int) -> int:
     return _longest_run(waiting & ~admitted)
 
 
-def _lifts(trace: Trace) -> dict[str, Any]:
-    """Lifts are where a counter grew by more than the service charged: counter - service jumps."""
+def _lifts(trace: Trace, waiting: np.ndarray) -> dict[str, Any]:
+    """Lifts are where a counter grew by more than the service charged: counter - service jumps. ``waiting``:
+    [steps, clients] bool, the client had requests waiting in the step."""
     counters, service = trace.clients["client_counters"], trace.clients["client_service"]
     lifted = counters - service  # [steps, clients] cumulative lifts
     jumps = np.diff(np.vstack([np.zeros((1, lifted.shape[1])), lifted]), axis=0)
@@ -412,12 +413,12 @@ def _lifts(trace: Trace) -> dict[str, Any]:
     n = counters.shape[1]
     # Who had requests waiting, and running, when the returning client's request arrived (the end of the step
     # before): the lift goes to the lowest waiting counter, or with nobody waiting to the last client to leave.
-    waiting = metrics.client_backlog(trace)[step - 1] if step else np.zeros(n, dtype=np.int64)
+    was_waiting = waiting[step - 1] if step else np.zeros(n, dtype=bool)
     running = trace.clients["client_running"][step - 1] if step else np.zeros(n)
     return {"count": int(len(events)), "step": step, "client": client, "amount": float(jumps[step, client]),
             "before": before, "after": before + float(jumps[step, client]),
             "others": [float(counters[step - 1, c]) if step else 0.0 for c in range(n)],
-            "waiting": [int(w) > 0 for w in waiting], "running": [float(x) > 0 for x in running]}
+            "waiting": [bool(w) for w in was_waiting], "running": [float(x) > 0 for x in running]}
 
 
 # ---- sweeps -----------------------------------------------------------------------------------------------------

@@ -112,8 +112,12 @@ def _knob_default(preset: Preset, config: EngineConfig, name: str, uploaded: boo
     """A knob's default: an uploaded scenario's setting; else the first variant's override (a one-variant preset
     states its setting there), else the scenario's config."""
     first = preset.variants[0][1] if preset.variants and not uploaded else {}
-    value = first.get(name, getattr(config, name))
-    return value.value if hasattr(value, "value") else value
+    return _plain(first.get(name, getattr(config, name)))
+
+
+def _plain(value: Any) -> Any:
+    """A setting as a preset writes it: an enum's value ("fcfs"), anything else as it is."""
+    return getattr(value, "value", value)
 
 
 def knobs(preset: Preset, config: EngineConfig, uploaded: bool = False) -> list[Knob]:
@@ -196,8 +200,7 @@ def variants(preset: Preset, base: Scenario, chosen: Sequence[str] | None) -> li
         scenario = base.with_config(**{k: v for k, v in overrides.items() if k in axes})
         # A setting the variant names but a knob now sets (one-variant presets): say what actually runs.
         moved = [_setting_text(k, getattr(scenario.config, k)) for k, v in overrides.items()
-                 if k not in axes and str(getattr(v, "value", v)) != str(getattr(getattr(scenario.config, k), "value",
-                                                                             getattr(scenario.config, k)))]
+                 if k not in axes and _plain(v) != _plain(getattr(scenario.config, k))]
         out.append((", ".join(moved) if moved else label, scenario))
     return out
 
@@ -206,7 +209,7 @@ def _setting_text(name: str, value: Any) -> str:
     """A compared setting as a run's label: "priority", "swap", "prefix caching on"."""
     if name == "enable_prefix_caching":
         return f"prefix caching {'on' if value else 'off'}"
-    text = str(getattr(value, "value", value))
+    text = str(_plain(value))
     return "FCFS" if text == "fcfs" else text
 
 

@@ -197,10 +197,18 @@ def _starvation_notice(runs: list[Run], unit: str = "steps") -> list[str]:
     return out
 
 
-def price_payer(first: Run, run: Run, unit: str) -> int | None:
-    """The row of the request that pays for ``run``'s better average than ``first``'s: ``run``'s slowest request,
-    when it finishes later than that same request under ``first`` (the same workload, so the same rows); None if
-    ``run`` is no better on average, or its slowest request did not get slower."""
+class Price(NamedTuple):
+    """Who pays for a run's better average: a request, and its finish time under the run and under the first."""
+
+    row: int
+    now: float  # in the unit asked for
+    before: float
+
+
+def price_payer(first: Run, run: Run, unit: str) -> Price | None:
+    """The request that pays for ``run``'s better average than ``first``'s: ``run``'s slowest request, when it
+    finishes later than that same request under ``first`` (the same workload, so the same rows); None if ``run``
+    is no better on average, or its slowest request did not get slower."""
     key = f"finish_{unit}"
     if not run.summary[key]["mean"] < first.summary[key]["mean"]:
         return None
@@ -209,8 +217,9 @@ def price_payer(first: Run, run: Run, unit: str) -> int | None:
     if not np.isfinite(mine).any():
         return None
     row = int(np.nanargmax(mine))
-    now, before = mine[row], theirs[row]
-    return row if np.isfinite(before) and f"{now:,.0f}" != f"{before:,.0f}" and now > before else None
+    now, before = float(mine[row]), float(theirs[row])
+    return Price(row, now, before) if np.isfinite(before) and f"{now:,.0f}" != f"{before:,.0f}" and now > before \
+        else None
 
 
 def _price_sentence(first: Run, run: Run, unit: str) -> list[str]:
@@ -220,12 +229,11 @@ def _price_sentence(first: Run, run: Run, unit: str) -> list[str]:
     last_a, last_b = first.summary[key]["max"], run.summary[key]["max"]
     same_end = f"{last_a:,.0f}" == f"{last_b:,.0f}"
     reorder = f"the last request finishes after {last_b:,.0f} {unit} either way: {run.label} only reorders who waits"
-    row = price_payer(first, run, unit)
-    if row is not None:
-        now = metrics.request_latencies(run.trace)[key][row]
-        before = metrics.request_latencies(first.trace)[key][row]
-        return [f"The price of {run.label}'s better average: {run.trace.request_ids[row]} now finishes last, after "
-                f"{now:,.0f} {unit} against {before:,.0f} under {first.label}" + (f"; {reorder}." if same_end else ".")]
+    price = price_payer(first, run, unit)
+    if price is not None:
+        return [f"The price of {run.label}'s better average: {run.trace.request_ids[price.row]} now finishes last, "
+                f"after {price.now:,.0f} {unit} against {price.before:,.0f} under {first.label}"
+                + (f"; {reorder}." if same_end else ".")]
     return [f"Under {run.label} {reorder}."] if same_end else []
 
 
