@@ -56,6 +56,16 @@ def _positive_int(text: str) -> int:
     return int(text)
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 3600:  # (also refuses nan and inf)
+        raise argparse.ArgumentTypeError(f"must be a number of seconds from 0 to 3600, got {text!r}")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sim", description="Scheduler Lab's step-level simulator")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -66,13 +76,15 @@ def main(argv: list[str] | None = None) -> int:
     bench = sub.add_parser("bench", help="time the simulator on the benchmark workloads")
     bench.add_argument("files", nargs="*", help="scenario files (default: ../shared/scenarios/bench/*.json)")
     bench.add_argument("--repeat", type=_positive_int, default=5,
-                       help="runs per file (>= 1); the fastest and the median are reported")
+                       help="runs per file at least (>= 1); the fastest and the median are reported")
+    bench.add_argument("--seconds", type=_seconds, default=3.0,
+                       help="keep running each file until this many seconds have passed (>= 0, default 3)")
     args = parser.parse_args(argv)
     if args.command == "run":
         return _run(args)
     from .bench import main as bench_main
 
-    return bench_main(args.files, args.repeat)
+    return bench_main(args.files, args.repeat, args.seconds)
 
 
 if __name__ == "__main__":

@@ -310,14 +310,29 @@ def test_cli_writes_null_for_statistics_over_no_request(tmp_path):
 
 def test_cli_bench_prints_best_and_median_per_file(tmp_path):
     # The vLLM example (one slot, 1,000/100/100-step answers) runs 1,200 steps and preempts nobody.
-    done = _cli("bench", str(VLLM_SCENARIOS_DIR / "a_hol_fcfs.json"), "--repeat", "3")
+    done = _cli("bench", str(VLLM_SCENARIOS_DIR / "a_hol_fcfs.json"), "--repeat", "3", "--seconds", "0")
     assert done.returncode == 0, done.stderr
     header, row = done.stdout.strip().splitlines()
-    assert header.split() == ["scenario", "requests", "steps", "preempt", "wall", "s", "median", "s", "steps/s",
-                              "peak", "MB"]
-    name, requests, steps, preempt, best, median, steps_per_s, peak_mb = row.split()
-    assert (name, requests, steps, preempt) == ("a_hol_fcfs", "3", "1200", "0")
+    assert header.split() == ["scenario", "requests", "steps", "preempt", "wall", "s", "median", "s", "runs",
+                              "steps/s", "peak", "MB"]
+    name, requests, steps, preempt, best, median, runs, steps_per_s, peak_mb = row.split()
+    assert (name, requests, steps, preempt, runs) == ("a_hol_fcfs", "3", "1200", "0", "3")
     assert 0 < float(best) <= float(median) and float(steps_per_s) > 0 and float(peak_mb) > 0
+
+
+def test_cli_bench_keeps_running_until_its_seconds_have_passed():
+    # A ~1 ms scenario asked for 2 runs over at least 0.3 s runs many more times (and never past MAX_RUNS).
+    done = _cli("bench", str(VLLM_SCENARIOS_DIR / "a_hol_fcfs.json"), "--repeat", "2", "--seconds", "0.3")
+    assert done.returncode == 0, done.stderr
+    runs = int(done.stdout.strip().splitlines()[1].split()[6])
+    assert 2 < runs <= 200
+
+
+@pytest.mark.parametrize("seconds", ["-1", "x", "nan", "inf", "3601"])
+def test_cli_bench_refuses_seconds_out_of_range(seconds):
+    done = _cli("bench", "--seconds", seconds)
+    assert done.returncode == 2
+    assert f"argument --seconds: must be a number of seconds from 0 to 3600, got '{seconds}'" in done.stderr
 
 
 @pytest.mark.parametrize("repeat", ["0", "-1", "x"])
