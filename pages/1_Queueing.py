@@ -89,6 +89,6 @@ if sigma_sweep is not None:
     sweeps.show(sigma_sweep, draw_sigma_sweep)
 
 st.subheader("Metrics")
-page.show_metrics({run.label: run.summary for run in runs}, ("served", "throughput", "preemptions"))
+page.show_metrics({run.label: run.summary for run in runs}, style, ("served", "throughput", "preemptions"))
 
 lp.footer(runs)

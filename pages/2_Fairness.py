@@ -125,7 +125,7 @@ def gantt() -> None:
 gantt()
 
 st.subheader("Metrics")
-page.show_table(lesson.policy_table(runs), index=True)
-page.show_table(lesson.client_table(runs))
+page.show_table(lesson.policy_table(runs), style, index=True)
+page.show_table(lesson.client_table(runs), style)
 
 lp.footer(runs)

@@ -69,6 +69,6 @@ with cols[-1]:
                     "queue-and-batch", style)
 
 st.subheader("Metrics")
-page.show_metrics(summaries, ("served", "aborted", "wasted", "wasted_gpu", "goodput", "throughput", "peak_kv"))
+page.show_metrics(summaries, style, ("served", "aborted", "wasted", "wasted_gpu", "goodput", "throughput", "peak_kv"))
 
 lp.footer(runs, start_step=lesson.inspector_step)

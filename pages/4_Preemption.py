@@ -216,7 +216,7 @@ for name in lesson.section_order(preset):
     SECTIONS[name]()
 
 st.subheader("Metrics")
-page.show_metrics({run.label: run.summary for run in runs},
+page.show_metrics({run.label: run.summary for run in runs}, style,
                   ("served", "throughput", "preemptions", "swaps", "recomputed", "peak_kv"))
 
 lp.footer(runs)

@@ -85,7 +85,7 @@ class LessonPage:
         if st.toggle("Walk through the schedule step by step", key=f"{lesson}.inspector",
                      help="Pick a step: who ran with how many tokens, the waiting queue in order, and why each "
                           "request was admitted, refused or preempted."):
-            sections.step_inspector({run.label: (run.scenario, run.trace) for run in runs}, lesson,
+            sections.step_inspector({run.label: (run.scenario, run.trace) for run in runs}, lesson, self.style,
                                     start_step=start_step, scope=self.scope)
         st.subheader("Take it with you")
         for run in runs:

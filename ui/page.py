@@ -31,10 +31,10 @@ _DISPLAY_KNOBS = [
 ]
 
 # Presentation mode: larger text; a metric's larger number ("4,081 tokens/s") needs 18 rem before its row wraps.
-_PRESENTATION_CSS = """
+_PRESENTATION_CSS = f"""
 <style>
-html { font-size: 20px; }
-[data-testid="stColumn"]:has([data-testid="stMetric"]) { min-width: min(100%, 18rem); }
+html {{ font-size: {ChartStyle(presentation=True).root_font_px}px; }}
+[data-testid="stColumn"]:has([data-testid="stMetric"]) {{ min-width: min(100%, 18rem); }}
 </style>
 """
 
@@ -94,15 +94,16 @@ _LATENCY_COLUMNS = ("finish_mean", "finish_p50", "finish_p99", "finish_max", "qu
 ROW_REM = 2.1875  # st.dataframe's row height (the header row too): 35 px, 44 px under presentation mode's 20-px rem
 
 
-def table_height(num_rows: int, max_px: int = 800) -> int:
+def table_height(num_rows: int, style: ChartStyle, max_px: int = 800) -> int:
     """Pixels for an st.dataframe that shows ``num_rows`` rows and its header with no blank space below, up to
     ``max_px`` (then it scrolls; both grow with presentation mode's larger text)."""
-    rem_px = 20 if st.session_state.get("display.present") else 16  # (see _PRESENTATION_CSS)
-    row_px, scale = math.ceil(ROW_REM * rem_px), rem_px / 16
+    rem_px = style.root_font_px
+    row_px, scale = math.ceil(ROW_REM * rem_px), rem_px / ChartStyle().root_font_px
     return min(row_px * (num_rows + 1) + 3, int(max_px * scale))
 
 
-def show_metrics(summaries: dict[str, dict], other_columns: Sequence[str] = (), latency: bool = True) -> None:
+def show_metrics(summaries: dict[str, dict], style: ChartStyle, other_columns: Sequence[str] = (),
+                 latency: bool = True) -> None:
     """The metrics table, one column per policy, latencies in both steps and ms, then ``other_columns``."""
     frames = []
     if latency:
@@ -115,7 +116,7 @@ def show_metrics(summaries: dict[str, dict], other_columns: Sequence[str] = (), 
     table.index.name = "metric"
     # The cells are formatted text ("1,100", "—"): align them right, as numbers are in every other table.
     right = {str(c): st.column_config.TextColumn(alignment="right") for c in table.columns}
-    st.dataframe(table, column_config=right, height=table_height(len(table)))
+    st.dataframe(table, column_config=right, height=table_height(len(table), style))
 
 
 def _row_cells(row: pd.Series) -> pd.Series:
@@ -153,9 +154,9 @@ def guarded(fn: Callable[[], Any], on_stop: Callable[[], None] | None = None) ->
     st.stop()
 
 
-def show_table(table: pd.DataFrame, *, index: bool = False) -> None:
+def show_table(table: pd.DataFrame, style: ChartStyle, *, index: bool = False) -> None:
     """A plain frame of numbers, shown the way a reader expects: thousands separators, no float noise
     (4,081 and 0.745, not 4081.0 and 0.7450000001). ``index``: show the frame's index as the first column."""
     numeric = {str(c): st.column_config.NumberColumn(format="localized") for c in table.columns
                if pd.api.types.is_numeric_dtype(table[c])}
-    st.dataframe(table, hide_index=not index, column_config=numeric, height=table_height(len(table)))
+    st.dataframe(table, hide_index=not index, column_config=numeric, height=table_height(len(table), style))

@@ -19,6 +19,7 @@ from sim.trace import SCHED_DECODE, SCHED_PREFILL, SCHED_PREFILL_DONE, SCHED_WAS
 
 from . import runner
 from .page import table_height
+from .theme import ChartStyle
 from .wording import count, event_line
 
 _KIND_TEXT = {SCHED_PREFILL: "prefill chunk (no token yet)", SCHED_PREFILL_DONE: "prefill done, first/next token",
@@ -126,7 +127,7 @@ def requests_csv(scenario: Scenario, trace: Trace) -> str:
     return requests.to_csv(index=False)
 
 
-def step_inspector(runs: dict[str, tuple[Scenario, Trace]], page: str,
+def step_inspector(runs: dict[str, tuple[Scenario, Trace]], page: str, style: ChartStyle,
                    start_step: Callable[[Trace], int] | None = None, scope: str = "") -> None:
     """Walk a schedule step by step (a fragment: moving its slider reruns only this section). The slider starts
     at ``start_step(trace)`` (default: the first preemption, else the first refusal to admit, else the first
@@ -140,13 +141,13 @@ def step_inspector(runs: dict[str, tuple[Scenario, Trace]], page: str,
         last = trace.num_steps - 1
         if last <= 0:
             st.caption("The whole run is one engine step, step 0.")
-            _show_step(scenario, trace, 0)
+            _show_step(scenario, trace, 0, style)
             return
         key = f"{page}.inspect_step.{scope}.{label}"
         if key not in st.session_state or st.session_state[key] > last:
             st.session_state[key] = min((start_step or _interesting_step)(trace), last)
         step = st.slider("Engine step", 0, last, key=key, help="Drag to walk through the schedule.")
-        _show_step(scenario, trace, step)
+        _show_step(scenario, trace, step, style)
 
     _inspector()
 
@@ -161,7 +162,7 @@ def _interesting_step(trace: Trace) -> int:
     return 0
 
 
-def _show_step(scenario: Scenario, trace: Trace, step: int) -> None:
+def _show_step(scenario: Scenario, trace: Trace, step: int, style: ChartStyle) -> None:
     s, num_blocks = trace.steps, trace.config.num_blocks
     t0, t1 = float(trace.start_ms(step)), float(trace.end_ms(step))
     swap_ms = float(s["swap_ms"][step])
@@ -189,7 +190,7 @@ def _show_step(scenario: Scenario, trace: Trace, step: int) -> None:
     with left:
         st.markdown("**Running batch this step** (running-list order)")
         if len(scheduled):
-            st.dataframe(scheduled, hide_index=True, height=table_height(len(scheduled), 320))
+            st.dataframe(scheduled, hide_index=True, height=table_height(len(scheduled), style, 320))
         else:
             st.caption("Nothing ran this step." if events or queues["waiting"] or queues["swapped"] else
                        "Nothing ran: the engine was idle.")

@@ -94,6 +94,11 @@ class ChartStyle:
         return 20 if self.presentation else 14
 
     @property
+    def root_font_px(self) -> int:
+        """The page's root font size (1 rem): Streamlit's 16 px, 20 px in presentation mode (ui.page's CSS)."""
+        return 20 if self.presentation else 16
+
+    @property
     def title_size(self) -> int:
         return 24 if self.presentation else 17
 

@@ -15,6 +15,7 @@ def _inspect(case: str, step: int | None = None) -> AppTest:
         from sim.request import RequestSpec as R
         from sim.scenario import Scenario
         from ui import sections
+        from ui.theme import ChartStyle
 
         if case in ("starvation", "recompute_vs_swap"):
             preset = presets.get(case)
@@ -32,7 +33,7 @@ def _inspect(case: str, step: int | None = None) -> AppTest:
             }[case]
             label = case
         sections.step_inspector({label: (scenario, simulate(scenario.config, scenario.requests))}, "t",
-                                start_step=lambda trace: 0, scope=case)
+                                ChartStyle(), start_step=lambda trace: 0, scope=case)
 
     at = AppTest.from_function(app, args=(case,), default_timeout=60).run()
     if step is not None:

@@ -56,18 +56,17 @@ def test_an_uploaded_variant_gives_the_other_variants_back_the_setting_they_rely
     assert as_variant_base(cancel, late).config.disconnect_detect_delay_steps == 120
 
 
-def test_tables_fit_their_rows_in_presentation_mode_too(monkeypatch):
+def test_tables_fit_their_rows_in_presentation_mode_too():
     # st.dataframe rows are 2.1875 rem: 35 px, and 44 px once presentation mode sets the root font to 20 px (a
     # 19-row metrics table then needs 883 px; at 703 its last rows scrolled out of view on the projector).
-    import streamlit as st
-
     from ui import page
+    from ui.theme import ChartStyle
 
-    monkeypatch.setattr(st, "session_state", {})
-    assert page.table_height(19) == 35 * 20 + 3
-    monkeypatch.setattr(st, "session_state", {"display.present": True})
-    assert page.table_height(19) == 44 * 20 + 3
-    assert page.table_height(40, 320) == 400  # the cap grows with the text
+    assert page.table_height(19, ChartStyle()) == 35 * 20 + 3
+    present = ChartStyle(presentation=True)
+    assert page.table_height(19, present) == 44 * 20 + 3
+    assert page.table_height(40, present, 320) == 400  # the cap grows with the text
+    assert "html { font-size: 20px; }" in page._PRESENTATION_CSS  # the root font the heights assume
 
 
 def test_a_metric_row_keeps_one_decimal_in_every_cell_when_one_has_it():
