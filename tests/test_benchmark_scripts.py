@@ -1,0 +1,40 @@
+"""The benchmark scripts' own logic (their figures are printed, never asserted: see DEVELOPERS.md)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "benchmarks" / "page_rerun.py"
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, cwd=ROOT, timeout=120)
+
+
+@pytest.mark.parametrize("rounds", ["0", "x", ""])
+def test_page_rerun_refuses_a_bad_round_count(rounds):
+    done = _run("queueing", "--rounds", *([rounds] if rounds else []))
+    assert done.returncode == 2
+    assert f"--rounds: must be a whole number >= 1, got {rounds!r}" in done.stdout
+
+
+def test_page_rerun_names_the_pages_it_knows():
+    done = _run("queue")
+    assert done.returncode == 2
+    assert "unknown page 'queue': choose from queueing, fairness, cancellation, preemption" in done.stdout
+
+
+def test_page_rerun_reports_each_columns_fastest_round():
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        import page_rerun
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+    # (first s, slider s, back s, settled s or None) per round: the slow round loses in every column.
+    assert page_rerun._fastest([(1.0, 0.40, 0.15, None), (0.6, 0.25, 0.20, 0.5)]) == (0.6, 0.25, 0.15, 0.5)
+    assert page_rerun._fastest([(1.0, 0.40, 0.15, None)]) == (1.0, 0.40, 0.15, None)
