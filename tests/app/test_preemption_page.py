@@ -23,7 +23,9 @@ def test_every_preset_runs(preset):
     assert {"Recompute: GPU time", "Swap: copied each way", "Swap: time each way",
             "Swap: CPU RAM parked"} <= set(values)
     assert "What to notice" in notices(at)
-    assert at.slider(key="preemption.map.map_step").value >= 0
+    # The block map opens at the runs' first preemption (the toy pool's D at step 113; sizing's at step 25).
+    first_preemption = {"toy_pool": 113, "recompute_vs_swap": 102, "prefix_cache": 33, "sizing": 25}
+    assert at.slider(key="preemption.map.map_step").value == first_preemption[preset]
 
 
 def test_toy_pool_names_the_victims_and_the_blocked_request():

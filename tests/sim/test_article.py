@@ -53,7 +53,8 @@ def test_without_abort_700_tokens_are_wasted_and_the_kv_reaches_131_mb():
     assert long["final_status"] == "FINISHED_LENGTH_CAPPED"
     # KV peaks in the last step: 1 prompt token + 999 generated fed back = 1,000 tokens = 131,072,000 B = 131 MB.
     assert int(t.steps["orphan_kv_tokens"].max()) == 1000
-    assert round(int(t.steps["kv_tokens"].max()) * LLAMA_8B_BYTES_PER_TOKEN / MB) == 131
+    peak_bytes = int(t.steps["kv_tokens"].max()) * t.config.block_bytes // t.config.block_size
+    assert peak_bytes == 131_072_000 and round(peak_bytes / MB) == 131
     assert rec(t, "waiting")["first_scheduled_step"] == 1000
 
 
@@ -63,7 +64,8 @@ def test_with_abort_39_mb_are_freed_on_the_step_after_token_300():
     # Token 300 at step 299; aborted at the start of step 300 holding 1 + 299 = 300 tokens of KV = 39,321,600 B.
     assert (long["final_status"], long["finish_step"], long["num_output_tokens"]) == ("FINISHED_ABORTED", 300, 300)
     assert int(t.steps["kv_tokens"][299]) == 300
-    assert round(300 * LLAMA_8B_BYTES_PER_TOKEN / MB) == 39
+    freed_bytes = int(t.steps["kv_tokens"][299]) * t.config.block_bytes // t.config.block_size  # the run's model
+    assert freed_bytes == 39_321_600 and round(freed_bytes / MB) == 39
     # The blocks go at once: step 299 used ceil(300 / 16) = 19; step 300 only the newcomer's 1 block.
     assert int(t.steps["used_blocks"][299]) == 19 and int(t.steps["used_blocks"][300]) == 1
     assert long["wasted_tokens"] == 0

@@ -143,6 +143,7 @@ def test_invalid_specs_raise_value_error_naming_the_field(make, field):
     assert field in str(err.value)
 
 
+@pytest.mark.timeout(30)  # (a hang guard, not a speed target: the old loop took ~270 s here, this ~1 ms)
 def test_a_late_start_costs_nothing_to_generate():
     # The arrival clock starts at the first client's start_step (the thinning loop took ~10**9 / 64 batches).
     reqs = generate(WorkloadSpec(num_requests=10, clients=(ClientSpec("A", start_step=10**9),), seed=1))

@@ -19,6 +19,7 @@ from sim.config import Policy
 from sim.scenario import Scenario
 from sim.trace import Trace
 from sim.workload import ClientSpec, WorkloadSpec, generate
+from tests.trace_checks import assert_trace_unchanged
 from ui import theme
 from ui.charts import fairness as fc
 from ui.lessons import fairness as lesson
@@ -424,20 +425,27 @@ def test_gap_chart_precomputed_matches_computed(article):
     assert fresh.to_json() == cached.to_json()
 
 
-def test_builders_use_theme_colours_only_and_do_not_mutate(figures, article):
+def test_builders_use_theme_colours_only(figures):
     for name, fig in figures.items():
         for trace in fig.data:
             for color in (getattr(trace.line, "color", None), getattr(trace.marker, "color", None)):
                 colors = color if isinstance(color, tuple | list) else [color]
                 assert all(c is None or c in THEME_COLORS for c in colors), (name, trace.name, color)
-    traces = {label: run.trace for label, run in article.items()}
+
+
+def test_builders_do_not_mutate_their_inputs():
+    # Fresh runs, copied before any builder sees them (the module's `article` runs were drawn by other tests).
+    p = presets.get("article_fairness")
+    runs = _runs(p, p.scenario)
+    traces = {run.label: run.trace for run in runs}
     before = copy.deepcopy(traces)
     fc.counters_by_policy(traces, STYLE)
-    fc.client_rates_by_policy(traces, STYLE)
+    fc.client_rates_by_policy(traces, STYLE, window_steps=50, x_unit="ms")
+    fc.total_throughput(traces, STYLE)
     fc.service_gap_chart(traces, STYLE)
+    fc.service_gap_chart(traces, STYLE, precomputed=lesson.gap_inputs(runs))
     for label, trace in traces.items():
-        for key, arr in trace.clients.items():
-            assert np.array_equal(arr, before[label].clients[key]), (label, key)
+        assert_trace_unchanged(before[label], trace)
 
 
 def test_presentation_style_scales_up():
