@@ -89,3 +89,18 @@ def test_article_decode_stretch_is_fast_forwarded():
     trace = engine.run()
     assert trace.num_steps == 1200
     assert len(calls) < 20
+
+
+@pytest.mark.parametrize("policy", ["sjf", "sjf_predicted"])
+def test_starvation_promotions_inside_a_quiet_stretch(policy):
+    # One slot held by a long answer (decoding quietly for 300 steps) while two requests wait past the guard's
+    # threshold: they are promoted at steps 21 and 22, inside the stretch, and the fast-forward must log and
+    # apply that exactly as the step loop does.
+    cfg = EngineConfig(num_blocks=100, max_num_seqs=1, policy=policy, starvation_threshold_steps=20,
+                       priority_quantum_steps=5)
+    reqs = [RequestSpec("long", 0, 8, 300), RequestSpec("b", 1, 8, 40), RequestSpec("c", 2, 8, 30),
+            RequestSpec("d", 150, 8, 5)]
+    fast, plain = both_ways(cfg, reqs)
+    assert_identical(fast, plain)
+    promoted = [(step, fast.request_ids[row]) for step, kind, row, _ in fast.events if kind == "promote"]
+    assert promoted[:2] == [(21, "b"), (22, "c")]
