@@ -8,7 +8,7 @@ not had yet and time each rerun (new simulations, charts rebuilt), moving it bac
 
 This shared 2-core VM has stretches of a few seconds in which everything runs up to ~1.7x slower (a plain Python
 loop too: a neighbour on the host), long enough to cover all REPEAT reruns of a preset. So the whole measurement
-runs ROUNDS times (``--rounds``, default 2), a few minutes apart for each preset, and each column is the fastest
+runs ROUNDS times (``--rounds``, default 3), a few minutes apart for each preset, and each column is the fastest
 over every round; "each round" lists each round's fastest slider rerun, so the spread stays visible.
 
 A sweep (ui.sweeps) may still be filling in after the rerun: "settled ms" is the time from the slider change
@@ -53,7 +53,7 @@ def _pool_slider(at: AppTest):
 
 
 REPEAT = 3
-ROUNDS = 2
+ROUNDS = 3
 
 
 def _wait_without_polling(runner: local_script_runner.LocalScriptRunner, timeout: float = 3) -> None:

@@ -70,9 +70,8 @@ def test_tables_fit_their_rows_in_presentation_mode_too():
 
 
 def test_a_metric_row_keeps_one_decimal_in_every_cell_when_one_has_it():
-    import pandas as pd
-
     from ui.page import _row_cells
 
-    assert _row_cells(pd.Series([6326.0, 6320.2, float("nan")])).tolist() == ["6,326.0", "6,320.2", "—"]
-    assert _row_cells(pd.Series([1100.0, 500.0])).tolist() == ["1,100", "500"]  # the article's numbers stay whole
+    assert _row_cells([6326.0, 6320.2, float("nan")]) == ["6,326.0", "6,320.2", "—"]
+    assert _row_cells([1100.0, 500.0]) == ["1,100", "500"]  # the article's numbers stay whole
+    assert _row_cells([4081, None]) == ["4,081", "—"]  # a count, and a count with no value

@@ -54,6 +54,16 @@ def metrics_table(
     return pd.DataFrame(data)
 
 
+def metric_row(summaries: Mapping[str, Mapping[str, Any]], key: str, unit: str = "steps") -> tuple[str, list[Any]]:
+    """One metric across the policies, rounded as ``metrics_table`` rounds it: (its header, one value per label;
+    a count or whole rate is an int, None where it is missing). For tables laid out one row per metric."""
+    header, path, decimals = METRIC_COLUMNS[key]
+    v = np.round(np.array([_lookup(s, path.format(u=unit)) for s in summaries.values()]), decimals or 0)
+    if decimals:
+        return header.format(u=unit), v.tolist()
+    return header.format(u=unit), [int(x) if np.isfinite(x) else None for x in v.tolist()]
+
+
 def _lookup(summary: Mapping[str, Any], path: str) -> float:
     value: Any = summary
     for part in path.split("."):
