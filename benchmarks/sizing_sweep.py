@@ -22,21 +22,26 @@ from ui.lessons import preemption  # noqa: E402
 TARGET_S = 2.0
 
 
+def _positive_int(text: str) -> int:
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
+    return int(text)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=3, help="runs of the whole sweep (best is reported)")
+    parser.add_argument("--repeat", type=_positive_int, default=3,
+                        help="runs of the whole sweep (>= 1; best is reported)")
     args = parser.parse_args(argv)
     preset = presets.get("sizing")
     pools, seqs = preemption.sweep_axes(preset)
     walls, cpus = [], []
-    sweep = None
     for _ in range(args.repeat):
         gc.collect()
         wall, cpu = time.perf_counter(), time.process_time()
         sweep = preemption.sizing_sweep(preset.scenario, pools, seqs)
         walls.append(time.perf_counter() - wall)
         cpus.append(time.process_time() - cpu)
-    assert sweep is not None
     runs, steps = sweep.preemptions.size, int(sweep.num_steps.sum())
     print(f"sizing sweep: {len(seqs)} x {len(pools)} = {runs} runs, {steps:,} engine steps "
           f"({steps / runs:,.0f} per run), {len(preset.scenario.requests)} requests each")

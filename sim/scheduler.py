@@ -240,6 +240,9 @@ class Scheduler:
     def _victim(self, running: list[int]) -> int:
         if self.config.policy is Policy.PRIORITY:
             t = self.table
+            # NOTE: vLLM takes the largest (priority, arrival_time); its arrival times are distinct. Ours are whole
+            # steps, so a tie goes to the later row: within a step rows arrive in file order, so it is the later
+            # arrival, as vLLM's clock would have it.
             return max(running, key=lambda r: (t.priority[r], t.arrival_step[r], r))
         return running[-1]
 
@@ -261,6 +264,8 @@ class Scheduler:
         t.num_preemptions[row] += 1
         t.preempted_at_steps[row].append(self._step)
         swap_room = cfg.num_cpu_blocks - self.num_cpu_blocks_used
+        # NOTE: vLLM V1 only recomputes; swap is V0's option (its victims resumed before any waiting request), and
+        # its copy is costed per block here (config.CostModel.swap_ms), not per layer as V0 copied.
         if cfg.preemption_mode is PreemptionMode.SWAP and kv_blocks <= swap_room:
             t.status[row] = RequestStatus.SWAPPED
             t.swapped_out_at_steps[row].append(self._step)
@@ -331,7 +336,7 @@ class Scheduler:
         if blocks_needed > free:
             return f"needs {counted(blocks_needed, 'KV block')} for its whole sequence, only {with_commas(free)} free"
         num_running = len(self.running) if num_running is None else num_running
-        watermark = self._watermark_blocks
+        watermark = self._watermark_blocks  # NOTE: V0's block manager rule; V1 has none (the default, 0)
         if watermark and num_running and free - blocks_needed < watermark:
             return f"would leave {counted(free - blocks_needed, 'free block')}, below the watermark of {watermark:,}"
         return ""

@@ -38,3 +38,10 @@ def test_page_rerun_reports_each_columns_fastest_round():
     # (first s, slider s, back s, settled s or None) per round: the slow round loses in every column.
     assert page_rerun._fastest([(1.0, 0.40, 0.15, None), (0.6, 0.25, 0.20, 0.5)]) == (0.6, 0.25, 0.15, 0.5)
     assert page_rerun._fastest([(1.0, 0.40, 0.15, None)]) == (1.0, 0.40, 0.15, None)
+
+
+def test_sizing_sweep_refuses_a_repeat_below_one():
+    done = subprocess.run([sys.executable, str(SCRIPT.parent / "sizing_sweep.py"), "--repeat", "0"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 2
+    assert "argument --repeat: must be a whole number >= 1, got '0'" in done.stderr

@@ -42,9 +42,10 @@ def _requests_digest(requests: tuple | list) -> str:
     if seen is not None and seen[0] is requests:
         return seen[1]
     digest = _tuple_digest(requests)
-    _DIGEST_BY_OBJECT[id(requests)] = (requests, digest)  # holding the tuple keeps its id from being reused
-    while len(_DIGEST_BY_OBJECT) > 64:
-        _DIGEST_BY_OBJECT.pop(next(iter(_DIGEST_BY_OBJECT)), None)
+    with _DIGEST_LOCK:  # (every session's thread writes here: the trimming must not race another's insert)
+        _DIGEST_BY_OBJECT[id(requests)] = (requests, digest)  # holding the tuple keeps its id from being reused
+        while len(_DIGEST_BY_OBJECT) > 64:
+            del _DIGEST_BY_OBJECT[next(iter(_DIGEST_BY_OBJECT))]
     return digest
 
 
@@ -53,7 +54,10 @@ def _digest(requests: tuple | list) -> str:
 
 
 _tuple_digest = functools.lru_cache(maxsize=64)(_digest)  # a pure function of an immutable argument
-_DIGEST_BY_OBJECT: dict[int, tuple[tuple, str]] = {}  # id(tuple) -> (the tuple, its digest): a memo, oldest first
+# id(tuple) -> (the tuple, its digest): a memo of immutable values, oldest first, shared by every session (a pure
+# cache like _tuple_digest's: no session can see another's state through it)
+_DIGEST_BY_OBJECT: dict[int, tuple[tuple, str]] = {}
+_DIGEST_LOCK = threading.Lock()
 
 
 @st.cache_resource(show_spinner=False, on_release=background.Prefetcher.close)

@@ -174,3 +174,12 @@ def test_sizing_sweep_endpoints():
     assert preemptions(num_blocks=1600) == 0
     assert preemptions(max_num_seqs=16) == 0
     assert p.knobs["pool_sweep_blocks"][0] < 1600 < p.knobs["pool_sweep_blocks"][-1]
+
+
+def test_each_preset_is_filed_under_its_own_key():
+    # get() builds only the preset it is asked for, from the builder filed under that key.
+    assert list(ALL) == [p.key for p in ALL.values()]
+    for key in ALL:
+        assert presets.get(key) == ALL[key]
+    with pytest.raises(KeyError, match="preset 'nope' is not one of: article_hol, busy_server"):
+        presets.get("nope")
