@@ -51,14 +51,15 @@ STATE_LEGEND: dict[str, str] = {**STATE_LABELS, "prefill": "prefill (computing t
 # it is "preempted" in the Gantt chart that colours running requests by client, and the rate limit's line.
 CLIENT_COLORS = (BLUE, ORANGE, GREEN, PURPLE, SKY_BLUE, VERMILLION, YELLOW, GREY)
 
-# Policies and mechanisms, so a comparison keeps its colours across pages.
+# Policies and mechanisms, so a comparison keeps its colours across pages. Priority (Queueing) and LCF (Fairness)
+# share purple: they never meet on a page, and LCF there must stay clear of the clients' blue and orange.
 POLICY_COLORS: dict[str, str] = {
     "fcfs": GREY,
     "priority": PURPLE,
     "sjf": BLUE,
     "sjf_predicted": SKY_BLUE,
     "vtc": GREEN,
-    "lcf": ORANGE,
+    "lcf": PURPLE,
     "rate_limit": VERMILLION,
 }
 # Requests, by row (the Preemption page and the home page's engine step). They skip the colours that mean

@@ -473,3 +473,8 @@ def test_charts_never_import_streamlit_and_the_lesson_never_calls_it(repo_root):
     # The lesson imports Knob from ui.controls (which needs streamlit) but makes no Streamlit calls itself.
     source = (repo_root / "ui" / "lessons" / "fairness.py").read_text()
     assert "import streamlit" not in source and not re.search(r"\bst\.", source)
+
+
+def test_lcf_keeps_its_theme_colour_clear_of_the_first_clients():
+    c = fc.policy_colors({"LCF": simulate(one_slot(policy="lcf"), RETURNING)})["LCF"]
+    assert c == theme.POLICY_COLORS["lcf"] and c not in (theme.client_color(0), theme.client_color(1))

@@ -36,10 +36,9 @@ from ui.charts.timeseries import _window_rate
 from ui.theme import ChartStyle
 
 PANEL_HEIGHT = 400  # px (base style) of a row of side-by-side panels
-# Policy colours on this page stay clear of the client colours (A blue, B orange, ...): LCF, orange elsewhere,
-# is purple here, and a second run of the same policy (VTC 1:2 and VTC 1:1) takes a colour no client uses.
-_POLICY = {"fcfs": theme.GREY, "rate_limit": theme.POLICY_COLORS["rate_limit"], "vtc": theme.GREEN,
-           "lcf": theme.PURPLE}
+# The policies' colours (theme.POLICY_COLORS: FCFS grey, rate limit vermillion, VTC green, LCF purple) stay clear of
+# the first clients' (A blue, B orange); a second run of the same policy (VTC 1:2 and VTC 1:1) takes a spare colour.
+_POLICY = {key: theme.POLICY_COLORS[key] for key in ("fcfs", "rate_limit", "vtc", "lcf")}
 _SPARE = (theme.SKY_BLUE, theme.BLACK, theme.PURPLE, theme.GREEN, theme.GREY)
 
 
