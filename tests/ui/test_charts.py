@@ -420,7 +420,7 @@ def all_figures(hol, toy, fairness, busy) -> dict[str, go.Figure]:
         "kv_client": charts.kv_occupancy(vtc, STYLE, by="client", unit="%"),
         "kv_cached": charts.kv_occupancy(run("prefix_cache", enable_prefix_caching=True), STYLE, unit="MB"),
         "counters": charts.client_counters(vtc, STYLE),
-        "throughput": charts.client_throughput(vtc, STYLE, window_steps=100, x_unit="ms"),
+        "throughput": fc.client_rates_by_policy({"VTC": vtc}, STYLE, window_steps=100, x_unit="ms"),
         "ecdf": charts.finish_time_ecdf(hol, STYLE),
         "ecdf_arrays": charts.finish_time_ecdf({"a": np.array([1.0, 2.0, np.nan]), "b": np.array([3.0])}, STYLE),
         "latency_by_client": charts.latency_by_client(fairness, STYLE),
@@ -570,7 +570,7 @@ def test_kv_by_client_never_exceeds_blocks_in_use():
 
 def test_throughput_matches_a_hand_computed_window(fairness):
     trace = fairness["VTC"]
-    fig = charts.client_throughput(trace, STYLE, window_steps=50, show_total=False)
+    fig = fc.client_rates_by_policy({"VTC": trace}, STYLE, window_steps=50)  # client A's line first
     tokens, ms = trace.clients["client_output_tokens"][:, 0], trace.steps["step_ms"]
     t = 1000  # x is downsampled with the mean; at 4,859 steps the buckets hold 4 steps, check at a bucket edge
     x = np.asarray(fig.data[0].x)
@@ -647,7 +647,7 @@ def test_long_trace_payload_is_bounded(bench):
     figs = {
         "queue_and_batch": charts.queue_and_batch({"bench": bench}, STYLE, x_unit="ms"),
         "kv": charts.kv_occupancy(bench, STYLE),
-        "throughput": charts.client_throughput(bench, STYLE),
+        "throughput": fc.client_rates_by_policy({"bench": bench}, STYLE),
         "counters": charts.client_counters(bench, STYLE),
         "gantt": charts.gantt(bench, STYLE, max_requests=300),
     }

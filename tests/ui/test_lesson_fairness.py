@@ -143,7 +143,8 @@ def article() -> dict[str, lesson.Run]:
 def _runs(preset, scenario, chosen=None, lift=True) -> list[lesson.Run]:
     chosen = chosen or [label for label, _ in preset.variants]
     variants = lesson.variants(preset, scenario, chosen, preset.scenario.config, lift=lift)
-    return lesson.build_runs(variants, _run, _measure)
+    make = lesson.run_maker(_measure)  # the records the page builds, without Streamlit
+    return [make(label, sc, _run(sc), _measure(sc, metrics.summary)) for label, sc in variants]
 
 
 _CACHE: dict = {}
@@ -372,7 +373,7 @@ def test_counters_chart_one_panel_per_policy_and_lift_markers(figures, article):
 
 
 def test_rates_and_total_throughput_have_units(figures, article):
-    assert figures["rates"].layout.yaxis.title.text == "tokens/s (last 50 steps)"
+    assert figures["rates"].layout.yaxis.title.text == "output (tokens/s, last 50 steps)"
     # One x title for the row of three panels, under the middle one (three ran together in a narrow chart).
     assert [figures["rates"].layout[f"xaxis{k}"].title.text for k in ("", "2", "3")] == ["", "time (ms)", ""]
     total = figures["total"]

@@ -10,14 +10,13 @@ from ui.charts.layout import downsample, label_colors
 from ui.charts.segments import STATES, request_segments
 from ui.charts.sweep import sweep_lines
 from ui.charts.tables import METRIC_COLUMNS, metrics_table
-from ui.charts.timeseries import client_counters, client_throughput, kv_occupancy, queue_and_batch
+from ui.charts.timeseries import client_counters, kv_occupancy, queue_and_batch
 
 __all__ = [
     "METRIC_COLUMNS",
     "STATES",
     "arrival_order",
     "client_counters",
-    "client_throughput",
     "downsample",
     "engine_step",
     "finish_time_ecdf",

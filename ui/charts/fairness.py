@@ -158,7 +158,7 @@ def client_rates_by_policy(traces: Mapping[str, Trace], style: ChartStyle, *, wi
         raise ValueError(f"window_steps: must be >= 1, got {window_steps}")
     x_title = time_title(x_unit)
     layout, axes = _side_by_side(list(traces), style, title=title, x_title=x_title,
-                                 y_title=f"tokens/s (last {window_steps:,} steps)")
+                                 y_title=f"output (tokens/s, last {window_steps:,} steps)")
     shown: set[str] = set()
     out = []
     for (label, trace), (xa, ya) in zip(traces.items(), axes, strict=True):

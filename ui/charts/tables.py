@@ -46,17 +46,19 @@ def metrics_table(
     unknown = [k for k in keys if k not in METRIC_COLUMNS]
     if unknown:
         raise ValueError(f"columns: unknown {unknown}; choose from {', '.join(METRIC_COLUMNS)}")
-    data: dict[str, list[Any]] = {"policy": list(summaries)}
+    data: dict[str, Any] = {"policy": list(summaries)}
     for key in keys:
-        header, path, decimals = METRIC_COLUMNS[key]
-        values = [_lookup(s, path.format(u=unit)) for s in summaries.values()]
-        data[header.format(u=unit)] = _rounded(values, decimals)
+        header, values = metric_row(summaries, key, unit)
+        decimals = METRIC_COLUMNS[key][2]
+        # counts and whole rates: integers, a missing value shown as <NA> rather than a float
+        data[header] = pd.Series(values, dtype=np.float64 if decimals else "Int64")
     return pd.DataFrame(data)
 
 
 def metric_row(summaries: Mapping[str, Mapping[str, Any]], key: str, unit: str = "steps") -> tuple[str, list[Any]]:
-    """One metric across the policies, rounded as ``metrics_table`` rounds it: (its header, one value per label;
-    a count or whole rate is an int, None where it is missing). For tables laid out one row per metric."""
+    """One metric across the policies, rounded to its METRIC_COLUMNS decimals: (its header, one value per label;
+    a count or whole rate is an int, None where it is missing). A row of the pages' table, a column of
+    ``metrics_table``."""
     header, path, decimals = METRIC_COLUMNS[key]
     v = np.round(np.array([_lookup(s, path.format(u=unit)) for s in summaries.values()]), decimals or 0)
     if decimals:
@@ -69,10 +71,3 @@ def _lookup(summary: Mapping[str, Any], path: str) -> float:
     for part in path.split("."):
         value = value[part]
     return float(value)
-
-
-def _rounded(values: list[float], decimals: int | None) -> pd.Series:
-    v = np.asarray(values, dtype=np.float64)
-    if not decimals:  # counts and whole rates: integers, a missing value shown as <NA> rather than a float
-        return pd.Series(np.round(v)).astype("Int64")
-    return pd.Series(np.round(v, decimals))

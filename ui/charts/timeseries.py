@@ -166,36 +166,6 @@ def client_counters(
     return trusted_figure(data, layout)
 
 
-def client_throughput(
-    trace: Trace,
-    style: ChartStyle,
-    *,
-    window_steps: int = 200,
-    x_unit: str = "steps",
-    show_total: bool = True,
-    title: str = "Output tokens per second, per client",
-) -> go.Figure:
-    """Per-client output tokens/s over a sliding window of ``window_steps`` steps (tokens / the window's ms)."""
-    if window_steps < 1:
-        raise ValueError(f"window_steps: must be >= 1, got {window_steps}")
-    tokens = trace.clients["client_output_tokens"].astype(np.float64)
-    rates = _window_rate(np.column_stack([tokens, tokens.sum(axis=1)]), trace.steps["step_ms"], window_steps)
-    x, x_title = step_axis(trace, x_unit)
-    x, rates = downsample(x, rates, how="mean")
-    lines = [(f"client {c}", theme.client_color(i), "solid") for i, c in enumerate(trace.client_ids)]
-    if show_total:
-        lines.append(("all clients", theme.BLACK, "dot"))
-    data = [{
-        "type": "scatter", "x": x, "y": rates[:, i], "mode": "lines", "name": name,
-        "line": {"color": color, "width": style.line_width, "dash": dash},
-        "hovertemplate": f"{name}: %{{y:,.0f}} tokens/s<extra></extra>",
-    } for i, (name, color, dash) in enumerate(lines)]
-    layout = styled_layout(style, title=title, x_title=x_title,
-                           y_title=f"output (tokens/s, last {window_steps:,} steps)", hovermode="x unified",
-                           xaxis={"rangemode": "tozero"}, yaxis={"rangemode": "tozero"})
-    return trusted_figure(data, layout)
-
-
 def _window_rate(tokens: np.ndarray, step_ms: np.ndarray, window: int) -> np.ndarray:
     """[steps, k] tokens/s over the last ``window`` steps (fewer at the start), from cumulative sums."""
     cum_tokens = np.vstack([np.zeros((1, tokens.shape[1])), np.cumsum(tokens, axis=0)])

@@ -318,12 +318,6 @@ def run_maker(measure_fn: MeasureFn) -> Callable[[str, Scenario, Trace, dict[str
     return make
 
 
-def build_runs(variants_: Sequence[tuple[str, Scenario]], run_fn: RunFn, measure_fn: MeasureFn) -> list[Run]:
-    """The runs without Streamlit (tests): the same records the page builds."""
-    make = run_maker(measure_fn)
-    return [make(label, sc, run_fn(sc), measure_fn(sc, metrics.summary)) for label, sc in variants_]
-
-
 # ---- statistics of one run (cached by the page through measure_fn) ----------------------------------------------
 def fairness_stats(trace: Trace) -> dict[str, Any]:
     """Everything the notices and tables need from one run, computed once.

@@ -227,10 +227,6 @@ class Cost:
     swap_ms: float  # one way, total (peak + overhead), what the cost model charges
 
     @property
-    def swap_round_trip_ms(self) -> float:
-        return 2 * self.swap_ms
-
-    @property
     def effective_gb_s(self) -> float:
         return self.kv_bytes / (self.swap_ms * 1e6) if self.swap_ms else float("nan")
 
