@@ -52,7 +52,7 @@ outlined = [] if longest is None else [who for who, _ in longest.blockers] or [l
 # ... and in each other run's chart, the request its "price" sentence names (the one that now finishes last).
 payers = {run.label: run.trace.request_ids[price.row] for run in runs[1:]
           if (price := lesson.price_payer(runs[0], run, unit)) is not None}
-x_max = max(float(run.trace.steps["time_ms"][-1]) if unit == "ms" else run.trace.num_steps for run in runs)
+x_max = charts.time_extent([run.trace for run in runs], unit)
 
 
 def draw_gantt(label: str) -> None:

@@ -45,7 +45,7 @@ page.show_chart(cancel_charts.kv_for_nobody({run.label: run.trace for run in run
                 "kv-for-nobody", style)
 
 st.subheader("Who ran when")
-x_max = max(float(run.trace.steps["time_ms"][-1]) if unit == "ms" else run.trace.num_steps for run in runs)
+x_max = charts.time_extent([run.trace for run in runs], unit)
 
 
 def draw_gantt(label: str) -> None:

@@ -4,6 +4,7 @@ import streamlit as st
 
 from ui import knobs, page, runner, theme
 from ui.charts import preemption as charts
+from ui.charts import time_extent
 from ui.controls import Knob, KnobPanel
 from ui.lesson import open_lesson, run_variants
 from ui.lessons import preemption as lesson
@@ -40,7 +41,7 @@ def show_timeline() -> None:
     st.subheader("Who was evicted, and when")
     st.caption("Red triangles: a preemption; green (or purple) triangles: the request came back, re-prefilled "
                "(or copied back from CPU memory). Hover a triangle for the details.")
-    x_max = max(float(r.trace.steps["time_ms"][-1]) if unit == "ms" else r.trace.num_steps for r in runs)
+    x_max = time_extent([r.trace for r in runs], unit)
 
     def draw(label: str) -> None:
         run = next(r for r in runs if r.label == label)

@@ -747,3 +747,10 @@ def test_service_gap_chart_keeps_the_negative_side_of_a_long_run():
 
 def test_request_colours_never_mean_preempted_or_swapped():
     assert not {theme.STATE_COLORS["preempted"], theme.STATE_COLORS["swapped"]} & set(theme.REQUEST_COLORS)
+
+
+def test_time_extent_is_the_longest_run_in_the_axis_unit(hol):
+    # FCFS and SJF both end with step 1,199: 1,200 steps; in ms, the clock when it ends (the page's max finish time).
+    assert charts.time_extent(hol.values(), "steps") == 1200
+    assert charts.time_extent(hol.values(), "ms") == pytest.approx(6907.4, abs=0.05)
+    assert charts.time_extent([hol["SJF (true lengths)"]], "steps") == 1200

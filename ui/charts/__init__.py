@@ -6,7 +6,7 @@ one place fonts, margins, legend and template are set.
 from ui.charts.distributions import finish_time_ecdf, latency_by_client
 from ui.charts.engine_step import engine_step
 from ui.charts.gantt import arrival_order, gantt
-from ui.charts.layout import downsample, label_colors
+from ui.charts.layout import downsample, label_colors, time_extent
 from ui.charts.segments import STATES, request_segments
 from ui.charts.sweep import sweep_lines
 from ui.charts.tables import METRIC_COLUMNS, metrics_table
@@ -28,4 +28,5 @@ __all__ = [
     "queue_and_batch",
     "request_segments",
     "sweep_lines",
+    "time_extent",
 ]

@@ -16,7 +16,7 @@ from __future__ import annotations
 import copy
 import functools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -248,6 +248,11 @@ def step_axis(trace: Trace, x_unit: str) -> tuple[np.ndarray, str]:
     title = time_title(x_unit)
     steps = np.arange(trace.num_steps)
     return (steps if x_unit == "steps" else trace.start_ms(steps)), title
+
+
+def time_extent(traces: Iterable[Trace], x_unit: str) -> float:
+    """Where the longest of ``traces`` ends on a time axis (``x_unit`` steps or ms): side-by-side charts share it."""
+    return max(float(t.steps["time_ms"][-1]) if x_unit == "ms" else t.num_steps for t in traces)
 
 
 def label_colors(traces: Mapping[str, Trace]) -> dict[str, str]:
