@@ -8,7 +8,7 @@ from ui.charts import time_extent
 from ui.controls import Knob, KnobPanel
 from ui.lesson import open_lesson, run_variants
 from ui.lessons import preemption as lesson
-from ui.wording import fmt_fixed, fmt_gib
+from ui.wording import fmt_gib
 
 lp = open_lesson(lesson.LESSON, "Preemption: when KV memory runs out mid-answer", ":material/autorenew:",
                  lesson.QUESTION)
@@ -124,36 +124,10 @@ def show_cost() -> None:
         return
     tokens, what = victim
     cost = lesson.preemption_cost(tokens, config)
-    c = config.cost
-    a, b, d, e = st.columns(4)
-    a.metric("Recompute: GPU time", f"{cost.recompute_ms:,.1f} ms",
-             help=f"{tokens:,} tokens x {c.prefill_token_us:g} us per prefill token")
-    b.metric("Swap: copied each way", lesson.fmt_bytes(cost.kv_bytes),
-             help=f"{cost.blocks:,} blocks x {config.block_bytes / 2**20:g} MiB")
-    d.metric("Swap: time each way", f"{fmt_fixed(cost.swap_ms)} ms",
-             help=f"{fmt_fixed(cost.swap_peak_ms)} ms at {c.swap_bandwidth_gb_s:g} GB/s + "
-                  f"{fmt_fixed(cost.swap_overhead_ms)} ms for {cost.blocks:,} block copies")
-    fits = cost.blocks <= config.num_cpu_blocks  # else a swap-mode server recomputes this victim instead
-    e.metric("Swap: CPU RAM parked" if fits else "Swap: CPU RAM needed", lesson.fmt_bytes(cost.kv_bytes),
-             help=f"{cost.blocks:,} blocks; the CPU swap space holds {config.num_cpu_blocks:,}")
-    no_room = "" if fits else (
-        f" The CPU swap space ({lesson.cpu_swap_space(config)}) cannot hold these {cost.blocks:,} blocks: in swap "
-        "mode this victim falls back to recompute.")
-    per_layer = 2 * config.model.num_layers  # K and V of every layer: one copy each per block in vLLM V0
-    per_layer_copies = cost.blocks * per_layer
-    st.caption(
-        f"For {what}: {tokens:,} tokens of KV at {config.model.kv_bytes_per_token // 1024} KiB per token. Swap "
-        f"copies whole blocks, {cost.blocks:,} copies of {config.block_bytes / 2**20:g} MiB each way: "
-        f"{fmt_fixed(cost.swap_peak_ms)} ms at the peak {c.swap_bandwidth_gb_s:g} GB/s plus "
-        f"{fmt_fixed(cost.swap_overhead_ms)} ms "
-        f"of per-copy overhead, an effective {cost.effective_gb_s:,.1f} GB/s (smaller blocks, lower). vLLM's V0 "
-        f"engine, which had swap, copied each block layer by layer with K and V apart ({per_layer_copies:,} copies "
-        f"of {config.block_bytes / per_layer / 1024:g} KiB here), so its real overhead was higher than this model "
-        f"charges. Recompute is charged {c.prefill_token_us:g} us per token whatever the context (the article's "
-        "figure, an H100's peak compute for an 8B model: real prefills run at half that speed or less, and "
-        "attention makes each token of a long context cost more), so real recomputes cost more than this."
-        + no_room)
-    page.show_chart(charts.cost_bars(cost, style, bandwidth_gb_s=c.swap_bandwidth_gb_s),
+    for col, (label, value, why) in zip(st.columns(4), lesson.cost_cards(cost, config), strict=True):
+        col.metric(label, value, help=why)
+    st.caption(lesson.cost_caption(cost, config, what))
+    page.show_chart(charts.cost_bars(cost, style, bandwidth_gb_s=config.cost.swap_bandwidth_gb_s),
                     "preemption-recompute-vs-swap", style)
 
 

@@ -325,3 +325,23 @@ def test_reprefill_hits_and_sweep_heatmap():
                                 color="#D55E00", current=(0, 1))
     assert heat.data[0].text.tolist() == [["0", "3"], ["\u2014", "0"]]
     assert heat.layout.shapes[0].x0 == 0.5 and heat.layout.margin.autoexpand is False
+
+
+def test_cost_cards_and_caption_for_the_article_victim():
+    # 2,000 tokens of Llama 3.1 8B: recompute 2,000 x 16 us = 32 ms; swap 125 blocks x 2 MiB = 262 MB each way,
+    # 5.24 ms at 50 GB/s + 125 x 5 us = 5.87 ms. A CPU space of 100 blocks cannot park them: "needed", and the
+    # caption says the victim falls back to recompute.
+    config = EngineConfig(num_cpu_blocks=100)
+    cost = lesson.preemption_cost(2000, config)
+    cards = lesson.cost_cards(cost, config)
+    assert [(label, value) for label, value, _ in cards] == [
+        ("Recompute: GPU time", "32.0 ms"), ("Swap: copied each way", "262 MB"), ("Swap: time each way", "5.87 ms"),
+        ("Swap: CPU RAM needed", "262 MB")]
+    assert cards[2][2] == "5.24 ms at 50 GB/s + 0.63 ms for 125 block copies"
+    text = lesson.cost_caption(cost, config, "r7")
+    assert text.startswith("For r7: 2,000 tokens of KV at 128 KiB per token.")
+    assert "(8,000 copies of 32 KiB here)" in text  # 125 blocks x 32 layers x K and V
+    assert text.endswith("cannot hold these 125 blocks: in swap mode this victim falls back to recompute.")
+    roomy = EngineConfig(num_cpu_blocks=125)
+    assert lesson.cost_cards(cost, roomy)[3][0] == "Swap: CPU RAM parked"
+    assert "falls back" not in lesson.cost_caption(cost, roomy, "r7")

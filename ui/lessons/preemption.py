@@ -31,7 +31,7 @@ from sim.trace import Trace
 from ..controls import Knob
 from ..knobs import engine_knobs as shared_engine_knobs
 from ..lesson import Run as LessonRun
-from ..wording import count, event_line, fmt_gib, join_and, pct_change
+from ..wording import count, event_line, fmt_fixed, fmt_gib, join_and, pct_change
 
 LESSON = "preemption"
 QUESTION = (
@@ -384,6 +384,43 @@ def fmt_bytes(num_bytes: float) -> str:
             value = num_bytes / scale
             return f"{value:,.0f} {unit}" if value >= 100 else f"{value:,.1f} {unit}"
     return f"{num_bytes:,.0f} B"
+
+
+def cost_cards(cost: Cost, config: EngineConfig) -> list[tuple[str, str, str]]:
+    """The four numbers above the recompute-vs-swap chart: (label, value, help) each."""
+    c = config.cost
+    fits = cost.blocks <= config.num_cpu_blocks  # else a swap-mode server recomputes this victim instead
+    return [
+        ("Recompute: GPU time", f"{cost.recompute_ms:,.1f} ms",
+         f"{cost.tokens:,} tokens x {c.prefill_token_us:g} us per prefill token"),
+        ("Swap: copied each way", fmt_bytes(cost.kv_bytes),
+         f"{cost.blocks:,} blocks x {config.block_bytes / 2**20:g} MiB"),
+        ("Swap: time each way", f"{fmt_fixed(cost.swap_ms)} ms",
+         f"{fmt_fixed(cost.swap_peak_ms)} ms at {c.swap_bandwidth_gb_s:g} GB/s + "
+         f"{fmt_fixed(cost.swap_overhead_ms)} ms for {cost.blocks:,} block copies"),
+        ("Swap: CPU RAM parked" if fits else "Swap: CPU RAM needed", fmt_bytes(cost.kv_bytes),
+         f"{cost.blocks:,} blocks; the CPU swap space holds {config.num_cpu_blocks:,}"),
+    ]
+
+
+def cost_caption(cost: Cost, config: EngineConfig, what: str) -> str:
+    """How the two costs are worked out for ``what`` (the victim), and where real servers pay more."""
+    c = config.cost
+    no_room = "" if cost.blocks <= config.num_cpu_blocks else (
+        f" The CPU swap space ({cpu_swap_space(config)}) cannot hold these {cost.blocks:,} blocks: in swap mode "
+        "this victim falls back to recompute.")
+    per_layer = 2 * config.model.num_layers  # K and V of every layer: one copy each per block in vLLM V0
+    return (
+        f"For {what}: {cost.tokens:,} tokens of KV at {config.model.kv_bytes_per_token // 1024} KiB per token. "
+        f"Swap copies whole blocks, {cost.blocks:,} copies of {config.block_bytes / 2**20:g} MiB each way: "
+        f"{fmt_fixed(cost.swap_peak_ms)} ms at the peak {c.swap_bandwidth_gb_s:g} GB/s plus "
+        f"{fmt_fixed(cost.swap_overhead_ms)} ms of per-copy overhead, an effective {cost.effective_gb_s:,.1f} GB/s "
+        f"(smaller blocks, lower). vLLM's V0 engine, which had swap, copied each block layer by layer with K and V "
+        f"apart ({cost.blocks * per_layer:,} copies of {config.block_bytes / per_layer / 1024:g} KiB here), so its "
+        f"real overhead was higher than this model charges. Recompute is charged {c.prefill_token_us:g} us per "
+        "token whatever the context (the article's figure, an H100's peak compute for an 8B model: real prefills "
+        "run at half that speed or less, and attention makes each token of a long context cost more), so real "
+        "recomputes cost more than this." + no_room)
 
 
 def cpu_swap_space(config: EngineConfig) -> str:
