@@ -5,7 +5,7 @@ import streamlit as st
 from ui import knobs, page, runner, theme
 from ui.charts import preemption as charts
 from ui.charts import time_extent
-from ui.controls import Knob, KnobPanel
+from ui.controls import KnobPanel
 from ui.lesson import open_lesson, run_variants
 from ui.lessons import preemption as lesson
 from ui.wording import fmt_gib
@@ -54,11 +54,7 @@ def show_timeline() -> None:
 
 def show_kv() -> None:
     st.subheader("KV cache over time")
-    view = KnobPanel(f"{lesson.LESSON}.kv", [
-        Knob("kv_by", "Stack by", "choice", "request", options=("request", "state"),
-             labels={"request": "request", "state": "state (held / cached)"}, widget="segmented"),
-        Knob("kv_unit", "Unit", "choice", "blocks", options=("blocks", "GiB", "%"), widget="segmented"),
-    ], lp.scope).render(st.container(horizontal=True))
+    view = KnobPanel(f"{lesson.LESSON}.kv", lesson.KV_VIEW_KNOBS, lp.scope).render(st.container(horizontal=True))
 
     def draw(label: str) -> None:
         run = next(r for r in runs if r.label == label)
@@ -77,11 +73,8 @@ def show_block_map() -> None:
                "preemptions and resumes.")
     traces = [run.trace for run in runs]
     events = lesson.event_steps(traces)
-    last = max(t.num_steps for t in traces) - 1
-    panel = KnobPanel(f"{lesson.LESSON}.map", [
-        Knob("map_step", "Engine step", "int", lesson.first_map_step(traces), min=0, max=max(last, 1), step=1,
-             help="The map shows the pool during this step, after scheduling (as the step inspector counts it)."),
-    ], f"{lp.scope}|{runner.scenario_key(scenario)}")
+    panel = KnobPanel(f"{lesson.LESSON}.map", [lesson.map_step_knob(traces)],
+                      f"{lp.scope}|{runner.scenario_key(scenario)}")
     state_key = panel.state_key(panel.knobs[0])
 
     def jump(direction: int) -> None:

@@ -657,6 +657,21 @@ def event_steps(traces: Sequence[Trace], kinds: tuple[str, ...] = ("preempt", "s
     return sorted({e[0] for t in traces for e in t.events if e[1] in kinds})
 
 
+# How the KV-over-time charts are drawn (a row of buttons above them).
+KV_VIEW_KNOBS = [
+    Knob("kv_by", "Stack by", "choice", "request", options=("request", "state"),
+         labels={"request": "request", "state": "state (held / cached)"}, widget="segmented"),
+    Knob("kv_unit", "Unit", "choice", "blocks", options=("blocks", "GiB", "%"), widget="segmented"),
+]
+
+
+def map_step_knob(traces: Sequence[Trace]) -> Knob:
+    """The block map's step slider: every step of the longest run, starting at ``first_map_step``."""
+    last = max(t.num_steps for t in traces) - 1
+    return Knob("map_step", "Engine step", "int", first_map_step(traces), min=0, max=max(last, 1), step=1,
+                help="The map shows the pool during this step, after scheduling (as the step inspector counts it).")
+
+
 def first_map_step(traces: Sequence[Trace]) -> int:
     """Where the block map starts: the first preemption of these runs, else the step the first run's pool was
     fullest."""
