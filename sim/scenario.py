@@ -195,15 +195,45 @@ def scenario_to_dict(s: Scenario) -> dict[str, Any]:
     return out
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """json.loads' object hook: a key written twice in one object is an error (JSON keeps the last silently)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ScenarioError(f"key {key!r} appears twice in one JSON object; write each setting once")
+        out[key] = value
+    return out
+
+
+def _check_text(value: Any, where: str) -> None:
+    """Every string is text: JSON's \\u escapes can spell half a surrogate pair (\\ud800), which no page, file or
+    terminal can show."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ScenarioError(f"{where}: holds an unpaired surrogate escape (\\ud800-\\udfff), not text") from None
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_text(key, f"{where}: a key")
+            _check_text(item, f"{where}.{key}" if where != "scenario" else key)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _check_text(item, f"{where}[{i}]")
+
+
 def loads(text: str) -> Scenario:
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=_unique_keys)
+    except ScenarioError:  # (from _unique_keys: already says what is wrong)
+        raise
     except json.JSONDecodeError as e:
         raise ScenarioError(f"not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
     except ValueError as e:  # e.g. an integer literal of more than 4,300 digits
         raise ScenarioError(f"not valid JSON here: {e}".split(";")[0]) from None
     except RecursionError:
         raise ScenarioError("not valid JSON here: nested too deeply") from None
+    _check_text(data, "scenario")
     return scenario_from_dict(data)
 
 

@@ -34,6 +34,15 @@ class Knob:
     widget: str = "slider"  # slider | number | select | toggle | multiselect | segmented
     fmt: str | None = None
 
+    def __post_init__(self) -> None:
+        # A float knob's numbers are floats, even when its default comes from a file that wrote "3" for 3.0: a
+        # slider refuses a float minimum beside an int maximum (or value).
+        if self.kind == "float":
+            for name in ("default", "min", "max", "step"):
+                value = getattr(self, name)
+                if isinstance(value, int) and not isinstance(value, bool):
+                    object.__setattr__(self, name, float(value))
+
     def parse(self, raw: str | list[str]) -> Any:
         """The value a URL parameter stands for; ValueError says what is allowed."""
         text = raw if isinstance(raw, str) else (raw[-1] if raw else "")

@@ -97,3 +97,15 @@ def test_the_requests_csv_has_latencies_in_steps_and_ms_and_whole_step_numbers()
     assert (r0["arrival_step"], r0["finish_step"], r0["finish_latency_steps"], r0["ttft_steps"]) == (7, 114, 108, 1)
     left = frame[frame["abort_step"].notna()]
     assert len(left) and (left["abort_step"] == left["disconnect_step"]).all()
+
+
+def test_a_whole_number_where_a_float_setting_goes_loads_like_its_float():
+    # "rate_per_step": 3 (not 3.0) above the arrival-rate slider's maximum: the slider is widened to show it, and
+    # its bounds stay floats (an int maximum beside a float minimum was an exception box).
+    data = {"name": "int rate", "config": {"num_blocks": 2000, "max_num_seqs": 8},
+            "workload": {"num_requests": 50, "rate_per_step": 3, "seed": 1}}
+    at = open_page(PAGE)
+    _box(at).set_value(("int.json", json.dumps(data).encode(), "application/json")).run()
+    assert not at.exception and not at.error, [e.value for e in [*at.exception, *at.error]]
+    rate = next(s for s in at.slider if s.key.endswith("rate"))
+    assert rate.value == 3.0 and rate.max >= 3.0

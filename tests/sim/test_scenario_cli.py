@@ -135,11 +135,25 @@ def test_base_scenario_is_valid():
     ("null", "scenario: must be a JSON object, got null"),
     ("1" * 5000, "not valid JSON here: Exceeds the limit (4300 digits)"),
     ("[" * 100_000, "not valid JSON here: nested too deeply"),
+    # A key written twice would otherwise keep its last value without a word.
+    ('{"config": {"num_blocks": 100}, "config": {"num_blocks": 1}}',
+     "key 'config' appears twice in one JSON object; write each setting once"),
+    # Half a surrogate pair is valid JSON but not text: the page, a CSV or a terminal cannot show it.
+    ('{"name": "bad \\udfff", "config": {"num_blocks": 8}, "requests": []}',
+     "name: holds an unpaired surrogate escape (\\ud800-\\udfff), not text"),
+    ('{"config": {"num_blocks": 8}, "requests": [{"id": "a", "arrival_step": 0, "prompt_len": 4, "output_len": 2, '
+     '"client": "\\ud83d"}]}', "requests[0].client: holds an unpaired surrogate escape"),
 ])
 def test_bad_json(text, message):
     with pytest.raises(ScenarioError) as err:
         loads(text)
     assert message in str(err.value)
+
+
+def test_a_whole_surrogate_pair_is_text():
+    text = '{"config": {"num_blocks": 8}, "requests": [{"id": "\\ud83d\\ude00", "arrival_step": 0, "prompt_len": 4, ' \
+           '"output_len": 2}]}'
+    assert loads(text).requests[0].request_id == "\U0001F600"
 
 
 def test_missing_file(tmp_path):
