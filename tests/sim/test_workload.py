@@ -150,3 +150,16 @@ def test_a_late_start_costs_nothing_to_generate():
     assert min(r.arrival_step for r in reqs) >= 10**9
     early = generate(WorkloadSpec(num_requests=10, clients=(ClientSpec("A"), ClientSpec("B", start_step=50)), seed=1))
     assert min(r.arrival_step for r in early) < 50  # one client from step 0: the clock starts there
+
+
+@pytest.mark.timeout(30)  # (a hang guard: these drew arrivals for hours)
+@pytest.mark.parametrize("clients", [
+    # 1,000 requests a step until step 1, then a client that sends one request in a million steps
+    (ClientSpec("a", rate_per_step=1000.0, stop_step=1), ClientSpec("b", rate_per_step=1e-6)),
+    # on for 1 step in every 10**9
+    (ClientSpec("a", rate_per_step=1000.0, on_steps=1, off_steps=10**9),),
+])
+def test_windows_that_let_almost_nothing_through_are_an_error_not_a_hang(clients):
+    with pytest.raises(ValueError, match=r"workload.clients: their on/off windows let through only \d+ of 2000 "
+                                         r"requests in [\d,]+ Poisson arrivals"):
+        generate(WorkloadSpec(num_requests=2000, clients=clients, seed=1))
