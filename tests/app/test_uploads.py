@@ -109,3 +109,19 @@ def test_a_whole_number_where_a_float_setting_goes_loads_like_its_float():
     assert not at.exception and not at.error, [e.value for e in [*at.exception, *at.error]]
     rate = next(s for s in at.slider if s.key.endswith("rate"))
     assert rate.value == 3.0 and rate.max >= 3.0
+
+
+def test_a_file_with_more_work_than_a_page_can_serve_is_refused():
+    # One process serves every reader: 200,000 requests of 2,000-token answers grew it to 24 GB before it was killed.
+    too_many = {"config": {"num_blocks": 1_000_000}, "workload": {"num_requests": 20_001, "rate_per_step": 2.0}}
+    too_long = {"config": {"num_blocks": 1_000_000, "max_num_seqs": 1024},
+                "workload": {"num_requests": 5000, "rate_per_step": 2.0, "output_median": 2000,
+                             "output_max": 2000, "output_sigma": 0.0}}
+    at = open_page(PAGE)
+    _box(at).set_value(("many.json", json.dumps(too_many).encode(), "application/json")).run()
+    (error,) = [e.value for e in at.error]
+    assert "it has 20,001 requests, and this app runs at most 20,000; run it with `python -m sim run FILE`" in error
+    assert metric_values(at) == ARTICLE  # back on the presets
+    _box(at).set_value(("long.json", json.dumps(too_long).encode(), "application/json")).run()
+    (error,) = [e.value for e in at.error]
+    assert "and this app runs at most 8,000,000 a scenario; run it with `python -m sim run FILE` instead" in error
