@@ -98,8 +98,9 @@ class ModelSpec:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str):
             raise ValueError(f"model.name: must be a string, got {self.name!r}")
-        for name in ("num_layers", "num_kv_heads", "head_dim", "dtype_bytes"):
-            check_int(f"model.{name}", getattr(self, name), 1)
+        # (ranges past any real model: 1 to 1,024 layers and KV heads, heads of up to 4,096, up to 8 bytes a value)
+        for name, hi in (("num_layers", 1024), ("num_kv_heads", 1024), ("head_dim", 4096), ("dtype_bytes", 8)):
+            check_int(f"model.{name}", getattr(self, name), 1, hi)
 
     @property
     def kv_bytes_per_token(self) -> int:
@@ -130,11 +131,12 @@ class CostModel:
     swap_overhead_per_block_us: float = _help("fixed cost per copied block (a copy call), us", default=5.0)
 
     def __post_init__(self) -> None:
-        check_float("cost.step_base_ms", self.step_base_ms, 0.0, lo_open=True)
-        check_float("cost.prefill_token_us", self.prefill_token_us, 0.0)
-        check_float("cost.decode_request_us", self.decode_request_us, 0.0)
-        check_float("cost.swap_bandwidth_gb_s", self.swap_bandwidth_gb_s, 0.0, lo_open=True)
-        check_float("cost.swap_overhead_per_block_us", self.swap_overhead_per_block_us, 0.0)
+        # (a step of at least a microsecond and a link of at least 1 MB/s: figures stay finite and printable)
+        check_float("cost.step_base_ms", self.step_base_ms, 0.001, 60_000.0)
+        check_float("cost.prefill_token_us", self.prefill_token_us, 0.0, 1_000_000.0)
+        check_float("cost.decode_request_us", self.decode_request_us, 0.0, 1_000_000.0)
+        check_float("cost.swap_bandwidth_gb_s", self.swap_bandwidth_gb_s, 0.001, 100_000.0)
+        check_float("cost.swap_overhead_per_block_us", self.swap_overhead_per_block_us, 0.0, 1_000_000.0)
 
     def step_ms(self, num_prefill_tokens: int, num_decode_reqs: int) -> float:
         return (
@@ -202,8 +204,8 @@ class EngineConfig:
         check_float("prediction_error_sigma", self.prediction_error_sigma, 0.0, 5.0)
         check_int("starvation_threshold_steps", self.starvation_threshold_steps, 0)
         check_int("priority_quantum_steps", self.priority_quantum_steps, 1)
-        check_float("input_weight", self.input_weight, 0.0)
-        check_float("output_weight", self.output_weight, 0.0)
+        check_float("input_weight", self.input_weight, 0.0, 1000.0)
+        check_float("output_weight", self.output_weight, 0.0, 1000.0)
         if self.input_weight == 0 and self.output_weight == 0:
             raise ValueError("input_weight, output_weight: at least one must be > 0")
         object.__setattr__(self, "client_weights", _normalise_client_weights(self.client_weights))
@@ -241,7 +243,11 @@ def _normalise_client_weights(value: Any) -> tuple[tuple[str, float], ...]:
     for client_id, weight in pairs:
         if not isinstance(client_id, str) or not client_id:
             raise ValueError(f"client_weights: client ids must be non-empty strings, got {client_id!r}")
-        check_float(f"client_weights[{client_id}]", weight, 0.0, lo_open=True)
+        check_float(f"client_weights[{client_id}]", weight, 0.001, 1000.0)
+    ids = [client_id for client_id, _ in pairs]
+    twice = next((c for c in ids if ids.count(c) > 1), None)
+    if twice is not None:
+        raise ValueError(f"client_weights: client {twice!r} is given two weights; give each client one")
     return tuple(sorted((k, float(v)) for k, v in pairs))
 
 
