@@ -14,6 +14,8 @@ from typing import Any
 
 import streamlit as st
 
+from .wording import as_code
+
 PRESET_PARAM = "preset"
 
 
@@ -156,8 +158,8 @@ class KnobPanel:
                 try:
                     value = knob.parse(raw)
                 except ValueError as e:
-                    shown = (raw[-1] if raw else "")[:80].replace("`", "'")  # as code: the link's text, not Markdown
-                    warnings.append(f"The link's setting `{knob.key}={shown}` was ignored: {knob.label} {e}. "
+                    shown = as_code(f"{knob.key}={raw[-1] if raw else ''}")  # the link's text, not Markdown
+                    warnings.append(f"The link's setting {shown} was ignored: {knob.label} {e}. "
                                     f"Using the default, {knob.display(knob.default)}.")
             st.session_state[key] = value
         st.session_state[scope_key] = self.scope
@@ -235,7 +237,7 @@ def preset_picker(page: str, presets: list[Any], container: Any = None) -> Any:
     if state_key not in st.session_state:
         wanted = st.query_params.get(PRESET_PARAM, keys[0])
         if wanted not in keys:
-            st.warning(f"The link's preset **{wanted}** does not exist on this page; showing "
+            st.warning(f"The link's preset {as_code(wanted)} does not exist on this page; showing "
                        f"**{titles[keys[0]]}** instead.", icon=":material/warning:")
             wanted = keys[0]
         st.session_state[state_key] = wanted

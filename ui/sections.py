@@ -20,7 +20,7 @@ from sim.trace import SCHED_DECODE, SCHED_PREFILL, SCHED_PREFILL_DONE, SCHED_WAS
 from . import runner
 from .page import table_height
 from .theme import ChartStyle
-from .wording import count, event_line
+from .wording import as_code, count, event_line
 
 _KIND_TEXT = {SCHED_PREFILL: "prefill chunk (no token yet)", SCHED_PREFILL_DONE: "prefill done, first/next token",
               SCHED_DECODE: "decode 1 token", SCHED_WASTED: "token for nobody (wasted)"}
@@ -41,8 +41,8 @@ def upload(page: str) -> Scenario | None:
     state_key, seen_key, box_key = f"{page}.uploaded", f"{page}.upload_seen", f"{page}.upload_box"
     if UPLOAD_PARAM in st.query_params and state_key not in st.session_state and not st.session_state.get(seen_key):
         # A link copied while its sender had a file uploaded: the link has the settings, not the file.
-        st.warning(f"This link was copied while a scenario file was uploaded ({st.query_params[UPLOAD_PARAM][:80]!r})"
-                   f". A link cannot carry the file: this page shows the preset with the link's settings.",
+        st.warning(f"This link was copied while a scenario file was uploaded ({as_code(st.query_params[UPLOAD_PARAM])}"
+                   f"). A link cannot carry the file: this page shows the preset with the link's settings.",
                    icon=":material/link_off:")
         del st.query_params[UPLOAD_PARAM]
     with st.sidebar.expander("Load your own scenario", expanded=state_key in st.session_state):

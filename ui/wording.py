@@ -66,3 +66,10 @@ def file_slug(*parts: str) -> str:
         text = re.sub(r"[^A-Za-z0-9._-]+", "_", text)
         return re.sub(r"_*-_*", "-", text).strip("_-.")
     return "-".join(c for c in map(clean, parts) if c) or "scheduler-lab"
+
+
+def as_code(text: str, limit: int = 80) -> str:
+    """Text from outside (a link's value, a file's name) for a Markdown message: shown as code, so it cannot turn
+    into a link or formatting, and cut to ``limit`` characters."""
+    cut = text[:limit] + ("…" if len(text) > limit else "")
+    return f"`{cut.replace('`', chr(39))}`"

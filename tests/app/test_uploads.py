@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 
 import pandas as pd
 
@@ -67,7 +68,7 @@ def test_a_file_with_a_byte_order_mark_loads_and_one_too_long_for_the_app_is_ref
 def test_a_link_copied_during_an_upload_says_it_has_no_file():
     at = open_page(PAGE, {"uploaded": "my scenario", "max_num_seqs": "3"})
     (warning,) = [w.value for w in at.warning]
-    assert "This link was copied while a scenario file was uploaded ('my scenario')" in warning
+    assert "This link was copied while a scenario file was uploaded (`my scenario`)" in warning
     assert "uploaded" not in at.query_params and at.slider(key="queueing.engine.max_num_seqs").value == 3
 
 
@@ -125,3 +126,14 @@ def test_a_file_with_more_work_than_a_page_can_serve_is_refused():
     _box(at).set_value(("long.json", json.dumps(too_long).encode(), "application/json")).run()
     (error,) = [e.value for e in at.error]
     assert "and this app runs at most 8,000,000 a scenario; run it with `python -m sim run FILE` instead" in error
+
+
+def test_text_from_a_link_is_shown_as_code_not_markdown():
+    # A crafted link must not put a live link or formatting in the app's own warnings, nor a 3,000-character value.
+    evil = "[log in again](https://evil.example)"
+    at = open_page(PAGE, {"uploaded": evil, "preset": evil + "x" * 3000, "max_num_seqs": evil})
+    text = " ".join(w.value for w in at.warning)
+    assert f"(`{evil}`)" in text  # the upload's name
+    assert f"The link's preset `{evil}{'x' * 44}…` does not exist on this page" in text  # cut at 80 characters
+    assert f"The link's setting `max_num_seqs={evil}` was ignored" in text
+    assert "](" not in re.sub(r"`[^`]*`", "", text)  # no Markdown link outside code
