@@ -7,7 +7,7 @@ Pure Python + numpy: importing ``sim`` never imports streamlit, plotly or pandas
 """
 
 from .config import MODELS, CostModel, EngineConfig, ModelSpec, Policy, PreemptionMode, StopCheck
-from .engine import Engine, SimulationError, simulate
+from .engine import Engine, SimulationError, StepLimitError, simulate
 from .request import RequestSpec, RequestStatus
 from .scenario import Scenario, ScenarioError
 from .trace import Trace
@@ -15,6 +15,6 @@ from .workload import ClientSpec, WorkloadSpec
 
 __all__ = [
     "MODELS", "ClientSpec", "CostModel", "Engine", "EngineConfig", "ModelSpec", "Policy", "PreemptionMode",
-    "RequestSpec", "RequestStatus", "Scenario", "ScenarioError", "SimulationError", "StopCheck", "Trace",
-    "WorkloadSpec", "simulate",
+    "RequestSpec", "RequestStatus", "Scenario", "ScenarioError", "SimulationError", "StepLimitError", "StopCheck",
+    "Trace", "WorkloadSpec", "simulate",
 ]

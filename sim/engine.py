@@ -41,6 +41,15 @@ class SimulationError(RuntimeError):
     """A run that cannot finish (the step guard tripped, or no request can ever make progress)."""
 
 
+class StepLimitError(SimulationError):
+    """The step guard tripped: ``num_unfinished`` of ``num_requests`` requests were not done by ``max_steps``. (The
+    app, where max_steps is no setting, words its own advice from these.)"""
+
+    def __init__(self, message: str, max_steps: int, num_unfinished: int, num_requests: int):
+        super().__init__(message)
+        self.max_steps, self.num_unfinished, self.num_requests = max_steps, num_unfinished, num_requests
+
+
 def client_ids_of(requests: Sequence[RequestSpec]) -> list[str]:
     """Client ids in order of first appearance."""
     return list(dict.fromkeys(r.client_id for r in requests))
@@ -148,18 +157,19 @@ class Engine:
         n, step = len(self.table), self._next_step
         while self.num_done < n and (until_step is None or step <= until_step):
             if step >= self.config.max_steps:
-                raise SimulationError(
+                raise StepLimitError(
                     f"stopped after max_steps={self.config.max_steps} steps with {n - self.num_done} of {n} "
-                    f"requests unfinished; raise max_steps or shorten the workload")
+                    f"requests unfinished; raise max_steps or shorten the workload",
+                    self.config.max_steps, n - self.num_done, n)
             if self._is_idle():
                 next_step = self.next_event_step()
                 if next_step is None:
                     raise SimulationError(f"no request can make progress at step {step}")
                 if next_step >= self.config.max_steps:  # say so now, not after recording the idle steps first
-                    raise SimulationError(
+                    raise StepLimitError(
                         f"the engine is idle until step {next_step:,}, past max_steps={self.config.max_steps:,}, "
                         f"with {n - self.num_done} of {n} requests unfinished; raise max_steps or shorten the "
-                        f"workload")
+                        f"workload", self.config.max_steps, n - self.num_done, n)
                 if next_step > step:
                     last = next_step - 1 if until_step is None else min(next_step - 1, until_step)
                     self._record_idle(step, last)

@@ -160,10 +160,9 @@ def _arrivals(spec: WorkloadSpec, rng: np.random.Generator) -> tuple[np.ndarray,
     drawn, max_draws = 0, 100 * spec.num_requests + 1_000_000  # thinning draws: ~0.1 s of numpy at the most
     while count < spec.num_requests:
         if drawn >= max_draws:  # the windows keep almost every arrival out: say so now, not after hours of drawing
-            raise ValueError(f"workload.clients: their on/off windows let through only {count} of "
+            raise ValueError(f"workload.clients: the clients' on/off windows let through only {count} of "
                              f"{spec.num_requests} requests in {drawn:,} Poisson arrivals (up to step {clock:,.0f}); "
-                             f"widen the windows (on_steps, stop_step) or raise the rates of the clients that "
-                             f"send in them")
+                             f"widen them or lower num_requests")
         batch = max(2 * (spec.num_requests - count), 64)
         drawn += batch
         times = clock + np.cumsum(rng.exponential(1.0 / total, batch))

@@ -15,7 +15,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from sim import ScenarioError, SimulationError
+from sim import ScenarioError, SimulationError, StepLimitError
 
 from .charts.tables import metric_row
 from .controls import Knob, KnobPanel
@@ -141,6 +141,12 @@ def guarded(fn: Callable[[], Any], on_stop: Callable[[], None] | None = None) ->
         return fn()
     except ScenarioError as e:
         st.error(f"**This scenario is not valid:** {e}", icon=":material/block:")
+    except StepLimitError as e:  # (max_steps is no setting here: the engine's "raise max_steps" would not help)
+        st.error(f"**The simulation cannot finish:** it stopped after {e.max_steps:,} engine steps with "
+                 f"{e.num_unfinished:,} of {e.num_requests:,} requests unfinished. Give the engine less to do (fewer "
+                 f"requests, a lower arrival rate, shorter answers) or more room (a larger KV pool, more batch "
+                 f"slots), or run the scenario with `python -m sim run`, where max_steps can be raised.",
+                 icon=":material/block:")
     except SimulationError as e:
         st.error(f"**The simulation cannot finish:** {e}", icon=":material/block:")
     except ValueError as e:

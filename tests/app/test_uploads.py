@@ -137,3 +137,21 @@ def test_text_from_a_link_is_shown_as_code_not_markdown():
     assert f"The link's preset `{evil}{'x' * 44}…` does not exist on this page" in text  # cut at 80 characters
     assert f"The link's setting `max_num_seqs={evil}` was ignored" in text
     assert "](" not in re.sub(r"`[^`]*`", "", text)  # no Markdown link outside code
+
+
+def test_a_run_past_the_step_guard_gets_advice_for_the_app_not_for_the_file():
+    # max_steps is no setting on the pages: the engine's "raise max_steps" is replaced by what a reader can change.
+    def app():
+        from sim import EngineConfig, RequestSpec, simulate
+        from ui import page
+
+        page.guarded(lambda: simulate(EngineConfig(num_blocks=100, max_num_seqs=1, max_steps=50),
+                                      [RequestSpec("a", 0, 4, 40), RequestSpec("b", 0, 4, 40)]))
+
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_function(app).run()
+    (error,) = [e.value for e in at.error]
+    assert error.startswith("**The simulation cannot finish:** it stopped after 50 engine steps with 1 of 2 requests "
+                            "unfinished. Give the engine less to do")
+    assert "raise max_steps" not in error and "`python -m sim run`" in error
