@@ -49,6 +49,9 @@ class StepLimitError(SimulationError):
         super().__init__(message)
         self.max_steps, self.num_unfinished, self.num_requests = max_steps, num_unfinished, num_requests
 
+    def __reduce__(self):  # (a prefetch worker's error comes back pickled: keep the figures)
+        return type(self), (str(self), self.max_steps, self.num_unfinished, self.num_requests)
+
 
 def client_ids_of(requests: Sequence[RequestSpec]) -> list[str]:
     """Client ids in order of first appearance."""

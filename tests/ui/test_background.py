@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from sim import presets, scenario
-from sim.engine import SimulationError, simulate
+from sim.engine import SimulationError, StepLimitError, simulate
 from tests.conftest import SHARED_DIR
 from ui import background
 
@@ -92,6 +92,9 @@ def test_a_run_that_fails_in_the_worker_raises_the_same_error(prefetcher):
     with pytest.raises(SimulationError) as remote:
         prefetcher.take("bad")
     assert str(remote.value) == str(local.value)
+    assert type(remote.value) is type(local.value) is StepLimitError  # with its figures, for the page's advice
+    assert (remote.value.max_steps, remote.value.num_unfinished, remote.value.num_requests) == \
+        (local.value.max_steps, local.value.num_unfinished, local.value.num_requests)
 
 
 def test_without_workers_nothing_is_prefetched():
