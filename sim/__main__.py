@@ -14,7 +14,21 @@ from . import metrics, scenario
 from .engine import SimulationError, simulate
 
 
+def _out_problem(out: str) -> str:
+    """Why the result cannot be written to ``out`` ('' if it can): said before the run, not after it."""
+    path = Path(out)
+    if path.is_dir():
+        return f"--out {out}: is a directory; give a file name"
+    if not path.parent.is_dir():
+        return f"--out {out}: the folder {path.parent} does not exist"
+    return ""
+
+
 def _run(args: argparse.Namespace) -> int:
+    why = _out_problem(args.out) if args.out else ""
+    if why:
+        print(f"error: {why}", file=sys.stderr)
+        return 2
     try:
         sc = scenario.load(args.scenario)
     except scenario.ScenarioError as e:

@@ -212,7 +212,7 @@ class EngineConfig:
         check_int("rate_limit_max_requests", self.rate_limit_max_requests, 0)
         check_int("rate_limit_window_steps", self.rate_limit_window_steps, 1)
         check_int("seed", self.seed, 0)
-        check_int("max_steps", self.max_steps, 1)
+        check_int("max_steps", self.max_steps, 1, 10_000_000)  # (a trace keeps ~200 bytes a step: 2 GB at most)
         if not isinstance(self.model, ModelSpec):
             raise ValueError(f"model: must be a ModelSpec, got {self.model!r}")
         if not isinstance(self.cost, CostModel):

@@ -109,6 +109,8 @@ INVALID = [
     # Values too large for the simulator's arithmetic, or a run that would stop before they matter.
     ("arrival past max_steps", lambda d: d["requests"][0].update(arrival_step=10**8),
      "requests[0].arrival_step: 100,000,000, at or past max_steps (2,000,000)"),
+    ("max_steps past a trace's memory", lambda d: d["config"].update(max_steps=10**12),
+     "config.max_steps: must be between 1 and 10000000, got 1000000000000"),
     ("arrival past int64", lambda d: d["requests"][0].update(arrival_step=2**63),
      "arrival_step: must be at most 1,000,000,000,000 (the simulator's limit)"),
     ("cost beyond a float's use", lambda d: d["config"].update(cost={"prefill_token_us": 1e308}),
@@ -364,3 +366,12 @@ def test_cli_bench_refuses_a_repeat_below_one(repeat):
     done = _cli("bench", "--repeat", repeat)
     assert done.returncode == 2
     assert f"argument --repeat: must be a whole number >= 1, got '{repeat}'" in done.stderr
+
+
+@pytest.mark.parametrize("where", ["dir", "missing"])
+def test_cli_refuses_an_out_path_it_cannot_write_before_running(tmp_path, where):
+    out = tmp_path if where == "dir" else tmp_path / "nowhere" / "r.json"
+    done = _cli("run", str(_write(tmp_path, copy.deepcopy(BASE))), "--out", str(out))
+    assert done.returncode == 2 and done.stdout == ""
+    expected = "is a directory; give a file name" if where == "dir" else f"the folder {out.parent} does not exist"
+    assert done.stderr.strip() == f"error: --out {out}: {expected}"
