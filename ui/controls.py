@@ -46,7 +46,10 @@ class Knob:
                     object.__setattr__(self, name, float(value))
 
     def parse(self, raw: str | list[str]) -> Any:
-        """The value a URL parameter stands for; ValueError says what is allowed."""
+        """The value a URL parameter stands for; ValueError says what is allowed. A key given several times is the
+        union of its lists for a "multi" knob (?policies=FCFS&policies=VTC), else its last value."""
+        if self.kind == "multi" and not isinstance(raw, str):
+            raw = ",".join(r for r in raw if r)
         text = raw if isinstance(raw, str) else (raw[-1] if raw else "")
         if self.kind == "int":
             try:
@@ -96,7 +99,8 @@ class Knob:
 
     def _range(self) -> str:
         lo, hi = self.bounds
-        return f"between {lo:g} and {hi:g}" if lo is not None and hi is not None else ""
+        # (10 digits: a bound like 2**-10 GiB shown as 0.000976562 would itself be refused)
+        return f"between {lo:.10g} and {hi:.10g}" if lo is not None and hi is not None else ""
 
     def _in_range(self, value: float) -> float:
         lo, hi = self.bounds
@@ -155,6 +159,9 @@ class KnobPanel:
             value = knob.default
             if knob.key in st.query_params:
                 raw = st.query_params.get_all(knob.key)
+                if knob.kind != "multi" and len(set(raw)) > 1:
+                    warnings.append(f"The link gives {as_code(knob.key)} {len(raw)} times; using the last, "
+                                    f"{as_code(raw[-1])}.")
                 try:
                     value = knob.parse(raw)
                 except ValueError as e:

@@ -240,3 +240,12 @@ def test_the_starvation_sentences_follow_the_time_axis():
     text = notice_text(open_page(PAGE, {"preset": "starvation", "unit": "ms"}))
     assert "everyone's average finish went from 10,721 to 13,793 ms" in text  # as the metrics above show it
     assert "averages 13,793 ms, close to FCFS's 13,929" in text
+
+
+def test_a_key_given_twice_in_a_link():
+    # A list takes both values; a single setting takes the last and says so.
+    at = open_page(PAGE, {"policies": ["FCFS", "SJF (true lengths)"], "max_num_seqs": ["2", "3"]})
+    assert not at.exception
+    assert at.multiselect(key="queueing.policies").value == ["FCFS", "SJF (true lengths)"]
+    assert at.slider(key="queueing.engine.max_num_seqs").value == 3
+    assert any("The link gives `max_num_seqs` 2 times; using the last, `3`." in w.value for w in at.warning)

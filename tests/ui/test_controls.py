@@ -16,3 +16,26 @@ def test_switches_read_on_and_off_and_options_use_their_names():
     assert policy.display("sjf") == "SJF" and policy.display("fcfs") == "fcfs"
     many = Knob("policies", "Policies", "multi", ("fcfs",), options=("fcfs", "sjf"), labels={"sjf": "SJF"})
     assert many.display(["fcfs", "sjf"]) == "fcfs, SJF" and many.display([]) == "none"
+
+
+def test_the_range_a_message_gives_is_a_range_the_knob_accepts():
+    # 2**-10 GiB is 0.0009765625: six digits ("0.000976562") named a minimum the knob itself refused.
+    pool = Knob("pool_gib", "KV pool (GiB)", "float", 1.0, min=2**-10, max=0.25)
+    try:
+        pool.parse("0")
+    except ValueError as e:
+        message = str(e)
+    assert message == "must be between 0.0009765625 and 1"  # (the max widens to take in the default)
+    assert pool.parse("0.0009765625") == 2**-10
+
+
+def test_a_float_knob_keeps_float_bounds_whatever_the_file_wrote():
+    # An uploaded "rate_per_step": 3 becomes the default: the widened maximum must stay a float for the slider.
+    rate = Knob("rate", "Arrival rate", "float", 3, min=0.05, max=2.0, step=0.05)
+    assert rate.bounds == (0.05, 3.0) and all(isinstance(x, float) for x in (*rate.bounds, rate.default))
+
+
+def test_a_list_given_twice_in_a_link_is_both_lists():
+    many = Knob("policies", "Policies", "multi", ("fcfs",), options=("fcfs", "sjf", "vtc"))
+    assert many.parse(["fcfs", "sjf,vtc"]) == ["fcfs", "sjf", "vtc"]
+    assert Knob("n", "N", "int", 1, min=1, max=9).parse(["2", "3"]) == 3
