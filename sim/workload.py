@@ -51,7 +51,7 @@ class ClientSpec:
             if getattr(self, name) is not None:
                 check_int(f"{where}.{name}", getattr(self, name), 1, 1_000_000)
         check_int(f"{where}.priority", self.priority, -(10**9), 10**9)
-        check_int(f"{where}.start_step", self.start_step, 0)
+        check_int(f"{where}.start_step", self.start_step, 0, 10_000_000)  # (no run lasts longer: config.max_steps)
         if self.stop_step is not None:
             check_int(f"{where}.stop_step", self.stop_step, self.start_step + 1)
         check_int(f"{where}.on_steps", self.on_steps, 0)

@@ -109,6 +109,8 @@ INVALID = [
     # Values too large for the simulator's arithmetic, or a run that would stop before they matter.
     ("arrival past max_steps", lambda d: d["requests"][0].update(arrival_step=10**8),
      "requests[0].arrival_step: 100,000,000, at or past max_steps (2,000,000)"),
+    ("a start after any run's end", _without_requests({"clients": [{"client_id": "a", "start_step": 10**12}]}),
+     "workload.clients[a].start_step: must be between 0 and 10000000, got 1000000000000"),
     ("max_steps past a trace's memory", lambda d: d["config"].update(max_steps=10**12),
      "config.max_steps: must be between 1 and 10000000, got 1000000000000"),
     ("arrival past int64", lambda d: d["requests"][0].update(arrival_step=2**63),

@@ -143,11 +143,26 @@ def test_invalid_specs_raise_value_error_naming_the_field(make, field):
     assert field in str(err.value)
 
 
-@pytest.mark.timeout(30)  # (a hang guard, not a speed target: the old loop took ~270 s here, this ~1 ms)
-def test_a_late_start_costs_nothing_to_generate():
-    # The arrival clock starts at the first client's start_step (the thinning loop took ~10**9 / 64 batches).
-    reqs = generate(WorkloadSpec(num_requests=10, clients=(ClientSpec("A", start_step=10**9),), seed=1))
-    assert min(r.arrival_step for r in reqs) >= 10**9
+def test_a_late_start_costs_nothing_to_generate(monkeypatch):
+    # The arrival clock starts at the first client's start_step: one batch of draws for 10 requests, where
+    # starting at step 0 drew ~10**7 / 64 batches of arrivals that all fell before the start.
+    batches = []
+    real_rng = np.random.default_rng
+
+    class CountingRng:
+        def __init__(self, seed):
+            self._rng = real_rng(seed)
+
+        def exponential(self, *args, **kwargs):
+            batches.append(1)
+            return self._rng.exponential(*args, **kwargs)
+
+        def __getattr__(self, name):
+            return getattr(self._rng, name)
+
+    monkeypatch.setattr(np.random, "default_rng", CountingRng)
+    reqs = generate(WorkloadSpec(num_requests=10, clients=(ClientSpec("A", start_step=10**7),), seed=1))
+    assert min(r.arrival_step for r in reqs) >= 10**7 and len(batches) == 1
     early = generate(WorkloadSpec(num_requests=10, clients=(ClientSpec("A"), ClientSpec("B", start_step=50)), seed=1))
     assert min(r.arrival_step for r in early) < 50  # one client from step 0: the clock starts there
 
