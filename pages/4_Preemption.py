@@ -54,6 +54,9 @@ def show_timeline() -> None:
 
 def show_kv() -> None:
     st.subheader("KV cache over time")
+    if any(r.trace.steps["cpu_blocks_used"].any() for r in runs):
+        st.caption("The dotted purple line, CPU swap: a swapped victim's blocks parked in host RAM, outside the GPU "
+                   "pool (they do not count against the pool line).")
     view = KnobPanel(f"{lesson.LESSON}.kv", lesson.KV_VIEW_KNOBS, lp.scope).render(st.container(horizontal=True))
 
     def draw(label: str) -> None:

@@ -293,7 +293,7 @@ def test_kv_chart_stacks_requests_with_preemption_marks_and_cpu_swap():
     fig = charts.kv_over_time(trace, STYLE, by="request", unit="GiB", parts=lesson.kv_parts(trace))
     names = [t.name for t in fig.data]
     assert names[:5] == ["A", "B", "C", "D", "E"]
-    assert "preemption" in names and "in CPU swap space (host RAM, not the pool)" in names
+    assert "preemption" in names and "CPU swap" in names
     assert fig.layout.yaxis.title.text == "KV cache (GiB)"
     state = charts.kv_over_time(trace, STYLE, by="state", unit="%")
     assert state.layout.yaxis.title.text == "KV cache (% of pool)"

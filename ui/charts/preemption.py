@@ -313,9 +313,12 @@ def _cpu_swap_line(trace: Trace, style: ChartStyle, x_unit: str, unit: str) -> l
     x, y = downsample(x, cpu, how="max")
     return [{
         "type": "scatter", "x": x, "y": y * scale, "mode": "lines",
-        "name": "in CPU swap space (host RAM, not the pool)",
+        # (short: the legend's two columns are half a chart wide, and in presentation mode "CPU swap (host RAM)"
+        # still ran into the entry beside it; the hover says where the blocks are)
+        "name": "CPU swap",
         "line": {"color": theme.STATE_COLORS["swapped"], "width": style.line_width, "dash": "dot", "shape": "hv"},
-        "hovertemplate": f"CPU swap: %{{y:,.{0 if unit == 'blocks' else 2}f}} {unit}<extra></extra>"}]
+        "hovertemplate": f"in CPU swap space (host RAM, not the pool): %{{y:,.{0 if unit == 'blocks' else 2}f}} "
+                         f"{unit}<extra></extra>"}]
 
 
 def _preemption_marks(trace: Trace, style: ChartStyle, x_unit: str, unit: str) -> list[dict[str, Any]]:
