@@ -49,17 +49,15 @@ class SchedulerOutput:
     events: list[Event] = field(default_factory=list)
 
 
+def with_commas(n: int) -> str:
+    """'512', '2,048': ``f"{n:,}"``, cheaper for the small numbers most events have (the ',' format costs ~0.3 us
+    a number, and several thousand events a run are worded with counts under 1,000)."""
+    return str(n) if -1000 < n < 1000 else f"{n:,}"
+
+
 def counted(n: int, noun: str) -> str:
     """'1 block', '2,048 blocks': a count in an event's words."""
-    if n == 1:
-        return f"1 {noun}"
-    # (the ',' format costs ~0.3 us a number: several thousand events a run are worded with counts under 1,000)
-    return f"{n} {noun}s" if -1000 < n < 1000 else f"{n:,} {noun}s"
-
-
-def with_commas(n: int) -> str:
-    """'512', '2,048': ``f"{n:,}"``, cheaper for the small numbers most events have."""
-    return str(n) if -1000 < n < 1000 else f"{n:,}"
+    return f"1 {noun}" if n == 1 else f"{with_commas(n)} {noun}s"
 
 
 class Scheduler:

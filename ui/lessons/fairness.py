@@ -58,7 +58,6 @@ BOUND_CAPTION = (
     "may stray past the dashed lines and still keep it."
 )
 
-RunFn = Callable[[Scenario], Trace]
 MeasureFn = Callable[..., Any]  # (scenario, fn, *args) -> fn(trace of scenario, *args), cached
 
 

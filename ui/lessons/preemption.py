@@ -386,10 +386,15 @@ def fmt_bytes(num_bytes: float) -> str:
     return f"{num_bytes:,.0f} B"
 
 
+def _swap_fits(cost: Cost, config: EngineConfig) -> bool:
+    """Would the victim's blocks fit in the (empty) CPU swap space? Else a swap-mode server recomputes it."""
+    return cost.blocks <= config.num_cpu_blocks
+
+
 def cost_cards(cost: Cost, config: EngineConfig) -> list[tuple[str, str, str]]:
     """The four numbers above the recompute-vs-swap chart: (label, value, help) each."""
     c = config.cost
-    fits = cost.blocks <= config.num_cpu_blocks  # else a swap-mode server recomputes this victim instead
+    fits = _swap_fits(cost, config)
     return [
         ("Recompute: GPU time", f"{cost.recompute_ms:,.1f} ms",
          f"{cost.tokens:,} tokens x {c.prefill_token_us:g} us per prefill token"),
@@ -406,7 +411,7 @@ def cost_cards(cost: Cost, config: EngineConfig) -> list[tuple[str, str, str]]:
 def cost_caption(cost: Cost, config: EngineConfig, what: str) -> str:
     """How the two costs are worked out for ``what`` (the victim), and where real servers pay more."""
     c = config.cost
-    no_room = "" if cost.blocks <= config.num_cpu_blocks else (
+    no_room = "" if _swap_fits(cost, config) else (
         f" The CPU swap space ({cpu_swap_space(config)}) cannot hold these {cost.blocks:,} blocks: in swap mode "
         "this victim falls back to recompute.")
     per_layer = 2 * config.model.num_layers  # K and V of every layer: one copy each per block in vLLM V0
