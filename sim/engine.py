@@ -18,11 +18,12 @@ from . import fast_forward
 from .block_pool import NO_HASH
 from .config import EngineConfig, StopCheck
 from .kv_cache_manager import KVCacheManager
+from .npfast import ONE, ONE_I8
+from .npfast import add_reduce as _sum
 from .request import FINISHED_STATUSES, NO_STEP, RequestSpec, RequestStatus, RequestTable
 from .scheduler import Scheduler, SchedulerOutput, counted
 from .trace import SCHED_DECODE, SCHED_WASTED, Trace, TraceRecorder
 
-_sum = np.add.reduce
 _NO_KIND = np.empty(0, dtype=np.int8)
 
 
@@ -326,8 +327,8 @@ class Engine:
         t.num_computed_tokens[rows] = after
         if out.all_decode:  # the commonest step: everybody decodes a token that is not its first
             n = len(rows)
-            t.num_tokens[rows] = after + 1
-            num_output = t.num_output_tokens[rows] + 1
+            t.num_tokens[rows] = after + ONE
+            num_output = t.num_output_tokens[rows] + ONE
             t.num_output_tokens[rows] = num_output
             kind = np.full(n, SCHED_DECODE, dtype=np.int8) if self.may_waste else self._decode_kind[:n]
             return self._emitted(step, rows, rows, num_output, self._all_true[:n], kind, n, after)
@@ -336,12 +337,12 @@ class Engine:
         decode = t.is_decoding[rows]
         if out.all_emit:  # the common step: no row-selection needed
             emitted, is_emitting = rows, None
-            t.num_tokens[rows] = after + 1
+            t.num_tokens[rows] = after + ONE
         else:
             is_emitting = after == t.num_tokens[rows]
             emitted = rows[is_emitting]
             t.num_tokens[emitted] += 1
-        num_output = t.num_output_tokens[emitted] + 1
+        num_output = t.num_output_tokens[emitted] + ONE
         t.num_output_tokens[emitted] = num_output
         num_decode = int(np.count_nonzero(decode))
         if num_decode < len(emitted):  # prefills that finished this step decode from the next one
@@ -350,7 +351,7 @@ class Engine:
             # its first token's step); argmin is several times cheaper than a min reduction on small arrays
             t.first_token_step[emitted[num_output == 1]] = step
         if is_emitting is None:
-            kind = decode.view(np.int8) + 1  # SCHED_PREFILL_DONE / _DECODE
+            kind = decode.view(np.int8) + ONE_I8  # SCHED_PREFILL_DONE / _DECODE
         else:
             kind = is_emitting.view(np.int8) + decode.view(np.int8)  # SCHED_PREFILL / _PREFILL_DONE / _DECODE
         return self._emitted(step, rows, emitted, num_output, decode, kind, num_decode, after, is_emitting)

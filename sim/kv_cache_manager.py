@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from .block_pool import BlockPool
+from .npfast import ONE, ZERO, constant
 
 _J_BITS = 31  # block index bits in a hash key
 
@@ -42,6 +43,9 @@ class KVCacheManager:
     ):
         self.block_size = block_size
         self._block_shift = block_size.bit_length() - 1 if block_size & (block_size - 1) == 0 else -1
+        # 0-d operands of the per-step block arithmetic (see npfast): block_size, block_size - 1, the shift
+        self._size, self._size_less_one = constant(block_size), constant(block_size - 1)
+        self._shift = constant(max(self._block_shift, 0))
         self.pool = BlockPool(num_blocks, enable_caching)
         self.enable_caching = enable_caching
         self.block_table = np.full((num_slots, max_blocks_per_req), -1, dtype=np.int32)  # [slots, max_blocks] -1
@@ -56,8 +60,8 @@ class KVCacheManager:
     def blocks_for(self, num_tokens: np.ndarray) -> np.ndarray:
         """ceil(num_tokens / block_size), elementwise (a shift when block_size is a power of two)."""
         if self._block_shift >= 0:
-            return (num_tokens + (self.block_size - 1)) >> self._block_shift
-        return (num_tokens + (self.block_size - 1)) // self.block_size
+            return (num_tokens + self._size_less_one) >> self._shift
+        return (num_tokens + self._size_less_one) // self._size
 
     @property
     def num_free_blocks(self) -> int:
@@ -122,15 +126,15 @@ class KVCacheManager:
     def fills_its_blocks(self, num_tokens: np.ndarray) -> np.ndarray:
         """[k] bool: ``num_tokens`` computed tokens fill whole blocks (the next token needs a new one)."""
         if self._block_shift >= 0:
-            return (num_tokens & (self.block_size - 1)) == 0
-        return num_tokens % self.block_size == 0
+            return (num_tokens & self._size_less_one) == ZERO
+        return num_tokens % self._size == ZERO
 
     def grow_by_one_block(self, rows: np.ndarray, num_computed: np.ndarray) -> None:
         """One more block for each of ``rows``, whose ``num_computed`` tokens (> 0) fill the blocks they hold."""
         # They hold whole blocks: num_computed / block_size exactly (a shift when block_size is a power of two)
-        held = num_computed >> self._block_shift if self._block_shift >= 0 else num_computed // self.block_size
+        held = num_computed >> self._shift if self._block_shift >= 0 else num_computed // self._size
         self.block_table[self.slot_of_row[rows], held] = self.pool.allocate(len(rows))
-        self.num_blocks_held[rows] = held + 1
+        self.num_blocks_held[rows] = held + ONE
 
     def grow_many(self, rows: np.ndarray, new_blocks: np.ndarray, held: np.ndarray, total: int,
                   num_tokens_known: np.ndarray | None) -> None:

@@ -21,6 +21,9 @@ import numpy as np
 
 from .config import EngineConfig, Policy, PreemptionMode
 from .kv_cache_manager import KVCacheManager
+from .npfast import ONE
+from .npfast import add_accumulate as _cumsum
+from .npfast import add_reduce as _sum
 from .request import NO_STEP, RequestStatus, RequestTable
 from .request_queue import make_queue
 
@@ -30,8 +33,6 @@ Event = tuple[int, str, int, str]  # (step, kind, row, why), as the trace record
 _Part = tuple[np.ndarray, np.ndarray, np.ndarray, bool, bool]
 _NO_BLOCKS = np.empty(0, dtype=np.int32)
 _NO_ROWS = np.empty(0, dtype=np.int64)
-_sum = np.add.reduce  # the ufunc methods skip numpy's Python wrappers: this loop runs thousands of times a second
-_cumsum = np.add.accumulate
 _RUNNING = int(RequestStatus.RUNNING)  # a plain int: numpy stores it without converting an IntEnum first
 
 
@@ -109,14 +110,14 @@ class Scheduler:
         if len(parts) == 1:
             out.rows, out.num_tokens, out.num_computed_after, out.all_emit, out.all_decode = parts[0]
         elif parts:
-            out.num_tokens = np.concatenate([p[1] for p in parts])
-            out.num_computed_after = np.concatenate([p[2] for p in parts])
-            out.all_emit = all(p[3] for p in parts)
-            out.all_decode = all(p[4] for p in parts)
+            rows, num_tokens, after, emit, decode = zip(*parts, strict=True)  # (a tuple a field, no generators)
+            out.num_tokens = np.concatenate(num_tokens)
+            out.num_computed_after = np.concatenate(after)
+            out.all_emit, out.all_decode = all(emit), all(decode)
             # Each phase schedules a prefix of what it appends to the running list, so when everybody runs the
             # scheduled rows are the running list itself.
             same = len(out.num_tokens) == len(self.running)
-            out.rows = self.running if same else np.concatenate([p[0] for p in parts])
+            out.rows = self.running if same else np.concatenate(rows)
         return out
 
     def _blocked(self, out: SchedulerOutput, why: str, row: int | None = None) -> None:
@@ -161,7 +162,7 @@ class Scheduler:
             k = self._preempt_from_tail(cum_blocks, k, out)
             total = int(cum_blocks[k - 1]) if k else 0
             sched, computed, seq_len, after, new_blocks, held = (
-                a[:k] for a in (sched, computed, seq_len, after, new_blocks, held))
+                sched[:k], computed[:k], seq_len[:k], after[:k], new_blocks[:k], held[:k])
             rows = self.running[:k]
             used = int(_sum(sched))
         kv.grow_many(rows, new_blocks, held, total, np.minimum(after, seq_len) if kv.enable_caching else None)
@@ -179,7 +180,7 @@ class Scheduler:
             return False
         if len(growing):
             kv.grow_by_one_block(run[growing], computed[growing])
-        parts.append((run, self._ones[:len(run)], computed + 1, True, True))
+        parts.append((run, self._ones[:len(run)], computed + ONE, True, True))
         return True
 
     def _preempt_from_tail(self, cum_blocks: np.ndarray, k: int, out: SchedulerOutput) -> int:
@@ -396,7 +397,8 @@ class Scheduler:
             all_emit = all_emit and computed == num_tokens
             budget -= chunk
         if rows:
-            r, num_tokens, num_computed = np.array((rows, toks, after), np.int64)  # one conversion, three rows
+            # (three conversions: cheaper than one of a nested list)
+            r, num_tokens, num_computed = np.array(rows, np.int64), np.array(toks, np.int64), np.array(after, np.int64)
             self.running = np.concatenate([self.running, r])
             parts.append((r, num_tokens, num_computed, all_emit, False))
         return budget
@@ -455,7 +457,7 @@ class Scheduler:
         for row in rows.tolist():
             self.kv.free(row)
         if len(rows) == 1:
-            self.running = self.running[self.running != rows[0]]
+            self.running = self.running[self.running != rows[:1]]  # (a 1-element array: no scalar to convert)
             return
         self._is_leaving[rows] = True
         self.running = self.running[~self._is_leaving[self.running]]
