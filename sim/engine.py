@@ -259,7 +259,7 @@ class Engine:
         while self._next_arrival < len(steps) and steps[self._next_arrival] == step:
             row = self._arrival_rows[self._next_arrival]
             self._next_arrival += 1
-            why = self.rejection[row] or self._rate_limited(row, step)
+            why = self.rejection[row] or (self.config.rate_limit_max_requests and self._rate_limited(row, step))
             if why:
                 self._end(row, step, RequestStatus.REJECTED, why)
                 self.recorder.events.append((step, "reject", row, _REJECT_TEXT[why]))
@@ -270,9 +270,8 @@ class Engine:
             self.recorder.events.append((step, "arrive", row, "joined the waiting queue"))
 
     def _rate_limited(self, row: int, step: int) -> str:
+        """'rate_limited' if the request's client has used up its rate limit's window, else '' (and it counts)."""
         cfg = self.config
-        if not cfg.rate_limit_max_requests:
-            return ""
         window = self._rate_windows[self.table.client[row]]
         while window and window[0] <= step - cfg.rate_limit_window_steps:
             window.popleft()
@@ -381,7 +380,7 @@ class Engine:
         t = self.table
         stops_early = self.config.stop_check is StopCheck.EVERY_STEP
         for row in finished.tolist():
-            if stops_early and t.ends_on_stop[row]:
+            if stops_early and t.ends_on_stop.item(row):
                 status, reason = RequestStatus.FINISHED_STOPPED, "stop"
             else:
                 status, reason = RequestStatus.FINISHED_LENGTH_CAPPED, "length"
@@ -415,8 +414,7 @@ class Engine:
             orphan_blocks, orphan_kv_tokens, s.num_cpu_blocks_used, out.num_preempted, out.num_admitted,
         )
         if self._scalar_client_values:
-            return values, (used_blocks, len(run), len(emitted), num_prefill, float(s.counters[0]),
-                            float(s.service[0]))
+            return values, (used_blocks, len(run), len(emitted), num_prefill, s.counters.item(0), s.service.item(0))
         counters, service = s.counters.copy(), s.service.copy()
         nc, client_run = self.num_clients, t.client[run]
         if num_prefill:

@@ -166,9 +166,10 @@ class KVCacheManager:
         if slot < 0:
             return
         held = self.num_blocks_held.item(row)
+        table = self.block_table[slot]
         if held:
-            self.pool.free(self.block_table[slot, held - 1 :: -1])  # tail first; the pool copies the ids
-        self.block_table[slot, :held] = -1
+            self.pool.free(table[held - 1 :: -1])  # tail first; the pool copies the ids
+        table[:held] = -1
         self.num_blocks_held[row] = 0
         self.num_hashed_blocks[row] = 0
         self.slot_of_row[row] = -1

@@ -134,8 +134,8 @@ class Scheduler:
             return self._schedule_running_loop(budget, out, parts)
         t, kv = self.table, self.kv
         run = self.running
-        if self.all_decoding and len(run) <= budget and not kv.enable_caching and self._schedule_decoders(parts):
-            return budget - len(run)
+        if self.all_decoding and len(run) <= budget and not kv.enable_caching and self._schedule_decoders(out, parts):
+            return budget - len(self.running)  # (what is left of the running list after any preemption all ran)
         seq_len = t.num_tokens[run]
         computed = t.num_computed_tokens[run]
         need = seq_len - computed  # >= 1 for every running request
@@ -169,15 +169,21 @@ class Scheduler:
         parts.append((rows, sched, after, all_emit, False))
         return budget - used
 
-    def _schedule_decoders(self, parts: list) -> bool:
+    def _schedule_decoders(self, out: SchedulerOutput, parts: list) -> bool:
         """The running phase when every running request decodes (``all_decoding``) and the budget covers them:
-        one token each, and one more block for each whose KV fills its last block. Returns False, having done
-        nothing, when the pool cannot give all of those a block (the general path then preempts)."""
+        one token each, and one more block for each whose KV fills its last block; when the pool cannot give all
+        of those a block, victims from the tail of the running list, as the general path. Returns False, having
+        done nothing, when victims may come from anywhere in the list (``priority``: the general path's loop)."""
         kv, run = self.kv, self.running
         computed = self.table.num_computed_tokens[run]
-        growing = kv.fills_its_blocks(computed).nonzero()[0]  # (np.flatnonzero adds two Python wrappers)
+        fills = kv.fills_its_blocks(computed)
+        growing = fills.nonzero()[0]  # (np.flatnonzero adds two Python wrappers)
         if len(growing) > kv.pool.num_free:
-            return False
+            if self.config.policy is Policy.PRIORITY:
+                return False
+            k = self._preempt_from_tail(_cumsum(fills), len(run), out)  # (a bool cumsum counts in int64)
+            run, computed = self.running, computed[:k]  # the first k run: all that is left of the list
+            growing = growing[: growing.searchsorted(k)]
         if len(growing):
             kv.grow_by_one_block(run[growing], computed[growing])
         parts.append((run, self._ones[:len(run)], computed + ONE, True, True))
@@ -190,7 +196,8 @@ class Scheduler:
         n, start = len(run), 0
         while True:
             lim = min(k, n)
-            i = start + int(np.searchsorted(cum_blocks[start:lim], self.kv.num_free_blocks, side="right"))
+            # (searchsorted as a method, side given positionally: the function and the keyword cost ~0.7 us)
+            i = start + int(cum_blocks[start:lim].searchsorted(self.kv.num_free_blocks, "right"))
             if i >= lim:
                 break
             n -= 1
