@@ -259,7 +259,7 @@ class Engine:
         while self._next_arrival < len(steps) and steps[self._next_arrival] == step:
             row = self._arrival_rows[self._next_arrival]
             self._next_arrival += 1
-            why = self.rejection[row] or (self.config.rate_limit_max_requests and self._rate_limited(row, step))
+            why = self.rejection[row] or self._rate_limited(row, step)
             if why:
                 self._end(row, step, RequestStatus.REJECTED, why)
                 self.recorder.events.append((step, "reject", row, _REJECT_TEXT[why]))
@@ -270,8 +270,9 @@ class Engine:
             self.recorder.events.append((step, "arrive", row, "joined the waiting queue"))
 
     def _rate_limited(self, row: int, step: int) -> str:
-        """'rate_limited' if the request's client has used up its rate limit's window, else '' (and it counts)."""
         cfg = self.config
+        if not cfg.rate_limit_max_requests:
+            return ""
         window = self._rate_windows[self.table.client[row]]
         while window and window[0] <= step - cfg.rate_limit_window_steps:
             window.popleft()
