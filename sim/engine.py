@@ -442,7 +442,7 @@ class Engine:
         values = (cfg.cost.step_base_ms, 0.0, 0, 0, len(s.swapped), 0, 0, 0, 0, 0, kv.pool.num_used, 0, 0, 0,
                   s.num_cpu_blocks_used, 0, 0, kv.num_free_blocks, 0, cached_free)
         if self._scalar_client_values:
-            client_values = (0, 0, 0, 0, float(s.counters[0]), float(s.service[0]))
+            client_values = (0, 0, 0, 0, s.counters.item(0), s.service.item(0))  # (as _measure records them)
         else:
             zeros = np.zeros(self.num_clients)
             client_values = (zeros, zeros, zeros, zeros, s.counters.copy(), s.service.copy())

@@ -21,7 +21,7 @@ import numpy as np
 
 from .config import Policy
 from .npfast import add_accumulate as _cumsum
-from .npfast import constant, max_reduce
+from .npfast import max_reduce
 from .request import NO_STEP
 from .trace import SCHED_DECODE, SCHED_WASTED, STEP_COLUMNS
 
@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from .engine import Engine
 
 MIN_STEPS = 6  # shorter stretches cost more to set up than stepping through them
-_MIN_STEPS = constant(MIN_STEPS)  # (a 0-d operand: see npfast)
 _COLUMN_INDEX = {name: i for i, name in enumerate(STEP_COLUMNS)}
 # The head of these queues moves only on an arrival or a starvation-guard promotion (the queue says when).
 _STATIC_ORDERS = (Policy.FCFS, Policy.PRIORITY, Policy.SJF, Policy.SJF_PREDICTED)
@@ -49,7 +48,7 @@ def quiet_steps(engine: Engine, step: int, until_step: int | None) -> int:
     last_in = int(left[left.argmin()])  # argmin: several times cheaper than a min reduction on small arrays
     if last_in < MIN_STEPS:
         # Those requests keep the batch from being quiet until they are gone: no need to look again before then.
-        engine.quiet_retry_step = step + int(max_reduce(left[left < _MIN_STEPS]))
+        engine.quiet_retry_step = step + int(max_reduce(left[left < MIN_STEPS]))
         return 0
     limits = [cfg.max_steps, step + last_in, engine.next_disconnect_step(after=step - 1)]
     d = min(x for x in limits if x is not None) - step

@@ -42,10 +42,10 @@ class KVCacheManager:
         enable_caching: bool,
     ):
         self.block_size = block_size
-        self._block_shift = block_size.bit_length() - 1 if block_size & (block_size - 1) == 0 else -1
-        # 0-d operands of the per-step block arithmetic (see npfast): block_size, block_size - 1, the shift
+        self._is_power_of_two = block_size & (block_size - 1) == 0  # (then the block arithmetic shifts and masks)
+        # 0-d operands of the per-step block arithmetic (see npfast): block_size, block_size - 1, log2(block_size)
         self._size, self._size_less_one = constant(block_size), constant(block_size - 1)
-        self._shift = constant(max(self._block_shift, 0))
+        self._shift = constant(block_size.bit_length() - 1)
         self.pool = BlockPool(num_blocks, enable_caching)
         self.enable_caching = enable_caching
         self.block_table = np.full((num_slots, max_blocks_per_req), -1, dtype=np.int32)  # [slots, max_blocks] -1
@@ -59,7 +59,7 @@ class KVCacheManager:
 
     def blocks_for(self, num_tokens: np.ndarray) -> np.ndarray:
         """ceil(num_tokens / block_size), elementwise (a shift when block_size is a power of two)."""
-        if self._block_shift >= 0:
+        if self._is_power_of_two:
             return (num_tokens + self._size_less_one) >> self._shift
         return (num_tokens + self._size_less_one) // self._size
 
@@ -125,14 +125,14 @@ class KVCacheManager:
 
     def fills_its_blocks(self, num_tokens: np.ndarray) -> np.ndarray:
         """[k] bool: ``num_tokens`` computed tokens fill whole blocks (the next token needs a new one)."""
-        if self._block_shift >= 0:
+        if self._is_power_of_two:
             return (num_tokens & self._size_less_one) == ZERO
         return num_tokens % self._size == ZERO
 
     def grow_by_one_block(self, rows: np.ndarray, num_computed: np.ndarray) -> None:
         """One more block for each of ``rows``, whose ``num_computed`` tokens (> 0) fill the blocks they hold."""
         # They hold whole blocks: num_computed / block_size exactly (a shift when block_size is a power of two)
-        held = num_computed >> self._shift if self._block_shift >= 0 else num_computed // self._size
+        held = num_computed >> self._shift if self._is_power_of_two else num_computed // self._size
         self.block_table[self.slot_of_row[rows], held] = self.pool.allocate(len(rows))
         self.num_blocks_held[rows] = held + ONE
 
