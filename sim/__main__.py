@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--out", help="write the result JSON here (default: stdout)")
     run.add_argument("--steps", action="store_true", help="include per-step records")
     bench = sub.add_parser("bench", help="time the simulator on the benchmark workloads")
-    bench.add_argument("files", nargs="*", help="scenario files (default: ../shared/scenarios/bench/*.json)")
+    bench.add_argument("files", nargs="*", help="scenario files (default: benchmarks/scenarios/*.json)")
     bench.add_argument("--repeat", type=_positive_int, default=5,
                        help="runs per file at least (>= 1); the fastest and the median are reported")
     bench.add_argument("--seconds", type=_seconds, default=3.0,

@@ -22,7 +22,7 @@ from pathlib import Path
 from . import scenario
 from .engine import simulate
 
-DEFAULT_DIR = Path(__file__).resolve().parent.parent.parent / "shared" / "scenarios" / "bench"
+DEFAULT_DIR = Path(__file__).resolve().parent.parent / "benchmarks" / "scenarios"
 
 
 MAX_RUNS = 200  # a tiny scenario stops here, long before min_seconds

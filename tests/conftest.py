@@ -1,7 +1,8 @@
-"""Suite-wide pytest set-up: where the repo and the shared scenario files live.
+"""Suite-wide pytest set-up: where the repo and its reference scenario files live.
 
-`shared/` sits beside the repo (`../shared`) on a developer's machine and in CI's fresh clone alike; the vLLM
-worked examples (`scenarios/vllm/*.json` with `*.expected.json` beside each) come from there.
+The repository is self-contained: the vLLM worked examples (`tests/fixtures/vllm/*.json` with `*.expected.json`
+beside each, provenance in the README there) and the benchmark workloads (`benchmarks/scenarios/`) are copies kept
+in the repo, so a clone in any folder passes the suite.
 """
 
 from pathlib import Path
@@ -9,8 +10,8 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-SHARED_DIR = REPO_ROOT.parent / "shared"
-VLLM_SCENARIOS_DIR = SHARED_DIR / "scenarios" / "vllm"
+VLLM_SCENARIOS_DIR = REPO_ROOT / "tests" / "fixtures" / "vllm"
+BENCH_SCENARIOS_DIR = REPO_ROOT / "benchmarks" / "scenarios"
 
 
 @pytest.fixture(scope="session")
@@ -22,5 +23,5 @@ def repo_root() -> Path:
 def vllm_scenarios_dir() -> Path:
     """The vLLM worked examples; a missing folder is a broken checkout, so fail rather than skip."""
     if not VLLM_SCENARIOS_DIR.is_dir():
-        pytest.fail(f"vLLM example scenarios not found at {VLLM_SCENARIOS_DIR} (../shared beside the repo)")
+        pytest.fail(f"vLLM example scenarios not found at {VLLM_SCENARIOS_DIR} (a broken checkout)")
     return VLLM_SCENARIOS_DIR

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from sim import Engine, EngineConfig, RequestSpec, Trace
+from tests.conftest import VLLM_SCENARIOS_DIR
 
 
 def config(**changes: Any) -> EngineConfig:
@@ -66,7 +67,7 @@ def assert_same_trace(a: Trace, b: Trace) -> None:
 
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-VLLM_SCENARIOS_DIR = REPO_ROOT.parent / "shared" / "scenarios" / "vllm"
+__all__ = ["REPO_ROOT", "VLLM_SCENARIOS_DIR"]  # (test modules import both from here)
 
 
 def vllm_scenario_paths() -> list[Path]:

@@ -1,4 +1,5 @@
-"""The vLLM worked examples (../shared/scenarios/vllm): our engine must make vLLM's decisions at every step.
+"""The vLLM worked examples (tests/fixtures/vllm, copies of vLLM's own outcomes): our engine must make vLLM's
+decisions at every step.
 
 Each ``X.expected.json`` was produced by vLLM's own V1 scheduler; every field it lists is compared per request, and
 the number of steps. The plain per-request scheduling loop must give the same trace as the vectorised fast path.

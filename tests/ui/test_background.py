@@ -10,7 +10,7 @@ import pytest
 
 from sim import presets, scenario
 from sim.engine import SimulationError, StepLimitError, simulate
-from tests.conftest import SHARED_DIR
+from tests.conftest import BENCH_SCENARIOS_DIR
 from ui import background
 
 
@@ -53,7 +53,7 @@ def test_a_worker_run_is_the_trace_a_local_run_gives(prefetcher):
 
 
 def test_take_waits_for_a_run_in_progress(prefetcher):
-    sc = scenario.load(SHARED_DIR / "scenarios" / "bench" / "load_2k_tight.json")  # long enough to catch running
+    sc = scenario.load(BENCH_SCENARIOS_DIR / "load_2k_tight.json")  # long enough to catch running
     prefetcher.prefetch([("long", sc)])
     end = time.monotonic() + 60
     while prefetcher.status("long") == "queued":

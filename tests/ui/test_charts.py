@@ -21,7 +21,7 @@ from sim.engine import Engine, queues_after_step, simulate
 from sim.request import RequestStatus
 from sim.scenario import load
 from sim.trace import SCHED_DECODE, SCHED_PREFILL_DONE, Trace
-from tests.conftest import SHARED_DIR
+from tests.conftest import BENCH_SCENARIOS_DIR
 from tests.trace_checks import assert_trace_unchanged
 from ui import charts, theme
 from ui.charts import cancellation, preemption
@@ -79,7 +79,7 @@ def busy() -> dict[str, Trace]:
 @pytest.fixture(scope="module")
 def bench() -> Trace:
     """20,000 requests over ~13,000 steps (~2 s to simulate): the long-trace payload checks."""
-    scenario = load(SHARED_DIR / "scenarios" / "bench" / "load_20k_tight.json")
+    scenario = load(BENCH_SCENARIOS_DIR / "load_20k_tight.json")
     return simulate(scenario.config, scenario.requests)
 
 
