@@ -7,8 +7,8 @@
 Runs every preset's policy variants (with and without block-map snapshots) and every scenario file under
 ``scenarios/``, ``tests/fixtures/`` and ``benchmarks/scenarios/`` (the 20,000-request one only with ``--all``).
 A digest covers the per-step, per-client and per-request arrays, the schedule, the snapshots and the events as
-``sim.events.describe`` words them (or, before events were data, their text), so a change in any decision or in
-what an event says shows up.
+``Trace.describe`` words them (or, before events were data, their text), so a change in any decision or in what
+an event says shows up.
 """
 
 from __future__ import annotations
@@ -28,11 +28,9 @@ from sim.engine import simulate  # noqa: E402
 
 
 def _event_rows(trace) -> list[str]:
-    try:
-        from sim.events import describe
-    except ImportError:  # the code before events were data: each event is (step, kind, row, why)
+    if not hasattr(trace, "describe"):  # the code before events were data: each event is (step, kind, row, why)
         return [f"{s}|{k}|{r}|{w}" for s, k, r, w in trace.events]
-    return [f"{e.step}|{e.kind}|{e.row}|{describe(e, trace)}" for e in trace.events]
+    return [f"{e.step}|{e.kind}|{e.row}|{trace.describe(e)}" for e in trace.events]
 
 
 def digest(trace) -> str:
@@ -43,9 +41,9 @@ def digest(trace) -> str:
             h.update(np.ascontiguousarray(group[name]).tobytes())
     for arr in (trace.sched_rows, trace.sched_tokens, trace.sched_kind, trace.sched_offsets):
         h.update(np.ascontiguousarray(arr).tobytes())
-    for name in ("preempted_at_steps", "resumed_at_steps", "swapped_out_at_steps", "swapped_in_at_steps",
-                 "finish_reason"):
+    for name in ("preempted_at_steps", "resumed_at_steps", "swapped_out_at_steps", "swapped_in_at_steps"):
         h.update(repr(getattr(trace, name)).encode())
+    h.update(repr([str(reason) for reason in trace.finish_reason]).encode())  # (a StrEnum's value, or a str)
     for step in sorted(trace.snapshots):
         owner, cached = trace.snapshots[step]
         h.update(str(step).encode() + owner.tobytes() + cached.tobytes())

@@ -259,6 +259,12 @@ def field_help(cls: type, name: str) -> str:
 GIB = 1024**3
 
 
+def cdiv(a, b):
+    """Ceiling division of whole numbers, or of int arrays element-wise: ``cdiv(17, 16) == 2`` (blocks for 17
+    tokens of 16 per block)."""
+    return -(-a // b)
+
+
 def num_blocks_for_gib(pool_gib: float, model: ModelSpec, block_size: int) -> int:
     """How many whole blocks of ``block_size`` tokens fit in ``pool_gib`` GiB of KV memory."""
     check_float("pool_gib", pool_gib, 0.0, lo_open=True)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
+from .admission import Refusal
 from .config import Policy
 from .npfast import add_accumulate as _cumsum
 from .npfast import max_reduce
@@ -90,7 +91,7 @@ def advance(engine: Engine, step: int, d: int) -> int:
     kv, s = engine.kv, engine.scheduler
     if len(s.waiting):  # cheap filter: would the head start now? (free blocks only shrink from here)
         budget = engine.config.max_num_batched_tokens - len(s.running)
-        if not s.admission_check(s.waiting.peek(), len(s.running), budget, kv.num_free_blocks)[0]:
+        if s.admission_check(s.waiting.peek(), len(s.running), budget, kv.num_free_blocks)[0] is None:
             return 0
     j_of, pos_of, k_of = _block_events(engine, d)
     free = kv.num_free_blocks
@@ -129,8 +130,8 @@ def _walk(engine: Engine, step: int, d: int, free_after: np.ndarray) -> _Walked:
     budget = cfg.max_num_batched_tokens - r
     charge = s.output_charge(run)  # every running request generates one token a step
     in_bulk = cfg.policy in _STATIC_ORDERS
-    refusals: dict[tuple[int, int], str] = {}
-    no_room_for_anyone = s.no_slot_or_budget(r, budget)  # the head's refusal then depends on nothing else
+    refusals: dict[tuple[int, int], Refusal | None] = {}  # (row, free blocks) -> why the head cannot start
+    no_room_for_anyone = s.rules.slot_or_budget(r, budget)  # the head's refusal then depends on nothing else
     events = engine.recorder.events
     num_waiting = np.empty(d, dtype=np.int64)
     counters = np.empty((d, len(s.counters)))
@@ -151,16 +152,16 @@ def _walk(engine: Engine, step: int, d: int, free_after: np.ndarray) -> _Walked:
         if len(s.waiting):
             row = s.waiting.peek()
             if no_room_for_anyone:
-                events.extend([(step + i, "blocked", row, no_room_for_anyone) for i in range(j, end)])
+                events.extend([no_room_for_anyone.event(step + i, row) for i in range(j, end)])
             else:
                 frees = free_after[j:end].tolist()
                 for f in dict.fromkeys(frees):  # free blocks only shrink: if the head fits at all, it fits first
                     if (row, f) not in refusals:
                         refusals[row, f] = s.admission_check(row, r, budget, f)[0]
-                if not refusals[row, frees[0]]:
+                if refusals[row, frees[0]] is None:
                     return _walked(s, j, num_waiting, counters, service, charge, in_bulk)
-                events.extend([(step + i, "blocked", row, refusals[row, f]) for i, f in zip(range(j, end), frees,
-                                                                                           strict=True)])
+                events.extend([refusals[row, f].event(step + i, row) for i, f in zip(range(j, end), frees,
+                                                                                     strict=True)])
         num_waiting[j:end] = len(s.waiting)
         if not in_bulk:  # one step (end == j + 1); an arrival may lift a counter (VTC) before the next one
             for total, out in ((s.counters, counters), (s.service, service)):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from .block_pool import BlockPool
+from .config import cdiv
 from .npfast import ONE, ZERO, constant
 
 _J_BITS = 31  # block index bits in a hash key
@@ -116,7 +117,7 @@ class KVCacheManager:
 
     def _grow_from(self, row: int, slot: int, held: int, num_tokens_after: int, num_tokens_known: int) -> None:
         """``grow`` for a request in batch slot ``slot`` that holds ``held`` blocks (callers know both)."""
-        target = -(-num_tokens_after // self.block_size)
+        target = cdiv(num_tokens_after, self.block_size)
         if target > held:
             self.block_table[slot, held:target] = self.pool.allocate(target - held)
             self.num_blocks_held[row] = target

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .config import EngineConfig, StopCheck, check_int
+from .config import EngineConfig, StopCheck, cdiv, check_int
 
 NO_STEP = -1  # sentinel in every *_step array: "has not happened"
 
@@ -120,7 +120,7 @@ class RequestSpec:
     def max_blocks(self, config: EngineConfig) -> int:
         """Blocks the request holds at its longest: the last token generated is never fed back."""
         max_kv_tokens = self.prompt_len + self.generated_len(config.stop_check) - 1
-        return -(-max_kv_tokens // config.block_size)
+        return cdiv(max_kv_tokens, config.block_size)
 
 
 class RequestTable:
@@ -147,7 +147,7 @@ class RequestTable:
             self.target_len = np.where(self.ends_on_stop, np.minimum(output_len + is_string, limit_tokens),
                                        limit_tokens)
         # Blocks held at the longest (RequestSpec.max_blocks): the last token generated is never fed back.
-        self.max_blocks = -(-(self.prompt_len + self.target_len - 1) // config.block_size)
+        self.max_blocks = cdiv(self.prompt_len + self.target_len - 1, config.block_size)
         self.client = np.array([client_index[s.client_id] for s in specs], dtype=np.int32)  # [n] int32
         self.predicted_len = self.target_len.copy()  # what sjf_predicted believes; set by the queue
         # Dynamic.

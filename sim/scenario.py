@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .admission import rejection_message
 from .config import MODELS, CostModel, EngineConfig, ModelSpec, json_type
-from .engine import rejection_message
 from .request import RequestSpec
 from .workload import WorkloadSpec, generate, workload_from_dict, workload_to_dict
 

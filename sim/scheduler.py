@@ -9,18 +9,19 @@ Phases, in order:
    that preempted, nor while swapped requests wait to come back.
 
 The scheduler changes request and block state but never sees the trace: it reports what it did in a
-``SchedulerOutput`` and the engine records it.
+``SchedulerOutput`` (its decisions as events, see ``sim.events``) and the engine records it.
 """
 
 from __future__ import annotations
 
-import functools
 from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from .config import EngineConfig, Policy, PreemptionMode
+from . import admission, events
+from .config import EngineConfig, Policy, PreemptionMode, cdiv
+from .events import RawEvent, WaitReason
 from .kv_cache_manager import KVCacheManager
 from .npfast import ONE
 from .npfast import add_accumulate as _cumsum
@@ -28,7 +29,6 @@ from .npfast import add_reduce as _sum
 from .request import NO_STEP, RequestStatus, RequestTable
 from .request_queue import make_queue
 
-Event = tuple[int, str, int, str]  # (step, kind, row, why), as the trace records it
 # What one phase scheduled: rows, tokens each, num_computed_tokens each after the step, whether all of them emit,
 # whether all of them decode (one token each, not their first).
 _Part = tuple[np.ndarray, np.ndarray, np.ndarray, bool, bool]
@@ -48,20 +48,7 @@ class SchedulerOutput:
     num_admitted: int = 0
     num_swap_blocks: int = 0  # blocks copied between GPU and CPU this step (both directions)
     num_scheduled_tokens: int = 0  # sum(num_tokens)
-    events: list[Event] = field(default_factory=list)
-
-
-# Event wording runs ~15,000 times a run, mostly on the same few hundred counts: memoised, a call is a dict lookup.
-@functools.lru_cache(maxsize=4096)
-def with_commas(n: int) -> str:
-    """'512', '2,048': ``f"{n:,}"``."""
-    return f"{n:,}"
-
-
-@functools.lru_cache(maxsize=4096)
-def counted(n: int, noun: str) -> str:
-    """'1 block', '2,048 blocks': a count in an event's words."""
-    return f"1 {noun}" if n == 1 else f"{n:,} {noun}s"
+    events: list[RawEvent] = field(default_factory=list)  # sim/events.py
 
 
 class Scheduler:
@@ -77,13 +64,13 @@ class Scheduler:
         self._output_charge_per_token = config.output_weight / self.client_weight  # [clients]
         # [rows] what a request's first admission adds to its client's counter: its prompt, weighted (VTC)
         self._admission_charge = config.input_weight * table.prompt_len / self.client_weight[table.client]
+        self.rules = admission.AdmissionRules(config)
         self.waiting = make_queue(config, table, self.counters, self._admission_charge)
         self.running = np.empty(0, dtype=np.int64)  # [num_running] rows in running-list order
         self.swapped: deque[int] = deque()
         self.swapped_blocks = np.zeros(len(table), dtype=np.int64)  # [rows] blocks parked in CPU memory
         self.num_cpu_blocks_used = 0
         self._is_leaving = np.zeros(len(table), dtype=bool)  # [rows] scratch mask for remove_finished
-        self._watermark_blocks = config.watermark_blocks
         self.use_fast_path = True  # tests turn this off to check the vectorised path against the plain loop
         # Every running request generated a token in the last step, so each needs exactly one token now. The
         # engine sets it after each step; it lets the running phase skip working out what everyone needs.
@@ -101,12 +88,12 @@ class Scheduler:
         budget = self._schedule_running(budget, out, parts)
         if out.num_preempted:
             if len(self.waiting) or self.swapped:
-                self._blocked(out, "a preemption happened this step, so nothing is admitted")
+                self._blocked(out, WaitReason.PREEMPTED_THIS_STEP)
         else:
             if self.swapped:
                 budget = self._schedule_swapped(budget, out, parts)
             if self.swapped and len(self.waiting):  # the waiting head is held back (a swapped one said why)
-                self._blocked(out, "swapped requests resume before any waiting request", self.waiting.peek())
+                self._blocked(out, WaitReason.SWAPPED_FIRST, self.waiting.peek())
             elif not self.swapped:
                 budget = self._schedule_waiting(budget, out, parts)
         out.num_scheduled_tokens = int(self.config.max_num_batched_tokens - budget)
@@ -123,11 +110,11 @@ class Scheduler:
             out.rows = self.running if same else np.concatenate(rows)
         return out
 
-    def _blocked(self, out: SchedulerOutput, why: str, row: int | None = None) -> None:
+    def _blocked(self, out: SchedulerOutput, why: WaitReason, row: int | None = None) -> None:
         """Log that request ``row`` (default: the next in line, a swapped one first) cannot start this step."""
         if row is None:
             row = self.swapped[0] if self.swapped else self.waiting.peek()
-        out.events.append((self._step, "blocked", row, why))
+        out.events.append(events.blocked(self._step, row, why))
 
     # ---- phase 1: running ------------------------------------------------------------------------------------
     def _schedule_running(self, budget: int, out: SchedulerOutput, parts: list) -> int:
@@ -223,7 +210,7 @@ class Scheduler:
             computed = t.num_computed_tokens.item(row)
             num_new = min(t.num_tokens.item(row) - computed, budget)
             fits = True
-            while -(-(computed + num_new) // kv.block_size) - kv.num_blocks_held[row] > kv.num_free_blocks:
+            while cdiv(computed + num_new, kv.block_size) - kv.num_blocks_held[row] > kv.num_free_blocks:
                 victim = self._victim(running)
                 if victim in scheduled:  # undo its scheduling this step: its budget comes back
                     budget += scheduled.pop(victim)
@@ -261,13 +248,7 @@ class Scheduler:
         held = self.kv.num_blocks_held.item(row)
         # A victim scheduled earlier in this step (priority) also holds the block just allocated for this step's
         # token, which it will not compute: a swap copies only the blocks holding computed KV.
-        kv_blocks = -(-t.num_computed_tokens.item(row) // self.kv.block_size)
-        who = "itself" if needed_by == row else t.ids[needed_by]
-        why = (
-            f"KV pool full: {who} needed a new block and none was free; "
-            + ("victim = lowest priority (largest priority, arrival)" if cfg.policy is Policy.PRIORITY
-               else "victim = last request in the running list")
-        )
+        kv_blocks = cdiv(t.num_computed_tokens.item(row), self.kv.block_size)
         self.kv.free(row)
         out.num_preempted += 1
         t.num_preemptions[row] += 1
@@ -282,18 +263,19 @@ class Scheduler:
             self.num_cpu_blocks_used += kv_blocks
             out.num_swap_blocks += kv_blocks
             self.swapped.append(row)
-            out.events.append((self._step, "swap_out", row,
-                               f"{why}; {counted(kv_blocks, 'block')} copied to CPU memory"))
+            out.events.append(events.swapped_out(self._step, row, needed_by, kv_blocks))
             return
-        if cfg.preemption_mode is PreemptionMode.SWAP:
-            why += f"; CPU swap space full ({swap_room} of {kv_blocks} blocks free), fell back to recompute"
+        if cfg.preemption_mode is PreemptionMode.SWAP:  # no room in CPU memory: recompute instead
+            event = events.preempted(self._step, row, needed_by, held, kv_blocks, swap_room)
+        else:
+            event = events.preempted(self._step, row, needed_by, held)
         t.status[row] = RequestStatus.PREEMPTED
         t.is_decoding[row] = False  # it prefills everything again
         t.computed_at_preemption[row] = t.num_computed_tokens[row]
         t.num_computed_tokens[row] = 0
         t.wait_start_step[row] = self._step
         self.waiting.prepend(row)
-        out.events.append((self._step, "preempt", row, f"{why}; {counted(held, 'block')} freed, KV will be recomputed"))
+        out.events.append(event)
 
     # ---- phase 2: swapped -----------------------------------------------------------------------------------
     def _schedule_swapped(self, budget: int, out: SchedulerOutput, parts: list) -> int:
@@ -306,10 +288,12 @@ class Scheduler:
             row = self.swapped[0]
             computed, seq_len = t.num_computed_tokens.item(row), t.num_tokens.item(row)
             num_new = min(seq_len - computed, budget)
-            need = -(-(computed + num_new) // kv.block_size)
-            why = self._no_slot() or self._no_room(need)
-            if why:
-                out.events.append((self._step, "blocked", row, why))
+            need = cdiv(computed + num_new, kv.block_size)
+            # (its prefill is not checked against the budget: a swapped request has computed its prompt)
+            refusal = (self.rules.slot_or_budget(len(self.running), budget)
+                       or self.rules.prefill_or_room(0, budget, need, kv.pool.num_free, len(self.running)))
+            if refusal:
+                out.events.append(refusal.event(self._step, row))
                 break
             self.swapped.popleft()
             kv.admit(row, _NO_BLOCKS, computed + num_new, min(computed + num_new, seq_len))
@@ -326,57 +310,31 @@ class Scheduler:
             after.append(computed + num_new)
             all_emit = all_emit and computed + num_new == seq_len
             budget -= num_new
-            out.events.append((self._step, "swap_in", row, f"{counted(blocks, 'block')} copied back from CPU memory"))
+            out.events.append(events.swapped_in(self._step, row, blocks))
         if rows:
             parts.append((np.array(rows, np.int64), np.array(toks, np.int64), np.array(after, np.int64), all_emit,
                           False))
         return budget
 
-    def _no_slot(self, num_running: int | None = None) -> str:
-        if (len(self.running) if num_running is None else num_running) >= self.config.max_num_seqs:
-            n = self.config.max_num_seqs
-            return "the only batch slot (max_num_seqs = 1) is taken" if n == 1 else \
-                f"all {n} batch slots (max_num_seqs) are taken"
-        return ""
-
-    def _no_room(self, blocks_needed: int, num_running: int | None = None, free: int | None = None) -> str:
-        """Why a request needing ``blocks_needed`` free blocks cannot start now ('' if it can)."""
-        free = self.kv.pool.num_free if free is None else free
-        if blocks_needed > free:
-            return f"needs {counted(blocks_needed, 'KV block')} for its whole sequence, only {with_commas(free)} free"
-        num_running = len(self.running) if num_running is None else num_running
-        watermark = self._watermark_blocks  # NOTE: V0's block manager rule; V1 has none (the default, 0)
-        if watermark and num_running and free - blocks_needed < watermark:
-            return f"would leave {counted(free - blocks_needed, 'free block')}, below the watermark of {watermark:,}"
-        return ""
-
-    def no_slot_or_budget(self, num_running: int, budget: int) -> str:
-        """Why no waiting request can start, whatever its size ('' if one may): the first two admission rules."""
-        if budget <= 0:
-            return "the step's token budget is used up"
-        return self._no_slot(num_running)
-
-    def admission_check(self, row: int, num_running: int, budget: int, free: int) -> tuple[str, np.ndarray, int]:
-        """Can waiting request ``row`` start now? Returns (why not, or ''; its prefix-cache hits; first chunk).
-        The rules of DESIGN.md section 2, step 5, with ``free`` free blocks and ``budget`` tokens left."""
-        kv, cfg = self.kv, self.config
-        if budget <= 0 or num_running >= cfg.max_num_seqs:  # (no_slot_or_budget's rules: its words only if refused,
-            return self.no_slot_or_budget(num_running, budget), _NO_BLOCKS, 0  # two calls saved on each check)
+    def admission_check(self, row: int, num_running: int, budget: int,
+                        free: int) -> tuple[admission.Refusal | None, np.ndarray, int]:
+        """Can waiting request ``row`` start now? Returns (why not, or None; its prefix-cache hits; first chunk):
+        the rules of ``sim.admission`` with ``free`` free blocks and ``budget`` tokens left, on what the request
+        needs once its cached blocks are found."""
+        kv, rules = self.kv, self.rules
+        if budget <= 0 or num_running >= rules.max_num_seqs:  # (slot_or_budget's test, inline: a call saved on
+            return rules.slot_or_budget(num_running, budget), _NO_BLOCKS, 0  # each of ~13,000 checks a run)
         num_tokens = self.table.num_tokens.item(row)
         if kv.enable_caching:
             hits = kv.find_cached_blocks(row, num_tokens)
             num_new = num_tokens - len(hits) * kv.block_size
             # Cached blocks nobody holds sit in the free queue: taking them uses up free blocks too.
             num_evictable_hits = int(np.count_nonzero(kv.pool.ref_cnt[hits] == 0)) if len(hits) else 0
-            need = -(-num_tokens // kv.block_size) - len(hits) + num_evictable_hits
+            need = cdiv(num_tokens, kv.block_size) - len(hits) + num_evictable_hits
         else:
-            hits, num_new, need = _NO_BLOCKS, num_tokens, -(-num_tokens // kv.block_size)
-        # NOTE: without chunked prefill vLLM requires max_num_batched_tokens >= max_model_len; we only reject
-        # prompts over the budget, so a resumed request longer than a whole budget is re-prefilled in chunks.
-        if not cfg.chunked_prefill and budget < num_new <= cfg.max_num_batched_tokens:
-            return (f"its prefill of {counted(num_new, 'token')} exceeds the {counted(budget, 'token')} left "
-                    f"(chunked prefill is off)", hits, 0)
-        return self._no_room(need, num_running, free), hits, min(num_new, budget)
+            hits, num_new, need = _NO_BLOCKS, num_tokens, cdiv(num_tokens, kv.block_size)
+        refusal = rules.prefill_or_room(num_new, budget, need, free, num_running)
+        return refusal, hits, (0 if refusal else min(num_new, budget))
 
     # ---- phase 3: waiting -----------------------------------------------------------------------------------
     def _schedule_waiting(self, budget: int, out: SchedulerOutput, parts: list) -> int:
@@ -391,9 +349,9 @@ class Scheduler:
         num_running = len(self.running)
         while len(queue):
             row = queue.peek()
-            why, hits, chunk = self.admission_check(row, num_running, budget, kv.pool.num_free)
-            if why:
-                out.events.append((self._step, "blocked", row, why))
+            refusal, hits, chunk = self.admission_check(row, num_running, budget, kv.pool.num_free)
+            if refusal:
+                out.events.append(refusal.event(self._step, row))
                 break
             queue.pop()
             num_tokens, num_hit_tokens = t.num_tokens.item(row), len(hits) * kv.block_size
@@ -413,15 +371,11 @@ class Scheduler:
             parts.append((r, num_tokens, num_computed, all_emit, False))
         return budget
 
-    def promotion_events(self, step: int, rows: list[int]) -> list[Event]:
-        """The starvation guard's promotions of ``rows`` at ``step``, with why (the fast-forward logs them too)."""
-        cfg, wait_start = self.config, self.table.wait_start_step
-        lasts = (f"for {cfg.priority_quantum_steps:,} steps of running" if cfg.priority_quantum_steps
-                 else "until it is admitted")
-        return [(step, "promote", row, f"waited {step - wait_start.item(row):,} steps (starvation guard threshold: "
-                                       f"{cfg.starvation_threshold_steps:,}): moved ahead of every request not "
-                                       f"promoted, {lasts}")
-                for row in rows]
+    def promotion_events(self, step: int, rows: list[int]) -> list[RawEvent]:
+        """The starvation guard's promotions of ``rows`` at ``step``, with how long each waited (the fast-forward
+        logs them too)."""
+        wait_start = self.table.wait_start_step
+        return [events.promoted(step, row, step - wait_start.item(row)) for row in rows]
 
     def _start_running(self, row: int, num_hit_tokens: int, chunk: int, out: SchedulerOutput) -> None:
         t = self.table
@@ -437,16 +391,10 @@ class Scheduler:
             charge = self._admission_charge.item(row)
             self.counters[c] += charge
             self.service[c] += charge
-        hit = f", {counted(num_hit_tokens, 'token')} from the prefix cache" if num_hit_tokens else ""
         if is_resume:
             t.resumed_at_steps[row].append(self._step)
             t.num_recomputed_tokens[row] += max(t.computed_at_preemption.item(row) - num_hit_tokens, 0)
-            total = t.num_tokens.item(row)
-            out.events.append((self._step, "resume", row,
-                               f"re-prefill of {counted(total, 'token')}{hit}; first chunk {with_commas(chunk)}"))
-        else:
-            out.events.append((self._step, "admit", row,
-                               f"admitted with a first chunk of {counted(chunk, 'token')}{hit}"))
+        out.events.append(events.admitted(self._step, row, is_resume, t.num_tokens.item(row), chunk, num_hit_tokens))
 
     # ---- removal (finish, abort) ----------------------------------------------------------------------------
     def remove(self, row: int) -> None:

@@ -7,6 +7,8 @@ during the run; ``Trace`` is what metrics, the CLI and the charts read. pandas i
 
 from __future__ import annotations
 
+import bisect
+import functools
 from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any
@@ -14,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from .config import EngineConfig
+from .events import Event, EventKind, RawEvent, describe
 from .request import NO_STEP, RequestStatus, RequestTable
 
 # Per-step columns: name -> dtype, in the order the engine records them. Values describe the step as it ran (after
@@ -62,7 +65,7 @@ class TraceRecorder:
         self._rows: list[tuple] = []  # per-step tuples of the steps not in a block, in step order
         self._client_rows: list[tuple] = []
         self._blocks: list[tuple[int, np.ndarray, list[np.ndarray]]] = []  # (first step, values, client values)
-        self.events: list[tuple[int, str, int, str]] = []  # (step, kind, row, why)
+        self.events: list[RawEvent] = []  # in step order (sim/events.py)
         self._sched_rows: list[np.ndarray] = []
         self._sched_tokens: list[np.ndarray] = []
         self._sched_kind: list[np.ndarray] = []
@@ -148,7 +151,7 @@ class TraceRecorder:
             swapped_out_at_steps=lists(table.swapped_out_at_steps),
             swapped_in_at_steps=lists(table.swapped_in_at_steps),
             finish_reason=list(table.finish_reason),
-            events=self.events,
+            raw_events=self.events,
             sched_rows=join(self._sched_rows, np.int64),
             sched_tokens=join(self._sched_tokens, np.int64),
             sched_kind=join(self._sched_kind, np.int8),
@@ -179,12 +182,17 @@ class Trace:
     swapped_out_at_steps: list[list[int]]
     swapped_in_at_steps: list[list[int]]
     finish_reason: list[str]
-    events: list[tuple[int, str, int, str]]  # (step, kind, row, why)
+    raw_events: list[RawEvent]  # what happened to which request, in step order: read them as ``events``
     sched_rows: np.ndarray  # all steps' scheduled rows, concatenated (CSR with sched_offsets)
     sched_tokens: np.ndarray
     sched_kind: np.ndarray  # SCHED_* per entry
     sched_offsets: np.ndarray  # [num_steps + 1]
     snapshots: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)  # step -> (owner, cached)
+
+    @functools.cached_property
+    def events(self) -> list[Event]:
+        """What happened to which request, in step order (``sim.events.Event`` records)."""
+        return list(map(Event._make, self.raw_events))
 
     @property
     def num_steps(self) -> int:
@@ -212,8 +220,15 @@ class Trace:
         steps = np.repeat(np.arange(self.num_steps), np.diff(self.sched_offsets))
         return steps, self.sched_rows, self.sched_tokens, self.sched_kind
 
-    def events_at(self, step: int) -> list[tuple[int, str, int, str]]:
-        return [e for e in self.events if e[0] == step]
+    def events_at(self, step: int) -> list[Event]:
+        """The events of ``step``, in the order they happened (a binary search: events are in step order)."""
+        lo = bisect.bisect_left(self.events, step, key=_event_step)
+        hi = bisect.bisect_right(self.events, step, lo=lo, key=_event_step)
+        return self.events[lo:hi]
+
+    def describe(self, event: Event) -> str:
+        """The event in plain words (``sim.events.describe`` with this run's request ids and config)."""
+        return describe(event, self.request_ids, self.config)
 
     def status_name(self, row: int) -> str:
         return RequestStatus(int(self.requests["status"][row])).name
@@ -250,10 +265,10 @@ class Trace:
         """One dict per step (the CLI's ``steps`` list)."""
         s = self.steps
         by_step: dict[int, dict[str, list[str]]] = {}
-        for step, kind, row, _ in self.events:
-            if kind in ("preempt", "swap_out", "finish", "abort"):
-                key = "preempted" if kind in ("preempt", "swap_out") else "finished"
-                by_step.setdefault(step, {}).setdefault(key, []).append(self.request_ids[row])
+        for e in self.events:
+            if e.kind in _LEAVES_RUNNING:
+                key = "preempted" if e.kind in _PREEMPTIONS else "finished"
+                by_step.setdefault(e.step, {}).setdefault(key, []).append(self.request_ids[e.row])
         out = []
         for t in range(self.num_steps):
             ev = by_step.get(t, {})
@@ -282,10 +297,18 @@ class Trace:
         })
         requests = pd.DataFrame(self.request_records())
         events = pd.DataFrame(
-            [(s, k, self.request_ids[r], w) for s, k, r, w in self.events],
+            [(e.step, str(e.kind), self.request_ids[e.row], self.describe(e)) for e in self.events],
             columns=["step", "kind", "request_id", "why"],
         )
         return {"steps": steps, "clients": clients, "requests": requests, "events": events}
+
+
+_PREEMPTIONS = (EventKind.PREEMPT, EventKind.SWAP_OUT)
+_LEAVES_RUNNING = (*_PREEMPTIONS, EventKind.FINISH, EventKind.ABORT)
+
+
+def _event_step(event: Event) -> int:
+    return event.step
 
 
 def _opt(v: Any) -> int | None:

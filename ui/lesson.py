@@ -15,6 +15,7 @@ from typing import Any
 
 import streamlit as st
 
+from sim.events import RejectReason
 from sim.presets import Preset
 from sim.scenario import Scenario
 from sim.trace import Trace
@@ -174,8 +175,8 @@ def unservable_message(scenario: Scenario, trace: Trace) -> str:
     """Why some requests were rejected on arrival because this engine can never run them ('' if none were): the
     figures then cover only the others. (A rate limit's rejections are the lesson's subject, not said here.)"""
     reasons = trace.finish_reason
-    too_big = [i for i, why in enumerate(reasons) if why == "exceeds_kv_pool"]
-    too_long = [i for i, why in enumerate(reasons) if why == "exceeds_token_budget"]
+    too_big = [i for i, why in enumerate(reasons) if why == RejectReason.EXCEEDS_KV_POOL]
+    too_long = [i for i, why in enumerate(reasons) if why == RejectReason.EXCEEDS_TOKEN_BUDGET]
     if not too_big and not too_long:
         return ""
     cfg, n = scenario.config, len(reasons)

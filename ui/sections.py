@@ -14,6 +14,7 @@ import streamlit as st
 
 from sim import metrics
 from sim import scenario as scenario_io
+from sim.events import EventKind, RejectReason
 from sim.scenario import Scenario, ScenarioError
 from sim.trace import SCHED_DECODE, SCHED_PREFILL, SCHED_PREFILL_DONE, SCHED_WASTED, Trace
 
@@ -115,10 +116,13 @@ def downloads(scenario: Scenario, trace: Trace, name: str, key: str) -> None:
                        mime="text/csv", key=f"{key}.dl_req", width="stretch")
     c3.download_button("Steps (CSV)", lambda: trace.to_frames()["steps"].to_csv(index=False),
                        file_name=f"{name}-steps.csv", mime="text/csv", key=f"{key}.dl_steps", width="stretch")
-    if any(why in ("exceeds_kv_pool", "exceeds_token_budget") for why in trace.finish_reason):
+    if any(why in _NEVER_FITS for why in trace.finish_reason):
         st.caption(":material/warning: Some requests of this scenario can never run on this engine, so its file "
                    "will not load (here or with `python -m sim run`) until the engine fits them: enlarge the KV pool "
                    "(or the token budget) first.")
+
+
+_NEVER_FITS = (RejectReason.EXCEEDS_KV_POOL, RejectReason.EXCEEDS_TOKEN_BUDGET)
 
 
 def requests_csv(scenario: Scenario, trace: Trace) -> str:
@@ -169,10 +173,10 @@ def step_inspector(runs: dict[str, tuple[Scenario, Trace]], page: str, style: Ch
 def _interesting_step(trace: Trace) -> int:
     """The first step with a preemption, else the first with a refusal to admit, else the first admission (else
     step 0)."""
-    for kinds in (("preempt", "swap_out"), ("blocked",), ("admit",)):
-        for step, kind, _, _ in trace.events:
-            if kind in kinds:
-                return step
+    for kinds in ((EventKind.PREEMPT, EventKind.SWAP_OUT), (EventKind.BLOCKED,), (EventKind.ADMIT,)):
+        for e in trace.events:
+            if e.kind in kinds:
+                return e.step
     return 0
 
 
@@ -199,7 +203,8 @@ def _show_step(scenario: Scenario, trace: Trace, step: int, style: ChartStyle) -
         "tokens": [*trace.sched_tokens[lo:hi].tolist(), *[0] * len(idle)],
         "what": [_KIND_TEXT[int(k)] for k in trace.sched_kind[lo:hi]] + [why_idle] * len(idle),
     })
-    events = [e for e in trace.events_at(step) if e[1] != "arrive"]
+    happened = trace.events_at(step)
+    events = [e for e in happened if e.kind is not EventKind.ARRIVE]
     left, right = st.columns(2)
     with left:
         st.markdown("**Running batch this step** (running-list order)")
@@ -215,11 +220,11 @@ def _show_step(scenario: Scenario, trace: Trace, step: int, style: ChartStyle) -
                  if waiting else "empty")
         if queues["swapped"]:
             st.markdown("**Swapped to CPU:** " + ", ".join(queues["swapped"]))
-    arrivals = [trace.request_ids[e[2]] for e in trace.events_at(step) if e[1] == "arrive"]
+    arrivals = [trace.request_ids[e.row] for e in happened if e.kind is EventKind.ARRIVE]
     st.markdown("**Why** (the scheduler's decisions this step)")
     swapped = set(queues["swapped"])
-    lines = [f"- {event_line(trace.request_ids[row], kind, why, swapped=trace.request_ids[row] in swapped)}"
-             for _, kind, row, why in events]
+    ids = trace.request_ids
+    lines = [f"- {event_line(ids[e.row], e.kind, trace.describe(e), swapped=ids[e.row] in swapped)}" for e in events]
     if arrivals:
         lines.insert(0, f"- arrived: {', '.join(arrivals)}")
     if not lines:

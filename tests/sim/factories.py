@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from sim import Engine, EngineConfig, RequestSpec, Trace
+from sim.events import Event
 from tests.conftest import VLLM_SCENARIOS_DIR
 
 
@@ -45,12 +46,19 @@ def schedule(trace: Trace) -> list[list[tuple[str, int]]]:
 
 
 def event_kinds(trace: Trace, step: int, kind: str) -> list[str]:
-    """Ids of the requests with an event of ``kind`` at ``step``, e.g. which were blocked and why."""
-    return [trace.request_ids[row] for s, k, row, _ in trace.events if s == step and k == kind]
+    """Ids of the requests with an event of ``kind`` at ``step``, e.g. which were blocked."""
+    return [trace.request_ids[e.row] for e in trace.events_at(step) if e.kind == kind]
 
 
-def event_reasons(trace: Trace, step: int, kind: str) -> list[str]:
-    return [why for s, k, _, why in trace.events if s == step and k == kind]
+def events_of(trace: Trace, step: int, kind: str) -> list[Event]:
+    """The events of ``kind`` at ``step`` (their reasons and figures are what tests check)."""
+    return [e for e in trace.events_at(step) if e.kind == kind]
+
+
+def refusal(trace: Trace, step: int) -> tuple:
+    """The one ``blocked`` event of ``step`` as (reason, num_blocks, num_free_blocks): why the head waited."""
+    [e] = events_of(trace, step, "blocked")
+    return e.reason, e.num_blocks, e.num_free_blocks
 
 
 def assert_same_trace(a: Trace, b: Trace) -> None:

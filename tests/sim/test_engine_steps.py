@@ -12,7 +12,8 @@ import pytest
 
 from sim import RequestStatus
 from sim.engine import SimulationError
-from tests.sim.factories import config, event_kinds, event_reasons, rec, req, run, schedule
+from sim.events import WaitReason
+from tests.sim.factories import config, event_kinds, events_of, rec, refusal, req, run, schedule
 
 
 # ---- token budget -----------------------------------------------------------------------------------------------
@@ -37,7 +38,7 @@ def test_a_long_prefill_takes_what_is_left_of_the_budget():
     # step 3: B decodes 1 -> token 2, finishes.
     t = run(config(max_num_batched_tokens=6, num_blocks=16), req("A", 0, 8, 2), req("B", 0, 8, 2))
     assert schedule(t) == [[("A", 6)], [("A", 2), ("B", 4)], [("A", 1), ("B", 4)], [("B", 1)]]
-    assert event_reasons(t, 0, "blocked") == ["the step's token budget is used up"]
+    assert refusal(t, 0)[0] is WaitReason.BUDGET_USED
     assert (rec(t, "A")["first_token_step"], rec(t, "A")["finish_step"]) == (1, 2)
     assert (rec(t, "B")["first_token_step"], rec(t, "B")["finish_step"]) == (2, 3)
 
@@ -62,7 +63,8 @@ def test_without_chunked_prefill_a_prompt_over_the_remaining_budget_stops_admiss
     assert schedule(t)[:3] == [[("A", 4)], [("A", 1), ("B", 4)], [("A", 1), ("B", 1), ("C", 2)]]
     assert [rec(t, x)["first_scheduled_step"] for x in "ABC"] == [0, 1, 2]
     assert event_kinds(t, 0, "blocked") == ["B"]
-    assert "chunked prefill is off" in event_reasons(t, 0, "blocked")[0]
+    [blocked] = events_of(t, 0, "blocked")
+    assert blocked.reason is WaitReason.PREFILL_OVER_BUDGET
 
 
 def test_without_chunked_prefill_a_prompt_over_the_whole_budget_is_rejected():
@@ -104,7 +106,7 @@ def test_head_of_line_blocking_by_a_preempted_request():
     t = run(_pool_of_4(), req("A", 0, 4, 8), req("B", 0, 4, 8), req("C", 1, 1, 1))
     for step in (6, 7):
         assert event_kinds(t, step, "blocked") == ["B"]
-        assert event_reasons(t, step, "blocked") == ["needs 3 KV blocks for its whole sequence, only 1 free"]
+        assert refusal(t, step) == (WaitReason.NO_KV_BLOCKS, 3, 1)  # needs 3 blocks, 1 free
         assert int(t.steps["free_blocks_after"][step - 1]) == 1
 
 
@@ -116,7 +118,7 @@ def test_no_admission_in_a_step_that_preempted():
             req("C", 1, 1, 1, priority=0))
     assert rec(t, "B")["preempted_at_steps"] == [5]
     assert int(t.steps["free_blocks_after"][5]) == 1
-    assert event_reasons(t, 5, "blocked") == ["a preemption happened this step, so nothing is admitted"]
+    assert refusal(t, 5)[0] is WaitReason.PREEMPTED_THIS_STEP
     assert rec(t, "C")["first_scheduled_step"] == 6
     assert t.steps["num_admitted"][5] == 0
 
@@ -128,7 +130,8 @@ def test_a_request_can_preempt_itself_fcfs():
     t = run(_pool_of_4(), req("A", 0, 3, 8), req("B", 0, 4, 8))
     assert rec(t, "B")["preempted_at_steps"] == [5]
     assert schedule(t)[5] == [("A", 1)]
-    assert "itself" in event_reasons(t, 5, "preempt")[0]
+    [preempt] = events_of(t, 5, "preempt")
+    assert preempt.other_row == preempt.row  # it needed the block itself
     # A: tokens at steps 0..7 -> finishes at 7; B resumes at 8 with 4 + 5 = 9 tokens, then 2 more decode steps.
     assert rec(t, "A")["finish_step"] == 7
     assert rec(t, "B")["resumed_at_steps"] == [8] and schedule(t)[8] == [("B", 9)]
@@ -142,7 +145,8 @@ def test_priority_victim_is_the_lowest_priority_wherever_it_runs():
     # running loop (as in vLLM): B is not scheduled at step 5 either.
     t = run(_pool_of_4(policy="priority"), req("A", 0, 4, 8, priority=2), req("B", 1, 4, 8, priority=0))
     assert rec(t, "A")["preempted_at_steps"] == [5]
-    assert "itself" in event_reasons(t, 5, "preempt")[0]
+    [preempt] = events_of(t, 5, "preempt")
+    assert preempt.other_row == preempt.row  # it needed the block itself
     assert schedule(t)[5] == []
     assert rec(t, "B")["num_preemptions"] == 0
     # B: tokens at steps 1..4 and 6..9 -> finishes at 9, holding 3 blocks from step 7 on; A (4 + 5 = 9 tokens,
@@ -184,7 +188,7 @@ def test_priority_ties_break_by_arrival_order_after_a_preemption():
             req("A", 0, 4, 20, priority=1), req("B", 0, 4, 4, priority=1))
     assert rec(t, "A")["preempted_at_steps"] == [13]
     assert event_kinds(t, 14, "blocked") == ["A"]
-    assert event_reasons(t, 14, "blocked") == ["needs 5 KV blocks for its whole sequence, only 3 free"]
+    assert refusal(t, 14) == (WaitReason.NO_KV_BLOCKS, 5, 3)
     assert schedule(t)[14] == [("X", 1)]
     assert rec(t, "A")["resumed_at_steps"] == [20]
     assert rec(t, "B")["first_scheduled_step"] == 20
@@ -197,7 +201,7 @@ def test_admission_needs_the_whole_sequence_not_just_the_first_chunk():
     # arrives at step 5: its first chunk (3 tokens, 1 block) would fit in the 1 free block, but its whole prompt
     # needs 2 blocks: blocked until A finishes at step 8 (tokens at steps 0..8). Step 9: B gets 4, step 10: 4 -> token.
     t = run(config(num_blocks=4, max_num_batched_tokens=4), req("A", 0, 4, 9), req("B", 5, 8, 1))
-    assert event_reasons(t, 5, "blocked") == ["needs 2 KV blocks for its whole sequence, only 1 free"]
+    assert refusal(t, 5) == (WaitReason.NO_KV_BLOCKS, 2, 1)
     assert rec(t, "B")["first_scheduled_step"] == 9
     assert schedule(t)[9:11] == [[("B", 4)], [("B", 4)]]
     assert rec(t, "B")["finish_step"] == 10
@@ -210,7 +214,7 @@ def test_watermark_is_checked_only_when_something_is_running():
     t = run(config(watermark=0.25), req("A", 0, 28, 1), req("B", 0, 4, 1))
     assert rec(t, "A")["first_scheduled_step"] == 0
     assert rec(t, "B")["first_scheduled_step"] == 1
-    assert event_reasons(t, 0, "blocked") == ["would leave 0 free blocks, below the watermark of 2"]
+    assert refusal(t, 0) == (WaitReason.WATERMARK, 1, 1)  # B needs 1 of the 1 free: 0 left, below 0.25 x 8 = 2
     # Without the watermark B shares step 0 (7 + 1 = 8 blocks).
     t0 = run(config(), req("A", 0, 28, 1), req("B", 0, 4, 1))
     assert rec(t0, "B")["first_scheduled_step"] == 0
@@ -220,10 +224,10 @@ def test_max_num_seqs_caps_the_running_batch():
     # Two slots, three 1-token prompts with 3 tokens out: A, B run steps 0..2; C starts at step 3.
     t = run(config(max_num_seqs=2), req("A", 0, 1, 3), req("B", 0, 1, 3), req("C", 0, 1, 3))
     assert rec(t, "C")["first_scheduled_step"] == 3
-    assert event_reasons(t, 0, "blocked") == ["all 2 batch slots (max_num_seqs) are taken"]
+    assert refusal(t, 0)[0] is WaitReason.NO_SLOT
     assert t.steps["num_running"].max() == 2
     one = run(config(max_num_seqs=1), req("A", 0, 1, 3), req("B", 0, 1, 3))
-    assert event_reasons(one, 0, "blocked") == ["the only batch slot (max_num_seqs = 1) is taken"]
+    assert refusal(one, 0)[0] is WaitReason.NO_SLOT
 
 
 def test_blocks_freed_at_the_end_of_a_finish_step_are_reused_next_step():

@@ -57,7 +57,7 @@ def _recompute_vs_swap(sc: scenario.Scenario) -> None:
 
 def _toy_pool_fcfs(sc: scenario.Scenario) -> None:
     trace = run(sc)
-    preempted = [(step, trace.request_ids[row]) for step, kind, row, _ in trace.events if kind == "preempt"]
+    preempted = [(e.step, trace.request_ids[e.row]) for e in trace.events if e.kind == "preempt"]
     assert preempted == [(113, "D"), (145, "C")]
     assert metrics.summary(trace)["recomputed_tokens"] == 288
 

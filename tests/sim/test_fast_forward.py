@@ -102,5 +102,5 @@ def test_starvation_promotions_inside_a_quiet_stretch(policy):
             RequestSpec("d", 150, 8, 5)]
     fast, plain = both_ways(cfg, reqs)
     assert_identical(fast, plain)
-    promoted = [(step, fast.request_ids[row]) for step, kind, row, _ in fast.events if kind == "promote"]
+    promoted = [(e.step, fast.request_ids[e.row]) for e in fast.events if e.kind == "promote"]
     assert promoted[:2] == [(21, "b"), (22, "c")]

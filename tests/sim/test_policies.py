@@ -177,7 +177,7 @@ def test_vtc_admits_the_head_of_the_client_with_the_lowest_counter():
 
 
 def _admissions(t) -> list[str]:
-    return [t.request_ids[row] for _, kind, row, _ in t.events if kind in ("admit", "resume")]
+    return [t.request_ids[e.row] for e in t.events if e.kind in ("admit", "resume")]
 
 
 @pytest.mark.parametrize("policy", ["vtc", "lcf"])

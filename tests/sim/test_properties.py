@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sim import EngineConfig, RequestSpec, RequestStatus, metrics, presets, simulate
-from sim.engine import Engine, client_ids_of, rejection_reason, rejection_reasons
+from sim.admission import rejection_reason, rejection_reasons
+from sim.engine import Engine, client_ids_of
 from sim.request import RequestTable
 from tests.sim.factories import assert_same_trace, run
 from tests.sim.strategies import scenarios

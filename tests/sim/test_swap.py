@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 
 from sim import RequestStatus
-from tests.sim.factories import config, event_reasons, rec, req, run, schedule
+from sim.events import PreemptReason, WaitReason
+from tests.sim.factories import config, events_of, rec, req, run, schedule
 
 BLOCK_BYTES = 4 * 131_072
 # One block one way: 524,288 B / 50 GB/s = 0.01048576 ms, plus the 5 us per-block overhead = 0.01548576 ms.
@@ -41,9 +42,9 @@ def test_swapped_requests_resume_before_any_waiting_request():
     t = _run(num_cpu_blocks=4)
     for step in (6, 7):
         assert int(t.steps["free_blocks_after"][step - 1]) == 1
-        blocked = {t.request_ids[row]: why for s, kind, row, why in t.events if s == step and kind == "blocked"}
-        assert blocked["C"] == "swapped requests resume before any waiting request"  # the one held back
-        assert blocked["B"].startswith("needs 3 KV blocks")  # and why B cannot come back yet
+        blocked = {t.request_ids[e.row]: e for e in events_of(t, step, "blocked")}
+        assert blocked["C"].reason is WaitReason.SWAPPED_FIRST  # the one held back
+        assert (blocked["B"].reason, blocked["B"].num_blocks) == (WaitReason.NO_KV_BLOCKS, 3)  # why B cannot yet
     assert rec(t, "C")["first_scheduled_step"] == 8
 
 
@@ -61,7 +62,9 @@ def test_swap_falls_back_to_recompute_when_the_cpu_pool_is_full():
     t = _run(num_cpu_blocks=1)
     b = rec(t, "B")
     assert b["swapped_out_at_steps"] == [] and b["preempted_at_steps"] == [5]
-    assert "fell back to recompute" in event_reasons(t, 5, "preempt")[0]
+    [preempt] = events_of(t, 5, "preempt")
+    assert preempt.reason is PreemptReason.SWAP_SPACE_FULL  # fell back to recompute
+    assert (preempt.num_cpu_blocks, preempt.num_free_cpu_blocks) == (2, 1)  # needed 2 CPU blocks, 1 free
     assert schedule(t)[8] == [("B", 9), ("C", 2)]
     assert b["recomputed_tokens"] == 8
     assert t.steps["swap_ms"].sum() == 0.0
@@ -83,6 +86,6 @@ def test_a_victim_scheduled_earlier_in_the_step_swaps_only_the_blocks_holding_kv
     cfg = config(num_blocks=9, policy="priority", preemption_mode="swap", num_cpu_blocks=100)
     t = run(cfg, req("lo", 0, 15, 10, priority=1), req("hi", 1, 16, 10, priority=0))
     assert rec(t, "lo")["swapped_out_at_steps"] == [2]
-    assert "4 blocks copied to CPU memory" in event_reasons(t, 2, "swap_out")[0]
+    assert events_of(t, 2, "swap_out")[0].num_cpu_blocks == 4  # copied to CPU memory
     assert t.steps["cpu_blocks_used"][2] == 4
     assert t.steps["swap_ms"][2] == pytest.approx(2 * TWO_BLOCKS_MS)  # 4 blocks, not 5

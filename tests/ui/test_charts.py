@@ -154,7 +154,7 @@ def tiny_trace(num_steps: int, reqs: list[dict], entries: list[tuple[int, int, i
                   "num_output_tokens": np.ones(n, np.int64), "num_preemptions": np.zeros(n, np.int32)},
         preempted_at_steps=[[] for _ in reqs], resumed_at_steps=[[] for _ in reqs],
         swapped_out_at_steps=[[] for _ in reqs], swapped_in_at_steps=[[] for _ in reqs],
-        finish_reason=["" for _ in reqs], events=[],
+        finish_reason=["" for _ in reqs], raw_events=[],
         sched_rows=np.array([r for x in by_step for r, _ in x], np.int64),
         sched_tokens=np.ones(len(entries), np.int64),
         sched_kind=np.array([k for x in by_step for _, k in x], np.int8),

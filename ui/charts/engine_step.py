@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 
+from sim.events import EventKind
 from sim.trace import SCHED_DECODE, SCHED_PREFILL, SCHED_PREFILL_DONE, SCHED_WASTED, Trace
 
 from ..theme import LIGHT_GREY, ChartStyle, request_color
@@ -60,8 +61,9 @@ def engine_step(trace: Trace, step: int, queues: dict[str, list[str]], style: Ch
                       "yref": "y", "axref": "x", "ayref": "y", "showarrow": True, "arrowhead": 3, "arrowwidth": 2,
                       "text": ""})
     # (short: the chart is often narrow; the block counts are in the KV header) plus what the step is known for
-    happened = {kind: [ids[row] for s, k, row, _ in trace.events_at(step) if k in kinds]
-                for kind, kinds in (("preempted", ("preempt", "swap_out")), ("re-admitted", ("resume", "swap_in")))}
+    happened = {what: [ids[e.row] for e in trace.events_at(step) if e.kind in kinds]
+                for what, kinds in (("preempted", (EventKind.PREEMPT, EventKind.SWAP_OUT)),
+                                    ("re-admitted", (EventKind.RESUME, EventKind.SWAP_IN)))}
     title = f"Step {step}: {count(hi - lo, 'request')} ran" + "".join(
         f", {join_and(names)} {kind}" for kind, names in happened.items() if names)
     layout = styled_layout(style, title=title, x_title="", y_title="", height=150 + 46 * rows, legend=False,

@@ -16,6 +16,7 @@ import numpy as np
 
 from sim import metrics
 from sim.config import EngineConfig, StopCheck, field_help
+from sim.events import EventKind
 from sim.presets import Preset
 from sim.request import NO_STEP, RequestSpec, RequestStatus, StopType
 from sim.scenario import Scenario
@@ -521,10 +522,10 @@ def _stop_sentences(runs: list[Run]) -> list[str]:
 def inspector_step(trace: Trace) -> int:
     """Where the step inspector opens: the first abort, else the first disconnect, else the first finish that
     stopped early or ran to its limit past the end, else step 0."""
-    for kinds in (("abort",), ("disconnect",)):
-        for step, kind, _, _ in trace.events:
-            if kind in kinds:
-                return step
+    for kind in (EventKind.ABORT, EventKind.DISCONNECT):
+        for e in trace.events:
+            if e.kind is kind:
+                return e.step
     wasted = np.flatnonzero(trace.steps["num_wasted_tokens"])
     return int(wasted[0]) if len(wasted) else 0
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -21,8 +20,9 @@ from typing import Any
 import numpy as np
 
 from sim import metrics
-from sim.config import GIB, MODELS, CostModel, EngineConfig, field_help, gib_for_blocks, num_blocks_for_gib
+from sim.config import GIB, MODELS, CostModel, EngineConfig, cdiv, field_help, gib_for_blocks, num_blocks_for_gib
 from sim.engine import SimulationError, simulate
+from sim.events import Event, EventKind, PreemptReason
 from sim.presets import Preset
 from sim.request import RequestStatus
 from sim.scenario import Scenario
@@ -235,7 +235,7 @@ def preemption_cost(tokens: int, config: EngineConfig) -> Cost:
     """E.g. 2,000 tokens of Llama 3.1 8B: recompute 2,000 x 16 us = 32 ms; swap 125 blocks x 2 MiB = 262 MB,
     5.24 ms at 50 GB/s plus 125 x 5 us = 5.87 ms each way."""
     c = config.cost
-    blocks = -(-tokens // config.block_size)
+    blocks = cdiv(tokens, config.block_size)
     kv_bytes = blocks * config.block_bytes
     peak = kv_bytes / (c.swap_bandwidth_gb_s * 1e9) * 1e3
     overhead = blocks * c.swap_overhead_per_block_us / 1e3
@@ -263,43 +263,33 @@ class Preemption:
         return max(self.resume_tokens - self.hit_tokens, 0) if self.kind != "swap" else 0
 
 
-_BLOCKS_RE = re.compile(r"(\d[\d,]*) blocks? (?:freed|copied)")
-_HITS_RE = re.compile(r"(\d[\d,]*) tokens? from the prefix cache")
-_RESUME_RE = re.compile(r"re-prefill of (\d[\d,]*) tokens?")
-
-
-def _number(pattern: re.Pattern[str], text: str, default: int = 0) -> int:
-    m = pattern.search(text)
-    return int(m.group(1).replace(",", "")) if m else default
-
-
 def preemptions(trace: Trace) -> list[Preemption]:
     """Every preemption of the run, in order. Tokens held are rebuilt from the schedule: the cache hits of the
-    request's last (re)admission plus every token scheduled for it since (a swap-in keeps counting). NOTE: the
-    trace has no structured per-admission cache hits; they are read from the admit/resume events' text."""
+    request's last (re)admission plus every token scheduled for it since (a swap-in keeps counting)."""
     steps, rows, tokens, _ = trace.schedule_entries()
     starts: dict[int, list[tuple[int, int]]] = {}  # row -> [(admission step, cache-hit tokens)]
-    resumes: dict[int, list[tuple[int, str, str]]] = {}  # row -> [(step, kind, why)] of recompute resumes/swap-ins
+    resumes: dict[int, list[Event]] = {}  # row -> its recompute resumes and swap-ins
     out = []
-    for step, kind, row, why in trace.events:
-        if kind in ("admit", "resume"):
-            starts.setdefault(row, []).append((step, _number(_HITS_RE, why)))
-        if kind in ("resume", "swap_in"):
-            resumes.setdefault(row, []).append((step, kind, why))
-    bs = trace.config.block_size
-    for step, kind, row, why in trace.events:
-        if kind not in ("preempt", "swap_out"):
+    for e in trace.events:
+        if e.kind in (EventKind.ADMIT, EventKind.RESUME):
+            starts.setdefault(e.row, []).append((e.step, e.num_cached_tokens))
+        if e.kind in (EventKind.RESUME, EventKind.SWAP_IN):
+            resumes.setdefault(e.row, []).append(e)
+    for e in trace.events:
+        if e.kind not in (EventKind.PREEMPT, EventKind.SWAP_OUT):
             continue
-        start, hits = max((s for s in starts.get(row, []) if s[0] < step), default=(0, 0))
-        mine = (rows == row) & (steps >= start) & (steps < step)
+        start, hits = max((s for s in starts.get(e.row, []) if s[0] < e.step), default=(0, 0))
+        mine = (rows == e.row) & (steps >= start) & (steps < e.step)
         held = hits + int(tokens[mine].sum())
-        how = "swap" if kind == "swap_out" else "fallback" if "fell back" in why else "recompute"
-        back = next((r for r in resumes.get(row, []) if r[0] > step), None)
+        swapped = e.kind is EventKind.SWAP_OUT
+        how = "swap" if swapped else "fallback" if e.reason is PreemptReason.SWAP_SPACE_FULL else "recompute"
+        back = next((r for r in resumes.get(e.row, []) if r.step > e.step), None)
+        resumed = back is not None and back.kind is EventKind.RESUME
         out.append(Preemption(
-            trace.request_ids[row], row, step, how, held, _number(_BLOCKS_RE, why, -(-held // bs)),
-            back[0] if back else -1,
-            _number(_RESUME_RE, back[2]) if back and back[1] == "resume" else 0,
-            _number(_HITS_RE, back[2]) if back and back[1] == "resume" else 0))
+            trace.request_ids[e.row], e.row, e.step, how, held, e.num_cpu_blocks if swapped else e.num_blocks,
+            back.step if back else -1,
+            back.num_tokens if resumed else 0,
+            back.num_cached_tokens if resumed else 0))
     return out
 
 
@@ -434,9 +424,6 @@ def cpu_swap_space(config: EngineConfig) -> str:
     return f"{fmt_gib(gib)}, {count(config.num_cpu_blocks, 'block')}"
 
 
-_NEEDED_RE = re.compile(r"KV pool full: (\S+) needed")
-
-
 def _victim_reason(trace: Trace, p: Preemption) -> str:
     cfg, r = trace.config, trace.requests
     if cfg.policy.value == "priority":
@@ -453,10 +440,9 @@ def victim_notice(run: Run) -> list[str]:
         return [f"{run.label}: nothing was preempted: at its fullest the running requests held {peak:,} of the "
                 f"pool's {count(trace.config.num_blocks, 'block')} ({peak / trace.config.num_blocks:.0%})."]
     p = ps[0]
-    why = next(e[3] for e in trace.events if e[0] == p.step and e[2] == p.row and e[1] in ("preempt", "swap_out"))
-    m = _NEEDED_RE.search(why)
-    needer = m.group(1) if m else "a running request"
-    needer = f"{p.request_id} itself" if needer == "itself" else needer
+    event = next(e for e in trace.events_at(p.step)
+                 if e.row == p.row and e.kind in (EventKind.PREEMPT, EventKind.SWAP_OUT))
+    needer = (f"{p.request_id} itself" if event.other_row == p.row else trace.request_ids[event.other_row])
     rows = {q.row for q in ps}
     tail = f" In all: {count(len(ps), 'preemption')} of {count(len(rows), 'request')}." if len(ps) > 1 else ""
     return [f"{run.label}: the pool filled at step {p.step:,}: {needer} needed a new block and none was free, so "
@@ -481,14 +467,14 @@ def requeue_notice(run: Run) -> list[str]:
         if p.kind == "swap":
             continue
         end = p.resume_step if p.resume_step >= 0 else trace.num_steps
-        head_steps = sorted({s for s, kind, row, _ in trace.events if kind == "blocked" and row == p.row
-                             and p.step < s < end})
+        head_steps = sorted({e.step for e in trace.events if e.kind is EventKind.BLOCKED and e.row == p.row
+                             and p.step < e.step < end})
         behind = sorted({w for s in head_steps for w in _waiting_at(trace, s, p.row)})
         first = r["first_scheduled_step"]
         ahead = [int(w) for w in np.flatnonzero((first > p.step) & (first < end)) if w != p.row]
         if behind and not ahead:
-            need = {w: -(-int(r["prompt_len"][w]) // bs) for w in behind}
-            mine = -(-p.resume_tokens // bs) if p.resume_tokens else p.blocks
+            need = {w: cdiv(int(r["prompt_len"][w]), bs) for w in behind}
+            mine = cdiv(p.resume_tokens, bs) if p.resume_tokens else p.blocks
             small = join_and([f"{trace.request_ids[w]} ({count(need[w], 'block')})" for w in behind[:4]]
                           + ([f"{len(behind) - 4} more"] if len(behind) > 4 else []))
             they = "it" if len(behind) == 1 else "they"
@@ -656,10 +642,10 @@ def section_order(preset: Preset) -> tuple[str, ...]:
     return ((first,) if first else ()) + tuple(s for s in SECTIONS if s != first)
 
 
-def event_steps(traces: Sequence[Trace], kinds: tuple[str, ...] = ("preempt", "swap_out", "resume",
-                                                                    "swap_in")) -> list[int]:
+def event_steps(traces: Sequence[Trace], kinds: tuple[EventKind, ...] = (
+        EventKind.PREEMPT, EventKind.SWAP_OUT, EventKind.RESUME, EventKind.SWAP_IN)) -> list[int]:
     """Steps at which any of these runs preempted or brought a request back, sorted."""
-    return sorted({e[0] for t in traces for e in t.events if e[1] in kinds})
+    return sorted({e.step for t in traces for e in t.events if e.kind in kinds})
 
 
 # How the KV-over-time charts are drawn (a row of buttons above them).
@@ -680,7 +666,7 @@ def map_step_knob(traces: Sequence[Trace]) -> Knob:
 def first_map_step(traces: Sequence[Trace]) -> int:
     """Where the block map starts: the first preemption of these runs, else the step the first run's pool was
     fullest."""
-    pre = event_steps(traces, ("preempt", "swap_out"))
+    pre = event_steps(traces, (EventKind.PREEMPT, EventKind.SWAP_OUT))
     if pre:
         return pre[0]
     return int(np.argmax(traces[0].steps["used_blocks"])) if traces and traces[0].num_steps else 0
@@ -701,13 +687,14 @@ def map_steps_for(trace: Trace, step: int) -> tuple[int, ...]:
     return (step - 1, step) if preempted and step > 0 else (step,)
 
 
-_STEP_EVENT_KINDS = ("preempt", "swap_out", "resume", "swap_in", "admit", "finish")  # what the block map shows
+_STEP_EVENT_KINDS = (EventKind.PREEMPT, EventKind.SWAP_OUT, EventKind.RESUME, EventKind.SWAP_IN, EventKind.ADMIT,
+                     EventKind.FINISH)  # what the block map shows
 
 
 def step_events(trace: Trace, step: int) -> list[str]:
     """What happened to requests in ``step``, one line each: "D preempted: KV pool full: ..."."""
-    return [event_line(trace.request_ids[row], kind, why) for s, kind, row, why in trace.events
-            if s == step and kind in _STEP_EVENT_KINDS]
+    return [event_line(trace.request_ids[e.row], e.kind, trace.describe(e)) for e in trace.events_at(step)
+            if e.kind in _STEP_EVENT_KINDS]
 
 
 def readmissions(preempted: Sequence[Preemption]) -> list[tuple[str, int, int]]:
@@ -771,19 +758,20 @@ def blocks_held(trace: Trace, rows: Sequence[int]) -> np.ndarray:
     pick = np.isin(srows, list(wanted))
     np.add.at(tokens, (steps[pick], [wanted[int(r)] for r in srows[pick]]), stoks[pick])
     out = np.zeros((n, len(rows)))
-    timeline: dict[int, list[tuple[int, str, str]]] = {r: [] for r in wanted}
-    for step, kind, row, why in trace.events:
-        if row in wanted and kind in ("admit", "resume", "swap_in", "preempt", "swap_out", "finish", "abort"):
-            timeline[row].append((step, kind, why))
+    timeline: dict[int, list[Event]] = {r: [] for r in wanted}
+    for e in trace.events:
+        if e.row in wanted and e.kind in _HOLD_CHANGES:
+            timeline[e.row].append(e)
     for row, k in wanted.items():
         start, base, left_with = -1, 0.0, 0.0
-        for step, kind, why in timeline[row]:
-            if kind in ("admit", "resume", "swap_in"):
-                start, base = step, (left_with if kind == "swap_in" else float(_number(_HITS_RE, why)))
+        for e in timeline[row]:
+            if e.kind in _STARTS_HOLDING:
+                start, base = e.step, (left_with if e.kind is EventKind.SWAP_IN else float(e.num_cached_tokens))
                 continue
             if start < 0:
                 continue  # e.g. aborted while waiting: it held nothing
-            end = step + 1 if kind == "finish" else step
+            step = e.step
+            end = step + 1 if e.kind is EventKind.FINISH else step
             computed = base + np.cumsum(tokens[start:end, k])
             out[start:end, k] = np.ceil(computed / bs)
             left_with = float(computed[-1]) if len(computed) else base
@@ -791,6 +779,10 @@ def blocks_held(trace: Trace, rows: Sequence[int]) -> np.ndarray:
         if start >= 0:  # still running when the run ended
             out[start:, k] = np.ceil((base + np.cumsum(tokens[start:, k])) / bs)
     return out
+
+
+_STARTS_HOLDING = (EventKind.ADMIT, EventKind.RESUME, EventKind.SWAP_IN)
+_HOLD_CHANGES = (*_STARTS_HOLDING, EventKind.PREEMPT, EventKind.SWAP_OUT, EventKind.FINISH, EventKind.ABORT)
 
 
 def kv_parts(trace: Trace, top: int = TOP_REQUESTS) -> list[tuple[str, int, np.ndarray]]:

@@ -9,6 +9,7 @@ import numpy as np
 
 from sim import metrics
 from sim.config import EngineConfig, field_help
+from sim.events import EventKind
 from sim.presets import Preset
 from sim.scenario import Scenario
 from sim.trace import Trace
@@ -182,7 +183,7 @@ def _starvation_notice(runs: list[Run], unit: str = "steps") -> list[str]:
            f"to {after:,.0f} {unit}."]
     # Under overload most requests wait past the threshold: the guard then promotes nearly everyone, in the order
     # they started waiting, which is FCFS's order; say so when it gave back most of SJF's gain.
-    promoted = len({row for _, kind, row, _ in g.trace.events if kind == "promote"})
+    promoted = len({e.row for e in g.trace.events if e.kind is EventKind.PROMOTE})
     fcfs = next((run for run in runs if run.scenario.config.policy.value == "fcfs"), None)
     n = len(r["arrival_step"])
     if promoted >= n / 2 and fcfs is not None and after > before:

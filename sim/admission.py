@@ -1,0 +1,108 @@
+"""Who may run: the rules that reject a request at arrival and the rules that keep a waiting one out this step.
+
+Rejection (at arrival, for good; vLLM refuses such a request when it is added): it needs more KV blocks at its
+longest than the whole pool, or its prompt exceeds the step's token budget with chunked prefill off. A client over
+its rate limit is rejected by the engine (``RejectReason.RATE_LIMITED``), which keeps the per-client windows.
+
+Refusal (this step only; DESIGN.md section 2, step 5): no free slot (``max_num_seqs``), no budget left, a prefill
+too large for the budget left with chunked prefill off, too few free blocks for its whole sequence, or free blocks
+that would fall below the watermark. The scheduler works out what a request needs (cache hits, blocks); the rules
+here only compare numbers, so the fast-forward and the step loop refuse alike.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
+
+from .events import RawEvent, RejectReason, WaitReason, blocked
+
+if TYPE_CHECKING:
+    from .config import EngineConfig
+    from .request import RequestSpec, RequestTable
+
+
+# ---- rejection at arrival ------------------------------------------------------------------------------------
+def rejection_reason(spec: RequestSpec, config: EngineConfig) -> RejectReason | None:
+    """Why a request can never run on this engine (None if it can), as vLLM rejects prompts over max_model_len."""
+    if spec.max_blocks(config) > config.num_blocks:
+        return RejectReason.EXCEEDS_KV_POOL
+    if not config.chunked_prefill and spec.prompt_len > config.max_num_batched_tokens:
+        return RejectReason.EXCEEDS_TOKEN_BUDGET
+    return None
+
+
+def rejection_reasons(t: RequestTable, config: EngineConfig) -> list[RejectReason | None]:
+    """``rejection_reason`` of every request in the table, computed on its arrays."""
+    reasons: list[RejectReason | None] = [None] * len(t)
+    for row in np.flatnonzero(t.max_blocks > config.num_blocks).tolist():
+        reasons[row] = RejectReason.EXCEEDS_KV_POOL
+    if not config.chunked_prefill:
+        for row in np.flatnonzero(t.prompt_len > config.max_num_batched_tokens).tolist():
+            reasons[row] = reasons[row] or RejectReason.EXCEEDS_TOKEN_BUDGET
+    return reasons
+
+
+def rejection_message(spec: RequestSpec, config: EngineConfig) -> str:
+    """``rejection_reason`` with the figures, for a scenario file's error ('' if the request can run)."""
+    reason = rejection_reason(spec, config)
+    if reason is RejectReason.EXCEEDS_KV_POOL:
+        return (f"needs {spec.max_blocks(config)} KV blocks at its longest (prompt {spec.prompt_len} + "
+                f"{spec.generated_len(config.stop_check)} output tokens, block_size {config.block_size}) "
+                f"but num_blocks is {config.num_blocks}")
+    if reason is RejectReason.EXCEEDS_TOKEN_BUDGET:
+        return (f"prompt_len {spec.prompt_len} exceeds max_num_batched_tokens {config.max_num_batched_tokens} "
+                f"and chunked_prefill is off")
+    return ""
+
+
+# ---- refusal this step ---------------------------------------------------------------------------------------
+class Refusal(NamedTuple):
+    """Why a request cannot start now: a ``blocked`` event without its step and row (the fast-forward keeps one
+    and logs it at several steps). Fields as in ``Event``."""
+    reason: WaitReason
+    num_tokens: int = 0
+    num_blocks: int = 0
+    num_free_blocks: int = 0
+    num_budget_tokens: int = 0
+
+    def event(self, step: int, row: int) -> RawEvent:
+        return blocked(step, row, *self)  # (the fields are blocked()'s arguments, in order)
+
+
+NO_SLOT = Refusal(WaitReason.NO_SLOT)
+BUDGET_USED = Refusal(WaitReason.BUDGET_USED)
+
+
+class AdmissionRules:
+    """The refusal rules, with the config's numbers looked up once: they run thousands of times a run."""
+
+    def __init__(self, config: EngineConfig):
+        self.max_num_seqs = config.max_num_seqs
+        self.max_num_batched_tokens = config.max_num_batched_tokens
+        self.chunked_prefill = config.chunked_prefill
+        self.watermark_blocks = config.watermark_blocks  # NOTE: V0's block manager rule; V1 has none (default 0)
+
+    def slot_or_budget(self, num_running: int, budget_tokens: int) -> Refusal | None:
+        """The rules no request can pass, whatever its size: budget left, a free slot."""
+        if budget_tokens <= 0:
+            return BUDGET_USED
+        if num_running >= self.max_num_seqs:
+            return NO_SLOT
+        return None
+
+    def prefill_or_room(self, num_prefill_tokens: int, budget_tokens: int, blocks_needed: int, num_free_blocks: int,
+                        num_running: int) -> Refusal | None:
+        """The rules on the request's size, once it has a slot and budget: without chunked prefill its prefill
+        must fit the budget left (a prompt over the whole budget was rejected at arrival); its whole sequence must
+        fit in the free blocks; and, while something runs, it must leave at least the watermark free."""
+        # NOTE: without chunked prefill vLLM requires max_num_batched_tokens >= max_model_len; we only reject
+        # prompts over the budget, so a resumed request longer than a whole budget is re-prefilled in chunks.
+        if not self.chunked_prefill and budget_tokens < num_prefill_tokens <= self.max_num_batched_tokens:
+            return Refusal(WaitReason.PREFILL_OVER_BUDGET, num_prefill_tokens, 0, 0, budget_tokens)
+        if blocks_needed > num_free_blocks:
+            return Refusal(WaitReason.NO_KV_BLOCKS, 0, blocks_needed, num_free_blocks, 0)
+        if self.watermark_blocks and num_running and num_free_blocks - blocks_needed < self.watermark_blocks:
+            return Refusal(WaitReason.WATERMARK, 0, blocks_needed, num_free_blocks, 0)
+        return None

@@ -1,0 +1,274 @@
+"""What the engine did, as data: event kinds, the reasons behind them, and the ``Event`` record.
+
+The engine and the scheduler emit only events (``RawEvent`` tuples, which ``Trace.events`` turns into ``Event``
+records); nobody parses words back out of them. ``describe`` turns one into the sentence the CLI, the CSV export
+and the app's step explanations show, so an event is worded in exactly one place. Reasons are ``StrEnum``
+members: their values are the strings the result JSON and the ``finish_reason`` column have always held
+("length", "rate_limited", ...), and they compare equal to them.
+
+Each kind has a constructor (``arrived``, ``blocked``, ``preempted``, ...) whose arguments are the fields that
+kind fills; the rest keep their defaults. ``blocked`` events carry a ``WaitReason``, ``reject`` a ``RejectReason``,
+``finish``, ``disconnect`` and ``abort`` a ``FinishReason``, ``preempt`` and ``swap_out`` a ``PreemptReason``.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from enum import StrEnum
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from .config import EngineConfig
+
+
+class EventKind(StrEnum):
+    ARRIVE = "arrive"  # joined the waiting queue
+    REJECT = "reject"  # refused at arrival, never queued
+    DISCONNECT = "disconnect"  # its client left (closed the tab, timed out)
+    ABORT = "abort"  # the server noticed and removed it: slot and KV freed
+    PROMOTE = "promote"  # the starvation guard moved it ahead of the queue
+    BLOCKED = "blocked"  # next in line but could not start this step
+    ADMIT = "admit"  # started running (first chunk of its prefill)
+    RESUME = "resume"  # re-admitted after a recompute preemption (re-prefill)
+    PREEMPT = "preempt"  # evicted, KV freed, to be recomputed
+    SWAP_OUT = "swap_out"  # evicted, KV copied to CPU memory
+    SWAP_IN = "swap_in"  # KV copied back from CPU memory, running again
+    FINISH = "finish"  # generated its last token
+
+
+class RejectReason(StrEnum):
+    EXCEEDS_KV_POOL = "exceeds_kv_pool"  # needs more blocks at its longest than the whole pool
+    EXCEEDS_TOKEN_BUDGET = "exceeds_token_budget"  # prompt over max_num_batched_tokens, chunked prefill off
+    RATE_LIMITED = "rate_limited"  # its client is over the per-client rate limit
+
+
+class FinishReason(StrEnum):
+    STOP = "stop"  # ended on a stop token (or string) before max_tokens
+    LENGTH = "length"  # reached its length limit
+    CLIENT_DISCONNECTED = "client_disconnected"  # aborted: the client closed the connection
+    TIMEOUT = "timeout"  # aborted: the client's timeout ran out
+
+
+class WaitReason(StrEnum):
+    """Why the next request in line cannot start this step (a ``blocked`` event)."""
+    NO_SLOT = "no_slot"  # max_num_seqs requests are running
+    BUDGET_USED = "budget_used"  # the step's token budget is spent
+    NO_KV_BLOCKS = "no_kv_blocks"  # its whole sequence does not fit in the free blocks
+    WATERMARK = "watermark"  # it would leave fewer free blocks than the watermark
+    PREFILL_OVER_BUDGET = "prefill_over_budget"  # chunked prefill off, its prefill exceeds the budget left
+    PREEMPTED_THIS_STEP = "preempted_this_step"  # a step that preempted admits nobody
+    SWAPPED_FIRST = "swapped_first"  # swapped requests come back before any waiting one
+
+
+class PreemptReason(StrEnum):
+    KV_POOL_FULL = "kv_pool_full"  # a running request needed a block and none was free
+    SWAP_SPACE_FULL = "swap_space_full"  # as above, and the CPU swap space had no room: recomputed instead
+
+
+Reason = RejectReason | FinishReason | WaitReason | PreemptReason
+
+
+class Event(NamedTuple):
+    """One thing that happened to one request (``row``) in one engine step. Make one with the constructor of its
+    kind below (``arrived``, ``admitted``, ...), which says which fields that kind fills; the others keep their
+    defaults (0, or -1 for ``other_row``: no other request)."""
+    step: int
+    kind: EventKind
+    row: int
+    reason: Reason | None = None
+    num_tokens: int = 0
+    num_scheduled_tokens: int = 0
+    num_cached_tokens: int = 0
+    num_blocks: int = 0
+    num_free_blocks: int = 0
+    num_cpu_blocks: int = 0
+    num_free_cpu_blocks: int = 0
+    num_budget_tokens: int = 0
+    num_waited_steps: int = 0
+    other_row: int = -1
+
+
+# ---- one constructor per kind ----------------------------------------------------------------------------------
+# The engine records an event as a plain tuple of Event's fields, in order (a RawEvent); Trace.events makes the
+# records when they are first read. A run makes ~5 events a request, and making each an Event at once cost ~2% of a
+# run (callgrind), paid again by every sweep run that never reads one. The constructors below are the only places
+# that know the field order.
+RawEvent = tuple  # Event's fields in order; Event._make(raw) is the record
+
+_ARRIVE, _REJECT, _BLOCKED, _ADMIT, _RESUME, _FINISH = (EventKind.ARRIVE, EventKind.REJECT, EventKind.BLOCKED,
+                                                         EventKind.ADMIT, EventKind.RESUME, EventKind.FINISH)
+
+
+def _raw(*args, **kwargs) -> RawEvent:
+    """A rare kind's fields by name (Event's defaults for the rest), as a plain tuple."""
+    return tuple(Event(*args, **kwargs))
+
+
+def arrived(step: int, row: int) -> RawEvent:
+    return (step, _ARRIVE, row, None, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1)
+
+
+def rejected(step: int, row: int, reason: RejectReason) -> RawEvent:
+    return (step, _REJECT, row, reason, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1)
+
+
+def blocked(step: int, row: int, reason: WaitReason, num_tokens: int = 0, num_blocks: int = 0,
+            num_free_blocks: int = 0, num_budget_tokens: int = 0) -> RawEvent:
+    """Next in line but not started: ``num_blocks`` needed of ``num_free_blocks`` free (no_kv_blocks, watermark);
+    a prefill of ``num_tokens`` over the ``num_budget_tokens`` left (prefill_over_budget)."""
+    return (step, _BLOCKED, row, reason, num_tokens, 0, 0, num_blocks, num_free_blocks, 0, 0, num_budget_tokens, 0,
+            -1)
+
+
+def admitted(step: int, row: int, is_resume: bool, num_tokens: int, num_scheduled_tokens: int,
+             num_cached_tokens: int) -> RawEvent:
+    """Started (or, ``is_resume``, restarted after a recompute preemption) with a prefill of ``num_tokens``, of which
+    ``num_cached_tokens`` came from the prefix cache and ``num_scheduled_tokens`` run this step."""
+    return (step, _RESUME if is_resume else _ADMIT, row, None, num_tokens, num_scheduled_tokens, num_cached_tokens,
+            0, 0, 0, 0, 0, 0, -1)
+
+
+def finished(step: int, row: int, reason: FinishReason, num_tokens: int) -> RawEvent:
+    """Generated its last token, ``num_tokens`` in all."""
+    return (step, _FINISH, row, reason, num_tokens, 0, 0, 0, 0, 0, 0, 0, 0, -1)
+
+
+def disconnected(step: int, row: int, reason: FinishReason) -> RawEvent:
+    """Its client left (``client_disconnected`` or ``timeout``); the config says whether and when the server
+    notices."""
+    return _raw(step, EventKind.DISCONNECT, row, reason)
+
+
+def aborted(step: int, row: int, reason: FinishReason, num_blocks: int) -> RawEvent:
+    """Removed by the server after its client left: ``num_blocks`` KV blocks freed."""
+    return _raw(step, EventKind.ABORT, row, reason, num_blocks=num_blocks)
+
+
+def promoted(step: int, row: int, num_waited_steps: int) -> RawEvent:
+    return _raw(step, EventKind.PROMOTE, row, num_waited_steps=num_waited_steps)
+
+
+def preempted(step: int, row: int, needed_by: int, num_blocks: int, num_cpu_blocks: int = 0,
+              num_free_cpu_blocks: int = -1) -> RawEvent:
+    """Evicted to be recomputed because ``needed_by`` (maybe itself) needed a block: ``num_blocks`` freed. With
+    ``num_free_cpu_blocks`` >= 0 it was meant to be swapped out but the CPU swap space had only that many free of the
+    ``num_cpu_blocks`` its KV needed."""
+    if num_free_cpu_blocks < 0:
+        return _raw(step, EventKind.PREEMPT, row, PreemptReason.KV_POOL_FULL, num_blocks=num_blocks,
+                     other_row=needed_by)
+    return _raw(step, EventKind.PREEMPT, row, PreemptReason.SWAP_SPACE_FULL, num_blocks=num_blocks,
+                 num_cpu_blocks=num_cpu_blocks, num_free_cpu_blocks=num_free_cpu_blocks, other_row=needed_by)
+
+
+def swapped_out(step: int, row: int, needed_by: int, num_cpu_blocks: int) -> RawEvent:
+    """Evicted because ``needed_by`` needed a block; its KV, ``num_cpu_blocks`` blocks, copied to CPU memory."""
+    return _raw(step, EventKind.SWAP_OUT, row, PreemptReason.KV_POOL_FULL, num_cpu_blocks=num_cpu_blocks,
+                 other_row=needed_by)
+
+
+def swapped_in(step: int, row: int, num_cpu_blocks: int) -> RawEvent:
+    """Running again: ``num_cpu_blocks`` blocks copied back from CPU memory."""
+    return _raw(step, EventKind.SWAP_IN, row, num_cpu_blocks=num_cpu_blocks)
+
+
+# ---- words ----------------------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=4096)
+def with_commas(n: int) -> str:
+    """'512', '2,048'."""
+    return f"{n:,}"
+
+
+@functools.lru_cache(maxsize=4096)
+def counted(n: int, noun: str) -> str:
+    """'1 block', '2,048 blocks'."""
+    return f"1 {noun}" if n == 1 else f"{with_commas(n)} {noun}s"
+
+
+_REJECT_TEXT = {
+    RejectReason.EXCEEDS_KV_POOL: "rejected: it can never fit in the KV pool",
+    RejectReason.EXCEEDS_TOKEN_BUDGET: "rejected: its prompt exceeds the step's token budget and chunked prefill is "
+                                       "off",
+    RejectReason.RATE_LIMITED: "rejected: the client is over its rate limit",
+}
+
+
+def _blocked(e: Event, config: EngineConfig) -> str:
+    reason = e.reason
+    if reason is WaitReason.NO_SLOT:
+        n = config.max_num_seqs
+        return "the only batch slot (max_num_seqs = 1) is taken" if n == 1 else \
+            f"all {n} batch slots (max_num_seqs) are taken"
+    if reason is WaitReason.NO_KV_BLOCKS:
+        return (f"needs {counted(e.num_blocks, 'KV block')} for its whole sequence, only "
+                f"{with_commas(e.num_free_blocks)} free")
+    if reason is WaitReason.WATERMARK:
+        return (f"would leave {counted(e.num_free_blocks - e.num_blocks, 'free block')}, below the watermark of "
+                f"{config.watermark_blocks:,}")
+    if reason is WaitReason.PREFILL_OVER_BUDGET:
+        return (f"its prefill of {counted(e.num_tokens, 'token')} exceeds the {counted(e.num_budget_tokens, 'token')}"
+                f" left (chunked prefill is off)")
+    return {
+        WaitReason.BUDGET_USED: "the step's token budget is used up",
+        WaitReason.PREEMPTED_THIS_STEP: "a preemption happened this step, so nothing is admitted",
+        WaitReason.SWAPPED_FIRST: "swapped requests resume before any waiting request",
+    }[reason]
+
+
+def _preempted(e: Event, request_ids: Sequence[str], config: EngineConfig) -> str:
+    who = "itself" if e.other_row == e.row else request_ids[e.other_row]
+    rule = ("victim = lowest priority (largest priority, arrival)" if config.policy == "priority"
+            else "victim = last request in the running list")
+    why = f"KV pool full: {who} needed a new block and none was free; {rule}"
+    if e.kind is EventKind.SWAP_OUT:
+        return f"{why}; {counted(e.num_cpu_blocks, 'block')} copied to CPU memory"
+    if e.reason is PreemptReason.SWAP_SPACE_FULL:
+        why += (f"; CPU swap space full ({e.num_free_cpu_blocks} of {e.num_cpu_blocks} blocks free), fell back to "
+                f"recompute")
+    return f"{why}; {counted(e.num_blocks, 'block')} freed, KV will be recomputed"
+
+
+def _admitted(e: Event) -> str:
+    hit = f", {counted(e.num_cached_tokens, 'token')} from the prefix cache" if e.num_cached_tokens else ""
+    if e.kind is EventKind.RESUME:
+        return f"re-prefill of {counted(e.num_tokens, 'token')}{hit}; first chunk {with_commas(e.num_scheduled_tokens)}"
+    return f"admitted with a first chunk of {counted(e.num_scheduled_tokens, 'token')}{hit}"
+
+
+def _disconnected(e: Event, config: EngineConfig) -> str:
+    what = "client timed out" if e.reason is FinishReason.TIMEOUT else "client disconnected"
+    if not config.abort_on_disconnect:
+        return what + "; the server keeps generating for nobody"
+    delay = config.disconnect_detect_delay_steps
+    return what + (f"; the server notices in {delay} steps" if delay else "")
+
+
+def _promoted(e: Event, config: EngineConfig) -> str:
+    return (f"waited {e.num_waited_steps:,} steps (starvation guard threshold: {config.starvation_threshold_steps:,}):"
+            f" moved ahead of every request not promoted, for {config.priority_quantum_steps:,} steps of running")
+
+
+def describe(event: Event, request_ids: Sequence[str], config: EngineConfig) -> str:
+    """The event in plain words, without the request's id: "needs 12 KV blocks for its whole sequence, only 3
+    free". ``request_ids`` names the other request of a preemption; ``config`` is the run's (the rule behind a
+    victim, the batch size, the watermark)."""
+    kind = event.kind
+    if kind is EventKind.BLOCKED:
+        return _blocked(event, config)
+    if kind is EventKind.PREEMPT or kind is EventKind.SWAP_OUT:
+        return _preempted(event, request_ids, config)
+    if kind is EventKind.ADMIT or kind is EventKind.RESUME:
+        return _admitted(event)
+    if kind is EventKind.FINISH:
+        return f"finished ({event.reason}) after {counted(event.num_tokens, 'token')}"
+    if kind is EventKind.SWAP_IN:
+        return f"{counted(event.num_cpu_blocks, 'block')} copied back from CPU memory"
+    if kind is EventKind.REJECT:
+        return _REJECT_TEXT[event.reason]
+    if kind is EventKind.DISCONNECT:
+        return _disconnected(event, config)
+    if kind is EventKind.PROMOTE:
+        return _promoted(event, config)
+    if kind is EventKind.ABORT:
+        return "aborted: slot and KV blocks freed now"
+    return "joined the waiting queue"  # arrive
