@@ -74,12 +74,14 @@ def check_int(name: str, value: Any, lo: int, hi: int | None = None) -> None:
         raise ValueError(f"{name}: must be at most {MAX_VALUE:,} (the simulator's limit), got {value:,}")
 
 
-def check_float(name: str, value: Any, lo: float, hi: float | None = None, *, lo_open: bool = False) -> None:
+def check_float(name: str, value: Any, lo: float, hi: float | None = None, *, lo_open: bool = False,
+                hi_open: bool = False) -> None:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise ValueError(f"{name}: must be a finite number, got {value!r}")
-    if (value <= lo if lo_open else value < lo) or (hi is not None and value > hi):
+    too_high = hi is not None and (value >= hi if hi_open else value > hi)
+    if (value <= lo if lo_open else value < lo) or too_high:
         low = f"> {lo}" if lo_open else f">= {lo}"
-        allowed = low if hi is None else f"{low} and <= {hi}"
+        allowed = low if hi is None else f"{low} and {'<' if hi_open else '<='} {hi}"
         raise ValueError(f"{name}: must be {allowed}, got {value}")
     if value > MAX_VALUE:
         raise ValueError(f"{name}: must be at most {MAX_VALUE:,} (the simulator's limit), got {value:.3g}")
@@ -164,7 +166,8 @@ class EngineConfig:
     enable_prefix_caching: bool = _help("reuse full KV blocks with the same token prefix (on in vLLM V1)",
                                         default=False)
     chunked_prefill: bool = _help("split long prompts over several steps", default=True)
-    watermark: float = _help("fraction of blocks kept free at admission (0 = vLLM V1)", default=0.0)
+    watermark: float = _help("fraction of the KV pool kept free when admitting a request while others run "
+                             "(0 = none, vLLM's default)", default=0.0)
     preemption_mode: PreemptionMode = _help("what happens to a victim's KV", default=PreemptionMode.RECOMPUTE)
     num_cpu_blocks: int = _help("CPU swap space, blocks (swap mode)", default=0)
     abort_on_disconnect: bool = _help("abort a request when its client disconnects", default=True)
@@ -197,7 +200,8 @@ class EngineConfig:
         for name in ("enable_prefix_caching", "chunked_prefill", "abort_on_disconnect"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name}: must be true or false, got {getattr(self, name)!r}")
-        check_float("watermark", self.watermark, 0.0, 0.5)
+        # (vLLM's range, [0, 1): near 1 nothing is admitted while anything runs, which the runs then show)
+        check_float("watermark", self.watermark, 0.0, 1.0, hi_open=True)
         check_int("num_cpu_blocks", self.num_cpu_blocks, 0, 100_000_000)
         check_int("disconnect_detect_delay_steps", self.disconnect_detect_delay_steps, 0)
         check_int("timeout_steps", self.timeout_steps, 0)
@@ -224,7 +228,9 @@ class EngineConfig:
 
     @property
     def watermark_blocks(self) -> int:
-        return int(self.watermark * self.num_blocks)
+        """Free blocks an admission must leave while something runs: vLLM's ``int(watermark * num_blocks)`` over its
+        whole pool, which counts the reserved null block too (``num_blocks + 1`` here)."""
+        return int(self.watermark * (self.num_blocks + 1))
 
     def client_weight(self, client_id: str) -> float:
         return dict(self.client_weights).get(client_id, 1.0)

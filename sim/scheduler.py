@@ -345,7 +345,7 @@ class Scheduler:
         if blocks_needed > free:
             return f"needs {counted(blocks_needed, 'KV block')} for its whole sequence, only {with_commas(free)} free"
         num_running = len(self.running) if num_running is None else num_running
-        watermark = self._watermark_blocks  # NOTE: V0's block manager rule; V1 has none (the default, 0)
+        watermark = self._watermark_blocks  # (vLLM's allocate_slots: for waiting and preempted requests only)
         if watermark and num_running and free - blocks_needed < watermark:
             return f"would leave {counted(free - blocks_needed, 'free block')}, below the watermark of {watermark:,}"
         return ""

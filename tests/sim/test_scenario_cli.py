@@ -51,7 +51,8 @@ INVALID = [
     ("zero prompt", lambda d: d["requests"][0].update(prompt_len=0), "prompt_len: must be between 1"),
     ("negative output", lambda d: d["requests"][0].update(output_len=-1), "output_len: must be between 1"),
     ("zero max_tokens", lambda d: d["requests"][0].update(max_tokens=0), "max_tokens: must be between 1"),
-    ("watermark out of range", lambda d: d["config"].update(watermark=0.9), "config.watermark: must be >= 0.0"),
+    ("watermark out of range", lambda d: d["config"].update(watermark=1.0),
+     "config.watermark: must be >= 0.0 and < 1.0, got 1.0"),
     ("zero client weight", lambda d: d["config"].update(client_weights={"a": 0}), "config.client_weights[a]"),
     # prompt 100 + 2 out: ceil(101 / 4) = 26 blocks > 8.
     ("never fits the pool", lambda d: d["requests"][0].update(prompt_len=100),

@@ -1,15 +1,17 @@
-"""vLLM V1's free-queue order (issue 18), by hand on tiny pools: which freed block is handed out first.
+"""vLLM V1's rules for the free-queue order and the watermark (issue 18), by hand on tiny pools.
 
-Blocks of 4 tokens (the factories' pool: 8 blocks). vLLM's source: ``BlockPool.free_blocks`` (a freed block without a
-hash is prepended to the free queue, one with a hash appended).
+Blocks of 4 tokens (the factories' pool: 8 blocks unless a test says otherwise). vLLM's sources: ``BlockPool.
+free_blocks`` (a freed block without a hash is prepended to the free queue, one with a hash appended),
+``KVCacheManager.__init__`` (``watermark_blocks = int(watermark * num_blocks)`` over the whole pool, the reserved
+null block included).
 """
 
 from __future__ import annotations
 
 import pytest
 
-from sim import Engine, EngineConfig
-from tests.sim.factories import config, rec, req, run, schedule
+from sim import Engine, EngineConfig, StepLimitError
+from tests.sim.factories import config, event_reasons, rec, req, run, schedule
 
 
 def _blocks_at(cfg: EngineConfig, requests: list, step: int, request_id: str) -> list[int]:
@@ -45,3 +47,49 @@ def test_a_partial_block_freed_last_is_reused_first_so_a_cached_prefix_survives(
             req("C", 1, 6, 1), req("D", 2, 20, 1), req("B", 3, 10, 1, prefix_group="g", prefix_len=8))
     assert rec(t, "B")["cached_tokens"] == 8
     assert schedule(t)[3] == [("B", 2)]
+
+
+# ---- rule 2: the watermark counts the whole pool, the null block too -----------------------------------------------
+@pytest.mark.parametrize(("num_blocks", "b_blocks", "b_starts"), [
+    # watermark 0.1. A (prompt 4, 4 tokens) holds 2 blocks at step 1 (its 5th token opens a 2nd block) and finishes
+    # at step 3. B arrives at step 1 needing b_blocks (prompt 4 * b_blocks, 1 token); it starts at step 1 if it
+    # leaves at least the watermark free, else at step 4, when nothing runs (no watermark then).
+    (8, 6, 1),  # int(0.1 * 9) = 0: 8 - 2 - 6 = 0 >= 0
+    (9, 6, 1),  # int(0.1 * 10) = 1: 9 - 2 - 6 = 1 >= 1
+    (9, 7, 4),  # 9 - 2 - 7 = 0 < 1 (int(0.1 * 9) = 0 would admit it)
+    (19, 15, 1),  # int(0.1 * 20) = 2: 19 - 2 - 15 = 2 >= 2
+    (19, 16, 4),  # 19 - 2 - 16 = 1 < 2 (int(0.1 * 19) = 1 would admit it)
+    (59, 51, 1),  # int(0.1 * 60) = 6: 59 - 2 - 51 = 6 >= 6 (the pool of the vLLM fixture watermark_rounding)
+    (59, 52, 4),  # 59 - 2 - 52 = 5 < 6 (int(0.1 * 59) = 5 would admit it)
+])
+def test_admission_at_the_watermark_boundary(num_blocks, b_blocks, b_starts):
+    t = run(config(num_blocks=num_blocks, watermark=0.1, max_num_batched_tokens=256),
+            req("A", 0, 4, 4), req("B", 1, 4 * b_blocks, 1))
+    assert rec(t, "A")["finish_step"] == 3
+    assert rec(t, "B")["first_scheduled_step"] == b_starts
+
+
+def test_the_watermark_in_blocks_is_rounded_down_over_num_blocks_plus_one():
+    # vLLM: int(watermark * (usable blocks + the null block)).
+    assert config(num_blocks=59, watermark=0.1).watermark_blocks == 6  # int(0.1 * 60); int(0.1 * 59) would be 5
+    assert config(num_blocks=8, watermark=0.25).watermark_blocks == 2  # int(0.25 * 9) = int(2.25)
+    assert config(num_blocks=7, watermark=0.25).watermark_blocks == 2  # int(0.25 * 8); int(0.25 * 7) would be 1
+
+
+def test_a_watermark_near_1_admits_only_into_an_idle_engine():
+    # vLLM accepts any watermark in [0, 1). 0.99 keeps int(0.99 * 9) = 8 blocks, the whole pool, free: nothing is
+    # admitted while anything runs, so A, B, C (4 tokens of prompt, 3 of answer: steps 0-2 each) run one at a time.
+    cfg = config(watermark=0.99)
+    t = run(cfg, req("A", 0, 4, 3), req("B", 0, 4, 3), req("C", 0, 4, 3))
+    assert [rec(t, x)["first_scheduled_step"] for x in "ABC"] == [0, 3, 6]
+    # B needs 1 block; with A's 1 held, 8 - 1 - 1 = 6 would be left, below the 8 kept
+    assert event_reasons(t, 0, "blocked") == ["would leave 6 free blocks, below the watermark of 8"]
+    # A run that cannot finish in max_steps says so (the events above say why it is slow).
+    with pytest.raises(StepLimitError, match=r"max_steps=5 steps with 2 of 3 requests unfinished; raise max_steps"):
+        run(cfg.replace(max_steps=5), req("A", 0, 4, 3), req("B", 0, 4, 3), req("C", 0, 4, 3))
+
+
+@pytest.mark.parametrize("watermark", [1.0, 1.5, -0.1])
+def test_a_watermark_outside_0_to_1_is_refused(watermark):
+    with pytest.raises(ValueError, match=r"watermark: must be >= 0.0 and < 1.0"):
+        config(watermark=watermark)
