@@ -96,12 +96,15 @@ class ModelSpec:
     num_kv_heads: int = _help("KV heads (grouped-query attention)", default=8)
     head_dim: int = _help("dimension of one attention head", default=128)
     dtype_bytes: int = _help("bytes per KV element (2 = fp16/bf16)", default=2)
+    max_position_embeddings: int = _help("context length, tokens: vLLM's default max_model_len", default=131_072)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str):
             raise ValueError(f"model.name: must be a string, got {self.name!r}")
-        # (ranges past any real model: 1 to 1,024 layers and KV heads, heads of up to 4,096, up to 8 bytes a value)
-        for name, hi in (("num_layers", 1024), ("num_kv_heads", 1024), ("head_dim", 4096), ("dtype_bytes", 8)):
+        # (ranges past any real model: 1 to 1,024 layers and KV heads, heads of up to 4,096, up to 8 bytes a value,
+        # contexts of up to 10 million tokens, the longest prompt a request may have)
+        for name, hi in (("num_layers", 1024), ("num_kv_heads", 1024), ("head_dim", 4096), ("dtype_bytes", 8),
+                         ("max_position_embeddings", 10_000_000)):
             check_int(f"model.{name}", getattr(self, name), 1, hi)
 
     @property
@@ -109,12 +112,12 @@ class ModelSpec:
         return 2 * self.num_layers * self.num_kv_heads * self.head_dim * self.dtype_bytes
 
 
-# Named models for the UI's model picker. Values from the models' published configs.
+# Named models for the UI's model picker. Values from the models' published configs (config.json).
 MODELS: dict[str, ModelSpec] = {
-    "llama-3.1-8b": ModelSpec("Llama 3.1 8B", 32, 8, 128, 2),
-    "llama-3.1-70b": ModelSpec("Llama 3.1 70B", 80, 8, 128, 2),
-    "mistral-7b": ModelSpec("Mistral 7B", 32, 8, 128, 2),
-    "qwen2.5-7b": ModelSpec("Qwen2.5 7B", 28, 4, 128, 2),
+    "llama-3.1-8b": ModelSpec("Llama 3.1 8B", 32, 8, 128, 2, 131_072),
+    "llama-3.1-70b": ModelSpec("Llama 3.1 70B", 80, 8, 128, 2, 131_072),
+    "mistral-7b": ModelSpec("Mistral 7B", 32, 8, 128, 2, 32_768),
+    "qwen2.5-7b": ModelSpec("Qwen2.5 7B", 28, 4, 128, 2, 32_768),  # (the Instruct model's config.json)
 }
 
 
@@ -162,6 +165,9 @@ class EngineConfig:
     block_size: int = _help("tokens per KV block", default=16)
     max_num_seqs: int = _help("most requests running at once (batch slots)", default=256)
     max_num_batched_tokens: int = _help("token budget of one step", default=2048)
+    max_model_len: int = _help("longest sequence, prompt + output tokens: a request stops there, a longer prompt is "
+                               "rejected (0 = vLLM's default: the model's context length, at most "
+                               "max_num_batched_tokens without chunked prefill)", default=0)
     policy: Policy = _help("waiting-queue order", default=Policy.FCFS)
     enable_prefix_caching: bool = _help("reuse full KV blocks with the same token prefix (on in vLLM V1)",
                                         default=False)
@@ -221,10 +227,33 @@ class EngineConfig:
             raise ValueError(f"model: must be a ModelSpec, got {self.model!r}")
         if not isinstance(self.cost, CostModel):
             raise ValueError(f"cost: must be a CostModel, got {self.cost!r}")
+        self._check_max_model_len()
+
+    def _check_max_model_len(self) -> None:
+        """vLLM's start-up checks: max_model_len within the model's context and, without chunked prefill, within
+        one step's budget (so that every prompt, and every preempted request's re-prefill, fits one step)."""
+        check_int("max_model_len", self.max_model_len, 0, 10_000_000)
+        context = self.model.max_position_embeddings
+        if self.max_model_len > context:
+            raise ValueError(f"max_model_len: must be at most {context:,}, the context length of {self.model.name} "
+                             f"(model.max_position_embeddings), got {self.max_model_len:,}; 0 = that default")
+        if not self.chunked_prefill and self.max_model_len > self.max_num_batched_tokens:
+            raise ValueError(f"max_model_len: must be at most max_num_batched_tokens ({self.max_num_batched_tokens:,}) "
+                             f"when chunked_prefill is off, got {self.max_model_len:,}; 0 = the longest allowed")
 
     @property
     def block_bytes(self) -> int:
         return self.block_size * self.model.kv_bytes_per_token
+
+    @property
+    def effective_max_model_len(self) -> int:
+        """``max_model_len``, or when it is 0 vLLM's default: the model's context length.
+        NOTE: vLLM refuses to start when that default exceeds max_num_batched_tokens without chunked prefill (you
+        must set max_model_len); the lab takes the longest value vLLM would accept, the budget."""
+        if self.max_model_len:
+            return self.max_model_len
+        context = self.model.max_position_embeddings
+        return context if self.chunked_prefill else min(context, self.max_num_batched_tokens)
 
     @property
     def watermark_blocks(self) -> int:

@@ -16,7 +16,7 @@ import numpy as np
 
 from . import fast_forward
 from .block_pool import NO_HASH
-from .config import EngineConfig, StopCheck
+from .config import EngineConfig
 from .kv_cache_manager import KVCacheManager
 from .npfast import ONE, ONE_I8
 from .npfast import add_reduce as _sum
@@ -60,21 +60,23 @@ def client_ids_of(requests: Sequence[RequestSpec]) -> list[str]:
 
 
 def rejection_reason(spec: RequestSpec, config: EngineConfig) -> str:
-    """Why a request can never run on this engine ('' if it can), as vLLM rejects prompts over max_model_len."""
-    need = spec.max_blocks(config)
-    if need > config.num_blocks:
-        return "exceeds_kv_pool"
+    """Why a request can never run on this engine ('' if it can). Its prompt's length first, as vLLM checks it on
+    arrival (without chunked prefill max_model_len is at most the budget: a prompt over it is said so)."""
     if not config.chunked_prefill and spec.prompt_len > config.max_num_batched_tokens:
         return "exceeds_token_budget"
+    if spec.prompt_len > config.effective_max_model_len:
+        return "exceeds_max_model_len"
+    if spec.max_blocks(config) > config.num_blocks:
+        return "exceeds_kv_pool"
     return ""
 
 
 def rejection_reasons(t: RequestTable, config: EngineConfig) -> list[str]:
     """``rejection_reason`` of every request in the table, computed on its arrays."""
-    reason = np.where(t.max_blocks > config.num_blocks, "exceeds_kv_pool", "")
+    reason = np.where(t.prompt_len > config.effective_max_model_len, "exceeds_max_model_len", "")
     if not config.chunked_prefill:
-        too_long = (reason == "") & (t.prompt_len > config.max_num_batched_tokens)
-        reason = np.where(too_long, "exceeds_token_budget", reason)
+        reason = np.where(t.prompt_len > config.max_num_batched_tokens, "exceeds_token_budget", reason)
+    reason = np.where((reason == "") & (t.max_blocks > config.num_blocks), "exceeds_kv_pool", reason)
     return reason.tolist()
 
 
@@ -82,11 +84,14 @@ def rejection_message(spec: RequestSpec, config: EngineConfig) -> str:
     reason = rejection_reason(spec, config)
     if reason == "exceeds_kv_pool":
         return (f"needs {spec.max_blocks(config)} KV blocks at its longest (prompt {spec.prompt_len} + "
-                f"{spec.generated_len(config.stop_check)} output tokens, block_size {config.block_size}) "
+                f"{spec.generated_len(config.stop_check, config.effective_max_model_len)} output tokens, "
+                f"block_size {config.block_size}) "
                 f"but num_blocks is {config.num_blocks}")
     if reason == "exceeds_token_budget":
         return (f"prompt_len {spec.prompt_len} exceeds max_num_batched_tokens {config.max_num_batched_tokens} "
                 f"and chunked_prefill is off")
+    if reason == "exceeds_max_model_len":
+        return f"prompt_len {spec.prompt_len} exceeds max_model_len {config.effective_max_model_len}"
     return ""
 
 
@@ -379,9 +384,8 @@ class Engine:
         if not len(finished):
             return
         t = self.table
-        stops_early = self.config.stop_check is StopCheck.EVERY_STEP
         for row in finished.tolist():
-            if stops_early and t.ends_on_stop.item(row):
+            if t.stops_on_stop.item(row):
                 status, reason = RequestStatus.FINISHED_STOPPED, "stop"
             else:
                 status, reason = RequestStatus.FINISHED_LENGTH_CAPPED, "length"
@@ -477,6 +481,7 @@ class Engine:
 _REJECT_TEXT = {
     "exceeds_kv_pool": "rejected: it can never fit in the KV pool",
     "exceeds_token_budget": "rejected: its prompt exceeds the step's token budget and chunked prefill is off",
+    "exceeds_max_model_len": "rejected: its prompt is longer than max_model_len",
     "rate_limited": "rejected: the client is over its rate limit",
 }
 

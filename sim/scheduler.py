@@ -371,9 +371,9 @@ class Scheduler:
             need = -(-num_tokens // kv.block_size) - len(hits) + num_evictable_hits
         else:
             hits, num_new, need = _NO_BLOCKS, num_tokens, -(-num_tokens // kv.block_size)
-        # NOTE: without chunked prefill vLLM requires max_num_batched_tokens >= max_model_len; we only reject
-        # prompts over the budget, so a resumed request longer than a whole budget is re-prefilled in chunks.
-        if not cfg.chunked_prefill and budget < num_new <= cfg.max_num_batched_tokens:
+        # Without chunked prefill max_model_len <= max_num_batched_tokens (config), and a request stops at
+        # max_model_len tokens, so its prefill (a resumed one's too) always fits a whole step's budget.
+        if not cfg.chunked_prefill and budget < num_new:
             return (f"its prefill of {counted(num_new, 'token')} exceeds the {counted(budget, 'token')} left "
                     f"(chunked prefill is off)", hits, 0)
         return self._no_room(need, num_running, free), hits, min(num_new, budget)

@@ -115,7 +115,7 @@ def downloads(scenario: Scenario, trace: Trace, name: str, key: str) -> None:
                        mime="text/csv", key=f"{key}.dl_req", width="stretch")
     c3.download_button("Steps (CSV)", lambda: trace.to_frames()["steps"].to_csv(index=False),
                        file_name=f"{name}-steps.csv", mime="text/csv", key=f"{key}.dl_steps", width="stretch")
-    if any(why in ("exceeds_kv_pool", "exceeds_token_budget") for why in trace.finish_reason):
+    if any(why in ("exceeds_kv_pool", "exceeds_token_budget", "exceeds_max_model_len") for why in trace.finish_reason):
         st.caption(":material/warning: Some requests of this scenario can never run on this engine, so its file "
                    "will not load (here or with `python -m sim run`) until the engine fits them: enlarge the KV pool "
                    "(or the token budget) first.")

@@ -1,17 +1,18 @@
-"""vLLM V1's rules for the free-queue order and the watermark (issue 18), by hand on tiny pools.
+"""vLLM V1's rules for the free-queue order, the watermark and max_model_len (issue 18), by hand on tiny pools.
 
 Blocks of 4 tokens (the factories' pool: 8 blocks unless a test says otherwise). vLLM's sources: ``BlockPool.
 free_blocks`` (a freed block without a hash is prepended to the free queue, one with a hash appended),
 ``KVCacheManager.__init__`` (``watermark_blocks = int(watermark * num_blocks)`` over the whole pool, the reserved
-null block included).
+null block included), ``SchedulerConfig.verify_max_model_len`` and ``check_stop`` (max_model_len).
 """
 
 from __future__ import annotations
 
 import pytest
 
-from sim import Engine, EngineConfig, StepLimitError
-from tests.sim.factories import config, event_reasons, rec, req, run, schedule
+from sim import Engine, EngineConfig, ModelSpec, StepLimitError
+from sim.config import MODELS
+from tests.sim.factories import config, event_kinds, event_reasons, rec, req, run, schedule
 
 
 def _blocks_at(cfg: EngineConfig, requests: list, step: int, request_id: str) -> list[int]:
@@ -93,3 +94,74 @@ def test_a_watermark_near_1_admits_only_into_an_idle_engine():
 def test_a_watermark_outside_0_to_1_is_refused(watermark):
     with pytest.raises(ValueError, match=r"watermark: must be >= 0.0 and < 1.0"):
         config(watermark=watermark)
+
+
+# ---- rule 3: max_model_len ---------------------------------------------------------------------------------------
+def test_a_request_stops_at_max_model_len():
+    # max_model_len 10: A (prompt 6, answer of 8) stops once it holds 10 tokens, after 10 - 6 = 4 generated
+    # (steps 0-3), length capped.
+    t = run(config(max_model_len=10), req("A", 0, 6, 8))
+    a = rec(t, "A")
+    assert (a["num_output_tokens"], a["finish_step"]) == (4, 3)
+    assert (a["final_status"], a["finish_reason"]) == ("FINISHED_LENGTH_CAPPED", "length")
+
+
+@pytest.mark.parametrize(("output_len", "num_output", "reason"), [
+    (3, 3, "stop"),  # the stop token (3rd) comes before the 10 - 6 = 4 tokens allowed
+    (4, 4, "stop"),  # on the 4th, the last allowed: vLLM's check_stop looks for the stop token first
+    (5, 4, "length"),  # after it: cut at 4
+])
+def test_a_stop_token_wins_only_up_to_max_model_len(output_len, num_output, reason):
+    t = run(config(max_model_len=10), req("A", 0, 6, output_len, max_tokens=50))
+    assert (rec(t, "A")["num_output_tokens"], rec(t, "A")["finish_reason"]) == (num_output, reason)
+
+
+def test_a_prompt_of_max_model_len_still_gets_its_first_token():
+    # vLLM checks after each token: a prompt of exactly 8 = max_model_len tokens generates 1, then stops.
+    t = run(config(max_model_len=8), req("A", 0, 8, 5))
+    assert (rec(t, "A")["num_output_tokens"], rec(t, "A")["finish_reason"]) == (1, "length")
+
+
+def test_a_prompt_over_max_model_len_is_rejected_on_arrival():
+    # vLLM refuses a prompt longer than max_model_len (8): A (9) is rejected at step 0, B (8) runs.
+    t = run(config(max_model_len=8), req("A", 0, 9, 1), req("B", 0, 8, 1))
+    assert (rec(t, "A")["final_status"], rec(t, "A")["finish_reason"]) == ("REJECTED", "exceeds_max_model_len")
+    assert event_kinds(t, 0, "reject") == ["A"]
+    assert event_reasons(t, 0, "reject") == ["rejected: its prompt is longer than max_model_len"]
+    assert rec(t, "B")["final_status"] == "FINISHED_LENGTH_CAPPED"
+
+
+def test_max_model_len_defaults_to_the_model_context_or_the_budget_without_chunked_prefill():
+    assert config().effective_max_model_len == 131_072  # Llama 3.1 8B's context
+    assert config(model=MODELS["qwen2.5-7b"]).effective_max_model_len == 32_768
+    # vLLM requires max_model_len <= max_num_batched_tokens without chunked prefill: the default is then the budget
+    assert config(chunked_prefill=False, max_num_batched_tokens=64).effective_max_model_len == 64
+    assert config(max_model_len=50).effective_max_model_len == 50
+
+
+def test_without_chunked_prefill_answers_stop_at_the_budget_so_a_re_prefill_fits_one_step():
+    # 3 blocks (12 tokens), budget 8, no chunking: max_model_len defaults to 8, so A and B (prompt 4, answers of 10)
+    # stop after 8 - 4 = 4 tokens. step 0: A 4, B 4 (1 block each). step 1: A's 5th token opens a 2nd block (the
+    # last free one); B's cannot: B, last in the running list, preempts itself. A finishes at step 3 (4 tokens),
+    # freeing its 2 blocks; step 4: B re-prefills its 4 + 1 = 5 tokens in one step, within the budget of 8.
+    t = run(config(num_blocks=3, max_num_seqs=2, max_num_batched_tokens=8, chunked_prefill=False),
+            req("A", 0, 4, 10), req("B", 0, 4, 10))
+    assert (rec(t, "A")["num_output_tokens"], rec(t, "A")["finish_step"]) == (4, 3)
+    b = rec(t, "B")
+    assert (b["preempted_at_steps"], b["resumed_at_steps"]) == ([1], [4])
+    assert schedule(t)[4] == [("B", 5)]
+    assert (b["num_output_tokens"], b["finish_reason"]) == (4, "length")
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"chunked_prefill": False, "max_num_batched_tokens": 64, "max_model_len": 100},
+     r"max_model_len: must be at most max_num_batched_tokens \(64\) when chunked_prefill is off, got 100"),
+    ({"model": MODELS["mistral-7b"], "max_model_len": 40_000},
+     r"max_model_len: must be at most 32,768, the context length of Mistral 7B \(model.max_position_embeddings\)"),
+    ({"model": ModelSpec("Tiny", 2, 2, 64, 1, max_position_embeddings=16), "max_model_len": 17},
+     r"max_model_len: must be at most 16, the context length of Tiny"),
+    ({"max_model_len": -1}, r"max_model_len: must be between 0 and 10000000, got -1"),
+])
+def test_a_config_vllm_refuses_at_start_up_is_refused(changes, message):
+    with pytest.raises(ValueError, match=message):
+        config(**changes)
