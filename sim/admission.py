@@ -1,7 +1,8 @@
 """Who may run: the rules that reject a request at arrival and the rules that keep a waiting one out this step.
 
-Rejection (at arrival, for good; vLLM refuses such a request when it is added): it needs more KV blocks at its
-longest than the whole pool, or its prompt exceeds the step's token budget with chunked prefill off. A client over
+Rejection (at arrival, for good; vLLM refuses such a request when it is added): its prompt exceeds the step's token
+budget with chunked prefill off, or exceeds max_model_len, or it needs more KV blocks at its longest than the
+whole pool. A client over
 its rate limit is rejected by the engine (``RejectReason.RATE_LIMITED``), which keeps the per-client windows.
 
 Refusal (this step only; DESIGN.md section 2, step 5): no free slot (``max_num_seqs``), no budget left, a prefill
@@ -25,22 +26,28 @@ if TYPE_CHECKING:
 
 # ---- rejection at arrival ------------------------------------------------------------------------------------
 def rejection_reason(spec: RequestSpec, config: EngineConfig) -> RejectReason | None:
-    """Why a request can never run on this engine (None if it can), as vLLM rejects prompts over max_model_len."""
-    if spec.max_blocks(config) > config.num_blocks:
-        return RejectReason.EXCEEDS_KV_POOL
+    """Why a request can never run on this engine (None if it can). Its prompt's length first, as vLLM checks it
+    on arrival (without chunked prefill max_model_len is at most the budget: a prompt over it is said so)."""
     if not config.chunked_prefill and spec.prompt_len > config.max_num_batched_tokens:
         return RejectReason.EXCEEDS_TOKEN_BUDGET
+    if spec.prompt_len > config.effective_max_model_len:
+        return RejectReason.EXCEEDS_MAX_MODEL_LEN
+    if spec.max_blocks(config) > config.num_blocks:
+        return RejectReason.EXCEEDS_KV_POOL
     return None
 
 
 def rejection_reasons(t: RequestTable, config: EngineConfig) -> list[RejectReason | None]:
-    """``rejection_reason`` of every request in the table, computed on its arrays."""
+    """``rejection_reason`` of every request in the table, computed on its arrays (a later rule overwrites an
+    earlier one, so they are listed from the last checked to the first)."""
     reasons: list[RejectReason | None] = [None] * len(t)
-    for row in np.flatnonzero(t.max_blocks > config.num_blocks).tolist():
-        reasons[row] = RejectReason.EXCEEDS_KV_POOL
+    rules = [(t.max_blocks > config.num_blocks, RejectReason.EXCEEDS_KV_POOL),
+             (t.prompt_len > config.effective_max_model_len, RejectReason.EXCEEDS_MAX_MODEL_LEN)]
     if not config.chunked_prefill:
-        for row in np.flatnonzero(t.prompt_len > config.max_num_batched_tokens).tolist():
-            reasons[row] = reasons[row] or RejectReason.EXCEEDS_TOKEN_BUDGET
+        rules.append((t.prompt_len > config.max_num_batched_tokens, RejectReason.EXCEEDS_TOKEN_BUDGET))
+    for applies, reason in rules:
+        for row in np.flatnonzero(applies).tolist():
+            reasons[row] = reason
     return reasons
 
 
@@ -49,11 +56,13 @@ def rejection_message(spec: RequestSpec, config: EngineConfig) -> str:
     reason = rejection_reason(spec, config)
     if reason is RejectReason.EXCEEDS_KV_POOL:
         return (f"needs {spec.max_blocks(config)} KV blocks at its longest (prompt {spec.prompt_len} + "
-                f"{spec.generated_len(config.stop_check)} output tokens, block_size {config.block_size}) "
-                f"but num_blocks is {config.num_blocks}")
+                f"{spec.generated_len(config.stop_check, config.effective_max_model_len)} output tokens, "
+                f"block_size {config.block_size}) but num_blocks is {config.num_blocks}")
     if reason is RejectReason.EXCEEDS_TOKEN_BUDGET:
         return (f"prompt_len {spec.prompt_len} exceeds max_num_batched_tokens {config.max_num_batched_tokens} "
                 f"and chunked_prefill is off")
+    if reason is RejectReason.EXCEEDS_MAX_MODEL_LEN:
+        return f"prompt_len {spec.prompt_len} exceeds max_model_len {config.effective_max_model_len}"
     return ""
 
 
@@ -80,9 +89,9 @@ class AdmissionRules:
 
     def __init__(self, config: EngineConfig):
         self.max_num_seqs = config.max_num_seqs
-        self.max_num_batched_tokens = config.max_num_batched_tokens
         self.chunked_prefill = config.chunked_prefill
-        self.watermark_blocks = config.watermark_blocks  # NOTE: V0's block manager rule; V1 has none (default 0)
+        # (vLLM's allocate_slots: only for waiting and preempted requests, and only while something runs)
+        self.watermark_blocks = config.watermark_blocks
 
     def slot_or_budget(self, num_running: int, budget_tokens: int) -> Refusal | None:
         """The rules no request can pass, whatever its size: budget left, a free slot."""
@@ -97,9 +106,9 @@ class AdmissionRules:
         """The rules on the request's size, once it has a slot and budget: without chunked prefill its prefill
         must fit the budget left (a prompt over the whole budget was rejected at arrival); its whole sequence must
         fit in the free blocks; and, while something runs, it must leave at least the watermark free."""
-        # NOTE: without chunked prefill vLLM requires max_num_batched_tokens >= max_model_len; we only reject
-        # prompts over the budget, so a resumed request longer than a whole budget is re-prefilled in chunks.
-        if not self.chunked_prefill and budget_tokens < num_prefill_tokens <= self.max_num_batched_tokens:
+        # Without chunked prefill max_model_len <= max_num_batched_tokens (config), and a request stops at
+        # max_model_len tokens, so its prefill (a resumed one's too) always fits a whole step's budget.
+        if not self.chunked_prefill and budget_tokens < num_prefill_tokens:
             return Refusal(WaitReason.PREFILL_OVER_BUDGET, num_prefill_tokens, 0, 0, budget_tokens)
         if blocks_needed > num_free_blocks:
             return Refusal(WaitReason.NO_KV_BLOCKS, 0, blocks_needed, num_free_blocks, 0)

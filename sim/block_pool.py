@@ -3,15 +3,20 @@
 Invariant: a block is free exactly when its ``ref_cnt`` is 0, and every free block has exactly one live entry in the
 free queue. Freed blocks keep their hash (they stay reusable by prefix caching) until the pool hands them out again.
 
-The free queue is FIFO, like vLLM's ``FreeKVCacheBlockQueue``: blocks are handed out from the head (the least
-recently freed first) and freed blocks are appended at the tail. A prefix-cache hit can take a block out of the
-middle of the queue; we do that lazily:
+The free queue follows vLLM's ``FreeKVCacheBlockQueue`` and ``BlockPool.free_blocks``: blocks are handed out from
+the head. A freed block that holds a hash (a full block, with prefix caching) is appended at the tail, so cached
+blocks are evicted least recently freed first (LRU); a freed block without a hash (a partial block, or every block
+without prefix caching) is prepended at the head, so it is handed out first (LIFO): it can never be a cache hit.
+A prefix-cache hit can take a block out of the middle of the queue; we do that lazily:
 
-    _queue:     [ .. stale .. | b7 | b2 | b9 | b4 | .. free space .. ]
-                               ^head                ^tail
+    _queue:     [ .. room .. | b7 | b2 | b9 | b4 | .. room .. ]
+                              ^head                ^tail
     _queue_pos[b] == i  <=> the entry at index i is b's live entry (-1: b is not in the queue)
 
-so a taken block's old entry is skipped when the head reaches it. The array is compacted when the tail hits the end.
+so a taken block's old entry is skipped when the head reaches it. When the tail hits the end the live entries are
+compacted to end at index ``num_blocks``, which leaves room for ``num_used`` entries before the head: enough for
+every prepend, since only used blocks are prepended and each allocation moves the head up again (a block taken
+by a cache hit holds a hash: it goes back to the tail).
 
 Without prefix caching no block is shared or taken from the middle, so the free queue alone says which blocks are
 used: ``ref_cnt`` is then derived from it when read instead of being kept up to date on every allocation and free.
@@ -67,8 +72,7 @@ class BlockPool:
         if n == 0:
             return np.empty(0, dtype=np.int32)
         if self._num_stale == 0:  # fast path: every entry is live
-            blocks = self._queue[self._head : self._head + n]  # entries before the head are not reused until
-            # a compaction, which only a later free() can trigger
+            blocks = self._queue[self._head : self._head + n]  # a view: the next free() may prepend over it
             self._head += n
         else:
             blocks = self._pop_skipping_stale(n)
@@ -113,22 +117,41 @@ class BlockPool:
         self.block_hash[blocks] = NO_HASH
 
     def free(self, blocks: np.ndarray) -> None:
-        """Drop one reference to each of ``blocks`` (distinct ids); append those now unused, in the given order.
-        Without prefix caching no block is shared, so every block is released."""
-        if self._track_positions:
-            self._ref_cnt[blocks] -= 1
-            released = blocks[self._ref_cnt[blocks] == 0]
-        else:
-            released = blocks
-        k = len(released)
-        if k == 0:
+        """Drop one reference to each of ``blocks`` (distinct ids, in eviction order: a request's tail first).
+        Those now unused go back to the free queue in that order: without a hash at the head, with one at the tail.
+        Without prefix caching no block is shared or hashed, so every block is released to the head."""
+        if not self._track_positions:
+            k = len(blocks)
+            if k:
+                self._prepend(blocks, k)
             return
-        if self._tail + k > self._capacity:
+        self._ref_cnt[blocks] -= 1
+        released = blocks[self._ref_cnt[blocks] == 0]
+        if not len(released):
+            return
+        hashed = self.block_hash[released] != NO_HASH
+        fresh = released[~hashed]
+        if len(fresh):
+            self._prepend(fresh, len(fresh))
+        cached = released[hashed]
+        k = len(cached)
+        if k:
+            if self._tail + k > self._capacity:
+                self._compact()
+            self._queue[self._tail : self._tail + k] = cached
+            self._queue_pos[cached] = np.arange(self._tail, self._tail + k)
+            self._tail += k
+            self.num_free += k
+
+    def _prepend(self, blocks: np.ndarray, k: int) -> None:
+        """Put ``k`` blocks before the head, ``blocks[0]`` first in line (vLLM's ``prepend_n``)."""
+        if k > self._head:  # (never, by the room argument of the module doc; a compaction makes room anyway)
             self._compact()
-        self._queue[self._tail : self._tail + k] = released
+        head = self._head - k
+        self._queue[head : self._head] = blocks
         if self._track_positions:
-            self._queue_pos[released] = np.arange(self._tail, self._tail + k)
-        self._tail += k
+            self._queue_pos[blocks] = np.arange(head, self._head)
+        self._head = head
         self.num_free += k
 
     def touch(self, blocks: np.ndarray) -> None:
@@ -147,11 +170,14 @@ class BlockPool:
         self.block_hash[block] = block_hash
 
     def _compact(self) -> None:
+        """Move the live entries to end at index ``num_blocks``: room for ``num_used`` prepends before the head and
+        for at least ``num_blocks + 64`` appends after the tail."""
         live_ids = self.free_queue_order().copy()
         k = len(live_ids)
-        self._queue[:k] = live_ids
-        self._queue_pos[live_ids] = np.arange(k)
-        self._head, self._tail, self._num_stale = 0, k, 0
+        head = self.num_blocks - k
+        self._queue[head : self.num_blocks] = live_ids
+        self._queue_pos[live_ids] = np.arange(head, self.num_blocks)
+        self._head, self._tail, self._num_stale = head, self.num_blocks, 0
 
     def free_queue_order(self) -> np.ndarray:
         """Free blocks in hand-out order (head first)."""

@@ -74,12 +74,14 @@ def check_int(name: str, value: Any, lo: int, hi: int | None = None) -> None:
         raise ValueError(f"{name}: must be at most {MAX_VALUE:,} (the simulator's limit), got {value:,}")
 
 
-def check_float(name: str, value: Any, lo: float, hi: float | None = None, *, lo_open: bool = False) -> None:
+def check_float(name: str, value: Any, lo: float, hi: float | None = None, *, lo_open: bool = False,
+                hi_open: bool = False) -> None:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise ValueError(f"{name}: must be a finite number, got {value!r}")
-    if (value <= lo if lo_open else value < lo) or (hi is not None and value > hi):
+    too_high = hi is not None and (value >= hi if hi_open else value > hi)
+    if (value <= lo if lo_open else value < lo) or too_high:
         low = f"> {lo}" if lo_open else f">= {lo}"
-        allowed = low if hi is None else f"{low} and <= {hi}"
+        allowed = low if hi is None else f"{low} and {'<' if hi_open else '<='} {hi}"
         raise ValueError(f"{name}: must be {allowed}, got {value}")
     if value > MAX_VALUE:
         raise ValueError(f"{name}: must be at most {MAX_VALUE:,} (the simulator's limit), got {value:.3g}")
@@ -94,12 +96,15 @@ class ModelSpec:
     num_kv_heads: int = _help("KV heads (grouped-query attention)", default=8)
     head_dim: int = _help("dimension of one attention head", default=128)
     dtype_bytes: int = _help("bytes per KV element (2 = fp16/bf16)", default=2)
+    max_position_embeddings: int = _help("context length, tokens: vLLM's default max_model_len", default=131_072)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str):
             raise ValueError(f"model.name: must be a string, got {self.name!r}")
-        # (ranges past any real model: 1 to 1,024 layers and KV heads, heads of up to 4,096, up to 8 bytes a value)
-        for name, hi in (("num_layers", 1024), ("num_kv_heads", 1024), ("head_dim", 4096), ("dtype_bytes", 8)):
+        # (ranges past any real model: 1 to 1,024 layers and KV heads, heads of up to 4,096, up to 8 bytes a value,
+        # contexts of up to 10 million tokens, the longest prompt a request may have)
+        for name, hi in (("num_layers", 1024), ("num_kv_heads", 1024), ("head_dim", 4096), ("dtype_bytes", 8),
+                         ("max_position_embeddings", 10_000_000)):
             check_int(f"model.{name}", getattr(self, name), 1, hi)
 
     @property
@@ -107,12 +112,12 @@ class ModelSpec:
         return 2 * self.num_layers * self.num_kv_heads * self.head_dim * self.dtype_bytes
 
 
-# Named models for the UI's model picker. Values from the models' published configs.
+# Named models for the UI's model picker. Values from the models' published configs (config.json).
 MODELS: dict[str, ModelSpec] = {
-    "llama-3.1-8b": ModelSpec("Llama 3.1 8B", 32, 8, 128, 2),
-    "llama-3.1-70b": ModelSpec("Llama 3.1 70B", 80, 8, 128, 2),
-    "mistral-7b": ModelSpec("Mistral 7B", 32, 8, 128, 2),
-    "qwen2.5-7b": ModelSpec("Qwen2.5 7B", 28, 4, 128, 2),
+    "llama-3.1-8b": ModelSpec("Llama 3.1 8B", 32, 8, 128, 2, 131_072),
+    "llama-3.1-70b": ModelSpec("Llama 3.1 70B", 80, 8, 128, 2, 131_072),
+    "mistral-7b": ModelSpec("Mistral 7B", 32, 8, 128, 2, 32_768),
+    "qwen2.5-7b": ModelSpec("Qwen2.5 7B", 28, 4, 128, 2, 32_768),  # (the Instruct model's config.json)
 }
 
 
@@ -160,11 +165,15 @@ class EngineConfig:
     block_size: int = _help("tokens per KV block", default=16)
     max_num_seqs: int = _help("most requests running at once (batch slots)", default=256)
     max_num_batched_tokens: int = _help("token budget of one step", default=2048)
+    max_model_len: int = _help("longest sequence, prompt + output tokens: a request stops there, a longer prompt is "
+                               "rejected (0 = vLLM's default: the model's context length, at most "
+                               "max_num_batched_tokens without chunked prefill)", default=0)
     policy: Policy = _help("waiting-queue order", default=Policy.FCFS)
     enable_prefix_caching: bool = _help("reuse full KV blocks with the same token prefix (on in vLLM V1)",
                                         default=False)
     chunked_prefill: bool = _help("split long prompts over several steps", default=True)
-    watermark: float = _help("fraction of blocks kept free at admission (0 = vLLM V1)", default=0.0)
+    watermark: float = _help("fraction of the KV pool kept free when admitting a request while others run "
+                             "(0 = none, vLLM's default)", default=0.0)
     preemption_mode: PreemptionMode = _help("what happens to a victim's KV", default=PreemptionMode.RECOMPUTE)
     num_cpu_blocks: int = _help("CPU swap space, blocks (swap mode)", default=0)
     abort_on_disconnect: bool = _help("abort a request when its client disconnects", default=True)
@@ -197,7 +206,8 @@ class EngineConfig:
         for name in ("enable_prefix_caching", "chunked_prefill", "abort_on_disconnect"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name}: must be true or false, got {getattr(self, name)!r}")
-        check_float("watermark", self.watermark, 0.0, 0.5)
+        # (vLLM's range, [0, 1): near 1 nothing is admitted while anything runs, which the runs then show)
+        check_float("watermark", self.watermark, 0.0, 1.0, hi_open=True)
         check_int("num_cpu_blocks", self.num_cpu_blocks, 0, 100_000_000)
         check_int("disconnect_detect_delay_steps", self.disconnect_detect_delay_steps, 0)
         check_int("timeout_steps", self.timeout_steps, 0)
@@ -217,14 +227,39 @@ class EngineConfig:
             raise ValueError(f"model: must be a ModelSpec, got {self.model!r}")
         if not isinstance(self.cost, CostModel):
             raise ValueError(f"cost: must be a CostModel, got {self.cost!r}")
+        self._check_max_model_len()
+
+    def _check_max_model_len(self) -> None:
+        """vLLM's start-up checks: max_model_len within the model's context and, without chunked prefill, within
+        one step's budget (so that every prompt, and every preempted request's re-prefill, fits one step)."""
+        check_int("max_model_len", self.max_model_len, 0, 10_000_000)
+        context = self.model.max_position_embeddings
+        if self.max_model_len > context:
+            raise ValueError(f"max_model_len: must be at most {context:,}, the context length of {self.model.name} "
+                             f"(model.max_position_embeddings), got {self.max_model_len:,}; 0 = that default")
+        if not self.chunked_prefill and self.max_model_len > self.max_num_batched_tokens:
+            raise ValueError(f"max_model_len: must be at most max_num_batched_tokens ({self.max_num_batched_tokens:,}) "
+                             f"when chunked_prefill is off, got {self.max_model_len:,}; 0 = the longest allowed")
 
     @property
     def block_bytes(self) -> int:
         return self.block_size * self.model.kv_bytes_per_token
 
     @property
+    def effective_max_model_len(self) -> int:
+        """``max_model_len``, or when it is 0 vLLM's default: the model's context length.
+        NOTE: vLLM refuses to start when that default exceeds max_num_batched_tokens without chunked prefill (you
+        must set max_model_len); the lab takes the longest value vLLM would accept, the budget."""
+        if self.max_model_len:
+            return self.max_model_len
+        context = self.model.max_position_embeddings
+        return context if self.chunked_prefill else min(context, self.max_num_batched_tokens)
+
+    @property
     def watermark_blocks(self) -> int:
-        return int(self.watermark * self.num_blocks)
+        """Free blocks an admission must leave while something runs: vLLM's ``int(watermark * num_blocks)`` over its
+        whole pool, which counts the reserved null block too (``num_blocks + 1`` here)."""
+        return int(self.watermark * (self.num_blocks + 1))
 
     def client_weight(self, client_id: str) -> float:
         return dict(self.client_weights).get(client_id, 1.0)

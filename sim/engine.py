@@ -20,7 +20,7 @@ import numpy as np
 from . import events, fast_forward
 from .admission import rejection_reasons
 from .block_pool import NO_HASH
-from .config import EngineConfig, StopCheck, cdiv
+from .config import EngineConfig, cdiv
 from .events import Event, EventKind, FinishReason, RejectReason, describe
 from .kv_cache_manager import KVCacheManager
 from .npfast import ONE, ONE_I8
@@ -354,9 +354,8 @@ class Engine:
         if not len(finished):
             return
         t = self.table
-        stops_early = self.config.stop_check is StopCheck.EVERY_STEP
         for row in finished.tolist():
-            if stops_early and t.ends_on_stop.item(row):
+            if t.stops_on_stop.item(row):
                 status, reason = RequestStatus.FINISHED_STOPPED, FinishReason.STOP
             else:
                 status, reason = RequestStatus.FINISHED_LENGTH_CAPPED, FinishReason.LENGTH

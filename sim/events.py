@@ -40,6 +40,7 @@ class EventKind(StrEnum):
 class RejectReason(StrEnum):
     EXCEEDS_KV_POOL = "exceeds_kv_pool"  # needs more blocks at its longest than the whole pool
     EXCEEDS_TOKEN_BUDGET = "exceeds_token_budget"  # prompt over max_num_batched_tokens, chunked prefill off
+    EXCEEDS_MAX_MODEL_LEN = "exceeds_max_model_len"  # prompt longer than max_model_len
     RATE_LIMITED = "rate_limited"  # its client is over the per-client rate limit
 
 
@@ -189,6 +190,7 @@ _REJECT_TEXT = {
     RejectReason.EXCEEDS_KV_POOL: "rejected: it can never fit in the KV pool",
     RejectReason.EXCEEDS_TOKEN_BUDGET: "rejected: its prompt exceeds the step's token budget and chunked prefill is "
                                        "off",
+    RejectReason.EXCEEDS_MAX_MODEL_LEN: "rejected: its prompt is longer than max_model_len",
     RejectReason.RATE_LIMITED: "rejected: the client is over its rate limit",
 }
 

@@ -108,18 +108,28 @@ class RequestSpec:
         """Tokens somebody reads if the client stays: the answer up to its stop or the length limit."""
         return min(self.output_len, self.limit_tokens)
 
-    def generated_len(self, stop_check: StopCheck) -> int:
-        """Tokens the engine generates if never aborted."""
-        if not self.ends_on_stop:
-            return self.limit_tokens
-        if stop_check is StopCheck.AT_MAX_TOKENS:
-            return self.limit_tokens
-        extra = 1 if self.stop_type is StopType.STRING else 0
-        return min(self.output_len + extra, self.limit_tokens)
+    def generated_len(self, stop_check: StopCheck, max_model_len: int | None = None) -> int:
+        """Tokens the engine generates if never aborted (and, given ``max_model_len``, stopped there)."""
+        if not self.ends_on_stop or stop_check is StopCheck.AT_MAX_TOKENS:
+            n = self.limit_tokens
+        else:
+            extra = 1 if self.stop_type is StopType.STRING else 0
+            n = min(self.output_len + extra, self.limit_tokens)
+        return n if max_model_len is None else min(n, self.max_model_len_cap(max_model_len))
+
+    def max_model_len_cap(self, max_model_len: int) -> int:
+        """Output tokens at most, when a request stops once it holds ``max_model_len`` tokens: vLLM checks after
+        each token, so even a prompt of ``max_model_len`` tokens gets its first one."""
+        return max(max_model_len - self.prompt_len, 1)
+
+    def stops_on_stop(self, config: EngineConfig) -> bool:
+        """Its answer ends on its stop (a stop token or string), before the length limit or max_model_len cut it."""
+        return (config.stop_check is StopCheck.EVERY_STEP and self.ends_on_stop
+                and self.output_len <= self.max_model_len_cap(config.effective_max_model_len))
 
     def max_blocks(self, config: EngineConfig) -> int:
         """Blocks the request holds at its longest: the last token generated is never fed back."""
-        max_kv_tokens = self.prompt_len + self.generated_len(config.stop_check) - 1
+        max_kv_tokens = self.prompt_len + self.generated_len(config.stop_check, config.effective_max_model_len) - 1
         return cdiv(max_kv_tokens, config.block_size)
 
 
@@ -141,11 +151,16 @@ class RequestTable:
         limit_tokens = np.where(max_tokens < 0, output_len, max_tokens)
         self.ends_on_stop = limit_tokens > output_len  # [n] bool
         self.useful_len = np.minimum(output_len, limit_tokens)
+        # Tokens generated if never aborted (RequestSpec.generated_len): to the stop or the length limit, and at most
+        # to max_model_len tokens in all (RequestSpec.max_model_len_cap).
+        cap = np.maximum(config.effective_max_model_len - self.prompt_len, 1)
         if config.stop_check is StopCheck.AT_MAX_TOKENS:
-            self.target_len = limit_tokens  # tokens generated if never aborted (RequestSpec.generated_len)
+            self.target_len = np.minimum(limit_tokens, cap)
+            self.stops_on_stop = np.zeros(n, dtype=bool)  # [n] bool: finishes on its stop (RequestSpec.stops_on_stop)
         else:
-            self.target_len = np.where(self.ends_on_stop, np.minimum(output_len + is_string, limit_tokens),
-                                       limit_tokens)
+            self.target_len = np.minimum(np.where(self.ends_on_stop, np.minimum(output_len + is_string, limit_tokens),
+                                                  limit_tokens), cap)
+            self.stops_on_stop = self.ends_on_stop & (output_len <= cap)
         # Blocks held at the longest (RequestSpec.max_blocks): the last token generated is never fed back.
         self.max_blocks = cdiv(self.prompt_len + self.target_len - 1, config.block_size)
         self.client = np.array([client_index[s.client_id] for s in specs], dtype=np.int32)  # [n] int32

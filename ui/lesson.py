@@ -177,10 +177,11 @@ def unservable_message(scenario: Scenario, trace: Trace) -> str:
     reasons = trace.finish_reason
     too_big = [i for i, why in enumerate(reasons) if why == RejectReason.EXCEEDS_KV_POOL]
     too_long = [i for i, why in enumerate(reasons) if why == RejectReason.EXCEEDS_TOKEN_BUDGET]
-    if not too_big and not too_long:
+    over_len = [i for i, why in enumerate(reasons) if why == RejectReason.EXCEEDS_MAX_MODEL_LEN]
+    if not too_big and not too_long and not over_len:
         return ""
     cfg, n = scenario.config, len(reasons)
-    both = bool(too_big and too_long)  # then each part says how many it is about
+    both = sum(map(bool, (too_big, too_long, over_len))) > 1  # then each part says how many it is about
 
     def who(rows: list[int], verb_one: str, verb_many: str) -> str:
         if both:
@@ -200,7 +201,12 @@ def unservable_message(scenario: Scenario, trace: Trace) -> str:
         parts.append(f"{who(too_long, 'has', 'have')} a prompt of {up_to}{longest:,} tokens, more than the step's "
                      f"token budget (max_num_batched_tokens {cfg.max_num_batched_tokens:,}), and chunked prefill "
                      f"is off")
-    rejected = len(too_big) + len(too_long)
+    if over_len:
+        longest = max(scenario.requests[i].prompt_len for i in over_len)
+        up_to = "" if len(over_len) == 1 else "up to "
+        parts.append(f"{who(over_len, 'has', 'have')} a prompt of {up_to}{longest:,} tokens, longer than "
+                     f"max_model_len ({cfg.effective_max_model_len:,} tokens)")
+    rejected = len(too_big) + len(too_long) + len(over_len)
     verb = "was" if rejected == 1 else "were"
     return (f"**{rejected:,} of {count(n, 'request')} can never run on this engine and {verb} rejected on arrival**: "
             + "; ".join(parts) + ". Every figure on this page counts only the others.")

@@ -122,7 +122,7 @@ def downloads(scenario: Scenario, trace: Trace, name: str, key: str) -> None:
                    "(or the token budget) first.")
 
 
-_NEVER_FITS = (RejectReason.EXCEEDS_KV_POOL, RejectReason.EXCEEDS_TOKEN_BUDGET)
+_NEVER_FITS = (RejectReason.EXCEEDS_KV_POOL, RejectReason.EXCEEDS_TOKEN_BUDGET, RejectReason.EXCEEDS_MAX_MODEL_LEN)
 
 
 def requests_csv(scenario: Scenario, trace: Trace) -> str:

@@ -42,12 +42,16 @@ def requests(draw, max_requests: int = 10, max_arrival: int = 6, clients: str = 
 def configs(draw, policies: tuple[str, ...] = ALL_POLICIES) -> EngineConfig:
     chunked_prefill = draw(st.booleans())
     # Without chunked prefill a prompt over the budget is rejected: keep most budgets above the longest prompt (24).
-    budget = st.one_of(st.integers(1, 8), st.integers(8, 64)) if chunked_prefill else st.integers(4, 64)
+    budget = draw(st.one_of(st.integers(1, 8), st.integers(8, 64)) if chunked_prefill else st.integers(4, 64))
+    # Mostly the default (the budget without chunked prefill: some answers stop there); sometimes shorter, so that
+    # requests stop at max_model_len, or prompts over it are rejected, with chunked prefill too.
+    max_model_len = draw(st.sampled_from([0, 0, 0, 12, 30]))
     return EngineConfig(
         num_blocks=draw(st.integers(8, 32)),
         block_size=draw(st.sampled_from([1, 2, 4, 4, 8])),
         max_num_seqs=draw(st.sampled_from([1, 2, 3, 4, 6, 8])),
-        max_num_batched_tokens=draw(budget),
+        max_num_batched_tokens=budget,
+        max_model_len=max_model_len if chunked_prefill else min(max_model_len, budget),
         policy=draw(st.sampled_from(policies)),
         enable_prefix_caching=draw(st.booleans()),
         chunked_prefill=chunked_prefill,

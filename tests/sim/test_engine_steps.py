@@ -55,12 +55,13 @@ def test_chunked_prefill_lets_several_prefills_share_a_step():
 
 
 def test_without_chunked_prefill_a_prompt_over_the_remaining_budget_stops_admission():
-    # Same requests, chunked prefill off. step 0: A 4, B needs 4 > 2 left -> admission stops (C waits behind B
-    # though C's 2 tokens would fit). step 1: A 1, B 4 (5 left), C needs 2 > 1 left -> stops.
-    # step 2: A 1, B 1, C 2 (4 left).
+    # Chunked prefill off: max_model_len defaults to the budget, 6, so A and B (prompt 4) answer 2 tokens at most.
+    # step 0: A 4, B needs 4 > 2 left -> admission stops (C waits behind B though C's 2 tokens would fit).
+    # step 1: A 1 (its 2nd token: 6 tokens, done), B 4 (5 left), C needs 2 > 1 left -> stops.
+    # step 2: B 1, C 2 (4 left).
     t = run(config(max_num_batched_tokens=6, chunked_prefill=False),
-            req("A", 0, 4, 3), req("B", 0, 4, 3), req("C", 0, 2, 3))
-    assert schedule(t)[:3] == [[("A", 4)], [("A", 1), ("B", 4)], [("A", 1), ("B", 1), ("C", 2)]]
+            req("A", 0, 4, 2), req("B", 0, 4, 2), req("C", 0, 2, 3))
+    assert schedule(t)[:3] == [[("A", 4)], [("A", 1), ("B", 4)], [("B", 1), ("C", 2)]]
     assert [rec(t, x)["first_scheduled_step"] for x in "ABC"] == [0, 1, 2]
     assert event_kinds(t, 0, "blocked") == ["B"]
     [blocked] = events_of(t, 0, "blocked")

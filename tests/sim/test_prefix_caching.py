@@ -1,5 +1,6 @@
 """Prefix caching: full blocks identified by a chained hash, freed blocks cached until handed out again (least
-recently freed first), a request's tail freed first, cache hits on a preempted request's re-prefill.
+recently freed first; a freed block holding no hash is handed out before them all), a request's tail freed first,
+cache hits on a preempted request's re-prefill.
 
 Blocks of 4 tokens. A request in ``prefix_group`` g with ``prefix_len`` 8 has two group blocks (tokens 0-3, 4-7);
 its other full blocks are its own. At least the last prompt token is always computed, so a 10-token prompt can hit at
@@ -45,9 +46,10 @@ def test_without_prefix_caching_nothing_is_shared():
 @pytest.mark.parametrize(("filler_prompt", "hit_tokens"), [(24, 8), (28, 4), (32, 0)])
 def test_freed_blocks_stay_cached_until_handed_out_least_recently_freed_first(filler_prompt, hit_tokens):
     # Free queue at start: [0 1 2 3 4 5 6 7]. A (prompt 10, 1 token) takes blocks 0, 1, 2 at step 0 and finishes:
-    # freed tail first -> queue [3 4 5 6 7 | 2 1 0] with 0, 1 its cached group blocks.
+    # freed tail first; block 2 (tokens 8-9, partial, no hash) to the head, its cached group blocks 1, 0 to the tail
+    # -> queue [2 | 3 4 5 6 7 | 1 0].
     # Step 1: F (no group) takes filler_prompt / 4 blocks from the head and finishes:
-    #   24 -> 6 blocks [3..7, 2]: both group blocks stay cached -> B hits 8 tokens
+    #   24 -> 6 blocks [2..7]: both group blocks stay cached -> B hits 8 tokens
     #   28 -> 7 blocks, also block 1 (A's 2nd group block) is handed out and loses its hash -> B hits 4
     #   32 -> all 8: nothing left cached -> B hits 0
     # Step 2: B (same group as A) is admitted.
@@ -106,21 +108,63 @@ def test_pool_lookup_takes_the_oldest_block_cached_under_a_hash():
     pool.cache_block(0, block_hash=5)
     pool.cache_block(2, block_hash=5)  # the same tokens computed again
     assert pool.cached_block(5) == 0
-    pool.free(blocks)
-    pool.allocate(1)  # block 0, the head: evicted
+    pool.free(blocks)  # block 1 (no hash) to the head, 0 and 2 to the tail: queue [1 0 2]
+    pool.allocate(2)  # blocks 1 and 0: block 0 is evicted
     assert pool.cached_block(5) == 2 and pool.cached == {5: [2]}
     pool.check_integrity()
 
 
-def test_pool_hands_out_the_least_recently_freed_block_first():
+def test_pool_hands_out_the_least_recently_freed_cached_block_first():
     pool = BlockPool(4, enable_caching=True)
     first = pool.allocate(3)
     assert first.tolist() == [0, 1, 2]
-    pool.free(np.array([2, 0], dtype=np.int32))  # freed in this order: 2, then 0
+    pool.cache_block(0, block_hash=10)
+    pool.cache_block(2, block_hash=12)
+    pool.free(np.array([2, 0], dtype=np.int32))  # freed in this order: 2, then 0, both hashed: to the tail
     # Queue: 3 (never used), then 2, then 0.
     assert pool.free_queue_order().tolist() == [3, 2, 0]
     assert pool.allocate(2).tolist() == [3, 2]
     pool.check_integrity()
+
+
+@pytest.mark.parametrize("enable_caching", [True, False])
+def test_pool_hands_out_a_freed_block_without_hash_first(enable_caching):
+    # vLLM's BlockPool.free_blocks: a block holding no hash can never be a cache hit, so it goes to the head of the
+    # free queue (prepend_n keeps the order given: the first freed is handed out first).
+    pool = BlockPool(4, enable_caching=enable_caching)
+    assert pool.allocate(3).tolist() == [0, 1, 2]  # queue [3]
+    pool.free(np.array([2, 0], dtype=np.int32))  # a request's blocks, tail first: queue [2 0 3]
+    assert pool.free_queue_order().tolist() == [2, 0, 3]
+    assert pool.allocate(2).tolist() == [2, 0]
+    pool.check_integrity()
+
+
+def test_pool_puts_freed_blocks_without_hash_at_the_head_and_with_hash_at_the_tail():
+    # A request holding blocks 1, 2, 3 (1 and 2 full and hashed, 3 partial) frees them tail first: 3, 2, 1.
+    pool = BlockPool(5, enable_caching=True)
+    pool.allocate(1)  # block 0, held by someone else
+    blocks = pool.allocate(3)  # [1 2 3]; queue [4]
+    pool.cache_block(1, block_hash=11)
+    pool.cache_block(2, block_hash=12)
+    pool.free(blocks[::-1].copy())  # 3 to the head; 2 then 1 to the tail: queue [3 4 2 1]
+    assert pool.free_queue_order().tolist() == [3, 4, 2, 1]
+    assert pool.allocate(2).tolist() == [3, 4]  # both cached blocks survive
+    assert pool.cached == {11: [1], 12: [2]}
+    pool.check_integrity()
+
+
+def test_pool_keeps_prepending_and_appending_without_running_out_of_room():
+    # 200 rounds on 6 blocks, each appending one cached block: the tail reaches the end of the queue array (2 * 6
+    # + 64 entries) and the queue is compacted several times; the head keeps room for every prepend.
+    pool = BlockPool(6, enable_caching=True)
+    for i in range(200):
+        blocks = pool.allocate(4).copy()
+        pool.cache_block(int(blocks[0]), block_hash=1000 + i)  # one full block per round, three partial ones
+        pool.free(blocks[::-1].copy())  # tail first: the three partial ones to the head, the full one to the tail
+        assert pool.free_queue_order()[:3].tolist() == blocks[:0:-1].tolist()
+        assert pool.free_queue_order()[-1] == blocks[0]
+        pool.check_integrity()
+    assert pool.num_free == 6
 
 
 def test_pool_touch_takes_a_cached_block_out_of_the_middle_of_the_free_queue():
@@ -140,9 +184,11 @@ def test_pool_evicts_a_cached_block_when_it_is_handed_out():
     pool = BlockPool(2, enable_caching=True)
     blocks = pool.allocate(2)
     pool.cache_block(0, block_hash=7)
-    pool.free(blocks)
+    pool.free(blocks)  # queue [1 0]: block 1 (no hash) at the head, block 0 (cached) at the tail
     assert pool.cached == {7: [0]}
-    pool.allocate(1)  # block 0, the head
+    assert pool.allocate(1).tolist() == [1]
+    assert pool.cached == {7: [0]}
+    pool.allocate(1)  # block 0: evicted
     assert pool.cached == {}
     pool.check_integrity()
 

@@ -43,8 +43,9 @@ def test_request_table_follows_the_request_specs_length_rules(case):
     cfg, reqs = case
     t = RequestTable(reqs, cfg, client_ids_of(reqs))
     assert t.useful_len.tolist() == [r.useful_len for r in reqs]
-    assert t.target_len.tolist() == [r.generated_len(cfg.stop_check) for r in reqs]
+    assert t.target_len.tolist() == [r.generated_len(cfg.stop_check, cfg.effective_max_model_len) for r in reqs]
     assert t.ends_on_stop.tolist() == [r.ends_on_stop for r in reqs]
+    assert t.stops_on_stop.tolist() == [r.stops_on_stop(cfg) for r in reqs]
     assert t.max_blocks.tolist() == [r.max_blocks(cfg) for r in reqs]
     assert rejection_reasons(t, cfg) == [rejection_reason(r, cfg) for r in reqs]
     assert t.arrival_step.tolist() == [r.arrival_step for r in reqs]

@@ -51,7 +51,17 @@ INVALID = [
     ("zero prompt", lambda d: d["requests"][0].update(prompt_len=0), "prompt_len: must be between 1"),
     ("negative output", lambda d: d["requests"][0].update(output_len=-1), "output_len: must be between 1"),
     ("zero max_tokens", lambda d: d["requests"][0].update(max_tokens=0), "max_tokens: must be between 1"),
-    ("watermark out of range", lambda d: d["config"].update(watermark=0.9), "config.watermark: must be >= 0.0"),
+    ("watermark out of range", lambda d: d["config"].update(watermark=1.0),
+     "config.watermark: must be >= 0.0 and < 1.0, got 1.0"),
+    ("max_model_len over the budget without chunking",
+     lambda d: d["config"].update(chunked_prefill=False, max_num_batched_tokens=64, max_model_len=100),
+     "config.max_model_len: must be at most max_num_batched_tokens (64) when chunked_prefill is off, got 100"),
+    ("max_model_len over the model's context", lambda d: d["config"].update(model="qwen2.5-7b", max_model_len=40_000),
+     "config.max_model_len: must be at most 32,768, the context length of Qwen2.5 7B (model.max_position_embeddings)"),
+    ("negative max_model_len", lambda d: d["config"].update(max_model_len=-1),
+     "config.max_model_len: must be between 0 and"),
+    ("prompt over max_model_len", lambda d: d["config"].update(max_model_len=3),
+     "requests[0] (id 'a'): prompt_len 4 exceeds max_model_len 3"),
     ("zero client weight", lambda d: d["config"].update(client_weights={"a": 0}), "config.client_weights[a]"),
     # prompt 100 + 2 out: ceil(101 / 4) = 26 blocks > 8.
     ("never fits the pool", lambda d: d["requests"][0].update(prompt_len=100),
@@ -192,11 +202,12 @@ def test_a_byte_order_mark_is_fine(tmp_path):
 def test_round_trip_explicit_requests():
     config = EngineConfig(
         num_blocks=64, block_size=8, max_num_seqs=3, max_num_batched_tokens=100, policy="vtc",
-        enable_prefix_caching=True, chunked_prefill=False, watermark=0.1, preemption_mode="swap", num_cpu_blocks=9,
+        max_model_len=90, enable_prefix_caching=True, chunked_prefill=False, watermark=0.1, preemption_mode="swap",
+        num_cpu_blocks=9,
         abort_on_disconnect=False, disconnect_detect_delay_steps=2, timeout_steps=50, stop_check="at_max_tokens",
         prediction_error_sigma=1.5, starvation_threshold_steps=7, priority_quantum_steps=3, input_weight=0.5,
         output_weight=4.0, client_weights={"x": 2.0}, rate_limit_max_requests=2, rate_limit_window_steps=30, seed=9,
-        model=ModelSpec("Tiny", 2, 2, 64, 1), cost=CostModel(step_base_ms=1.5), max_steps=1234)
+        model=ModelSpec("Tiny", 2, 2, 64, 1, 4096), cost=CostModel(step_base_ms=1.5), max_steps=1234)
     requests = (
         RequestSpec("a", 0, 10, 5),
         RequestSpec("b", 3, 20, 7, client_id="x", priority=-2, abort_step=9, prefix_group="sys", prefix_len=8,

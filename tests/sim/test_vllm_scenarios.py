@@ -21,8 +21,9 @@ FIELDS = ("id", "arrival_step", "first_scheduled_step", "first_token_step", "fin
 
 
 def test_vllm_scenarios_are_there():
-    # a_hol_fcfs, c_preempt_fcfs and d_abort_slots at least; an empty folder must not pass silently.
-    assert len(SCENARIOS) >= 3, f"no vLLM scenarios found in {VLLM_SCENARIOS_DIR}"
+    # a_hol_fcfs, c_preempt_fcfs, d_abort_slots, prefix_free_order_lifo and watermark_rounding at least; an empty
+    # folder must not pass silently.
+    assert len(SCENARIOS) >= 5, f"vLLM scenarios missing from {VLLM_SCENARIOS_DIR}"
     for path in SCENARIOS:
         assert path.with_name(path.stem + ".expected.json").is_file(), f"{path.name} has no .expected.json"
 

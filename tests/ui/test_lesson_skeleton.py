@@ -27,14 +27,23 @@ def test_one_request_too_big_for_the_pool():
 
 
 def test_both_reasons_say_how_many_each():
-    # Chunked prefill off and a 64-token budget: c's 100-token prompt can never be scheduled; b is too big.
-    config = EngineConfig(num_blocks=8, chunked_prefill=False, max_num_batched_tokens=64)
+    # Chunked prefill off and a 64-token budget: c's 100-token prompt can never be scheduled. max_model_len is then
+    # 64 too, so b (prompt 60) stops at 64 tokens: ceil(63 / 16) = 4 blocks at its longest, more than the 3 here.
+    config = EngineConfig(num_blocks=3, chunked_prefill=False, max_num_batched_tokens=64)
     text = message(config, RequestSpec("a", 0, 16, 16), RequestSpec("b", 0, 60, 200), RequestSpec("c", 0, 100, 1),
                    RequestSpec("d", 0, 120, 1))
     assert text.startswith("**3 of 4 requests can never run on this engine and were rejected on arrival**: ")
-    assert "1 request needs 17 KV blocks at the longest" in text
+    assert "1 request needs 4 KV blocks at the longest" in text
     assert "2 requests have a prompt of up to 120 tokens, more than the step's token budget " \
            "(max_num_batched_tokens 64), and chunked prefill is off" in text
+
+
+def test_a_prompt_over_max_model_len():
+    text = message(EngineConfig(num_blocks=64, max_model_len=100), RequestSpec("a", 0, 16, 16),
+                   RequestSpec("b", 0, 120, 1))
+    assert text == ("**1 of 2 requests can never run on this engine and was rejected on arrival**: it has a prompt "
+                    "of 120 tokens, longer than max_model_len (100 tokens). Every figure on this page counts only "
+                    "the others.")
 
 
 def test_an_uploaded_variant_gives_the_other_variants_back_the_setting_they_rely_on():
