@@ -25,3 +25,14 @@ def vllm_scenarios_dir() -> Path:
     if not VLLM_SCENARIOS_DIR.is_dir():
         pytest.fail(f"vLLM example scenarios not found at {VLLM_SCENARIOS_DIR} (a broken checkout)")
     return VLLM_SCENARIOS_DIR
+
+
+APP_TESTS_DIR = REPO_ROOT / "tests" / "app"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests under tests/app/ (whole pages run by Streamlit's AppTest, the slow half of the suite) get the ``app``
+    marker, so ``pytest -m "not browser and not app"`` is the fast loop. (tests/browser/conftest.py marks its own.)"""
+    for item in items:
+        if APP_TESTS_DIR in item.path.parents:
+            item.add_marker(pytest.mark.app)
