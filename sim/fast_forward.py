@@ -24,13 +24,13 @@ from .config import Policy
 from .npfast import add_accumulate as _cumsum
 from .npfast import max_reduce
 from .request import NO_STEP
-from .trace import SCHED_DECODE, SCHED_WASTED, STEP_COLUMNS
+from .trace import SCHED_DECODE, SCHED_WASTED, ClientRecord, StepRecord
 
 if TYPE_CHECKING:
     from .engine import Engine
 
 MIN_STEPS = 6  # shorter stretches cost more to set up than stepping through them
-_COLUMN_INDEX = {name: i for i, name in enumerate(STEP_COLUMNS)}
+_COLUMN_INDEX = {name: i for i, name in enumerate(StepRecord._fields)}
 # The head of these queues moves only on an arrival or a starvation-guard promotion (the queue says when).
 _STATIC_ORDERS = (Policy.FCFS, Policy.PRIORITY, Policy.SJF, Policy.SJF_PREDICTED)
 
@@ -209,7 +209,7 @@ def _record(engine: Engine, step: int, d: int, run: np.ndarray, j_of: np.ndarray
     if nc > 1 or engine.any_disconnect:  # what it held before plus the blocks opened so far
         grown = np.bincount(j_of * r + pos_of, minlength=d * r).reshape(d, r).cumsum(axis=0)
         held = grown + (kv.num_blocks_held[run] - grown[-1])[None, :]
-    values = np.zeros((d, len(STEP_COLUMNS)))  # STEP_COLUMNS as the step loop records them (zeros: nothing)
+    values = np.zeros((d, len(StepRecord._fields)))  # a StepRecord a step, by field name (zeros: nothing)
     col = _COLUMN_INDEX
     values[:, col["step_ms"]] = cfg.cost.step_ms(0, r) + 0.0  # no prefill, r decodes, no swap
     for name in ("num_running", "num_scheduled", "num_decode_reqs", "num_output_tokens"):
@@ -238,7 +238,9 @@ def _record(engine: Engine, step: int, d: int, run: np.ndarray, j_of: np.ndarray
         onehot[np.arange(r), t.client[run]] = 1.0
         blocks = held @ onehot  # [d, clients] blocks held per client
     running = np.repeat(per_client[None, :], d, axis=0)  # [d, clients] (np.broadcast_to costs ~20 us a call)
-    client_values = [blocks, running, running, np.zeros((d, nc)), walked.counters, walked.service]
+    client_values = ClientRecord(client_blocks=blocks, client_running=running, client_output_tokens=running,
+                                 client_prefill_tokens=np.zeros((d, nc)), client_counters=walked.counters,
+                                 client_service=walked.service)  # each [d, clients]
     kinds = np.full(d * r, SCHED_DECODE, dtype=np.int8) if wasted is None else \
         np.where(wasted, SCHED_WASTED, SCHED_DECODE).astype(np.int8).reshape(-1)
     rows = np.repeat(run[None, :], d, axis=0).ravel()  # the running list once a step (np.tile, minus its wrapper)

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import bisect
 import functools
+import typing
 from dataclasses import dataclass, field
 from itertools import chain
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -19,44 +20,59 @@ from .config import EngineConfig
 from .events import Event, EventKind, RawEvent, describe
 from .request import NO_STEP, RequestStatus, RequestTable
 
-# Per-step columns: name -> dtype, in the order the engine records them. Values describe the step as it ran (after
-# scheduling, before finished requests free their blocks) unless the name says "after".
-STEP_COLUMNS: dict[str, Any] = {
-    "step_ms": np.float64,  # duration of the step (cost model), swap transfers included
-    "swap_ms": np.float64,  # part of step_ms spent copying blocks to or from CPU memory
-    "num_running": np.int32,  # requests in the running batch
-    "num_waiting": np.int32,  # requests in the waiting queue (after scheduling)
-    "num_swapped": np.int32,  # requests parked in CPU memory
-    "num_scheduled": np.int32,  # requests that computed tokens this step
-    "num_prefill_tokens": np.int32,  # prompt (or recomputed) tokens computed
-    "num_decode_reqs": np.int32,  # requests that decoded one token
-    "num_output_tokens": np.int32,  # tokens generated
-    "num_wasted_tokens": np.int32,  # tokens generated that nobody reads
-    "used_blocks": np.int32,  # blocks in use
-    "kv_tokens": np.int64,  # tokens whose KV is held in GPU memory
-    "orphan_blocks": np.int32,  # blocks held by requests whose client is gone
-    "orphan_kv_tokens": np.int64,  # KV tokens held by requests whose client is gone
-    "cpu_blocks_used": np.int32,  # swap space in use
-    "num_preempted": np.int32,
-    "num_admitted": np.int32,
-    "free_blocks_after": np.int32,  # free blocks at the end of the step
-    "num_finished": np.int32,  # requests that finished or were aborted this step
-    "cached_free_blocks": np.int32,  # free blocks still holding prefix-cache content (after the step)
-}
+
+class StepRecord(NamedTuple):
+    """One engine step as the trace records it: the one declaration of the per-step columns (``Trace.steps``).
+    Each field is a column, of the dtype its annotation names. Values describe the step as it ran (after
+    scheduling, before finished requests free their blocks) unless the name says "after". Every path fills it by
+    name: the step loop and idle stretches build one per step, the fast-forward a [steps, fields] array indexed by
+    ``StepRecord._fields``."""
+    step_ms: np.float64  # duration of the step (cost model), swap transfers included
+    swap_ms: np.float64  # part of step_ms spent copying blocks to or from CPU memory
+    num_running: np.int32  # requests in the running batch
+    num_waiting: np.int32  # requests in the waiting queue (after scheduling)
+    num_swapped: np.int32  # requests parked in CPU memory
+    num_scheduled: np.int32  # requests that computed tokens this step
+    num_prefill_tokens: np.int32  # prompt (or recomputed) tokens computed
+    num_decode_reqs: np.int32  # requests that decoded one token
+    num_output_tokens: np.int32  # tokens generated
+    num_wasted_tokens: np.int32  # tokens generated that nobody reads
+    used_blocks: np.int32  # blocks in use
+    kv_tokens: np.int64  # tokens whose KV is held in GPU memory
+    orphan_blocks: np.int32  # blocks held by requests whose client is gone
+    orphan_kv_tokens: np.int64  # KV tokens held by requests whose client is gone
+    cpu_blocks_used: np.int32  # swap space in use
+    num_preempted: np.int32  # requests preempted (recompute or swap) this step
+    num_admitted: np.int32  # requests admitted or re-admitted (a recompute resume) this step
+    free_blocks_after: np.int32  # free blocks at the end of the step
+    num_finished: np.int32  # requests that finished or were aborted this step
+    cached_free_blocks: np.int32  # free blocks still holding prefix-cache content (after the step)
+
+
+class ClientRecord(NamedTuple):
+    """One step's per-client columns (``Trace.clients``, each [num_steps, num_clients]): each field a [clients]
+    array, or a plain number when the run has one client and no shared blocks (the cheaper common case)."""
+    client_blocks: np.int64  # KV blocks the client's running requests hold (a shared block counts per holder)
+    client_running: np.int64  # the client's requests in the running batch
+    client_output_tokens: np.int64  # tokens generated for the client
+    client_prefill_tokens: np.int64  # prompt (or recomputed) tokens computed for the client
+    client_counters: np.float64  # virtual token counters, lifts included (VTC)
+    client_service: np.float64  # weighted tokens served, no lifts
+
+
+STEP_COLUMNS: dict[str, type] = typing.get_type_hints(StepRecord)  # name -> dtype, in record order
+CLIENT_COLUMNS: dict[str, type] = typing.get_type_hints(ClientRecord)
+
 # What a scheduled request did in a step (Trace.sched_kind), for the Gantt chart.
 SCHED_PREFILL = 0  # computed a prefill chunk; no token yet
 SCHED_PREFILL_DONE = 1  # finished its prefill (or re-prefill) and generated a token
 SCHED_DECODE = 2  # decoded one token
 SCHED_WASTED = 3  # generated a token nobody reads (client gone, or past the answer's end)
 
-# Per-step-per-client columns, each [num_steps, num_clients].
-CLIENT_COLUMNS = ("client_blocks", "client_running", "client_output_tokens", "client_prefill_tokens",
-                  "client_counters", "client_service")
-
 
 class TraceRecorder:
-    """Collects the trace as the run goes. The step loop appends one tuple of STEP_COLUMNS values and one of
-    CLIENT_COLUMNS values per step (appending to a list is the cheapest thing a Python loop can do); a quiet
+    """Collects the trace as the run goes. The step loop appends one StepRecord and one ClientRecord per step
+    (appending to a list is the cheapest thing a Python loop can do); a quiet
     stretch appends whole arrays (``append_block``). ``finish`` joins everything into arrays."""
 
     def __init__(self, num_clients: int):
@@ -72,7 +88,7 @@ class TraceRecorder:
         self._sched_counts: list[int] = []
         self.snapshots: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
-    def append(self, values: tuple, client_values: tuple, sched_rows: np.ndarray, sched_tokens: np.ndarray,
+    def append(self, values: StepRecord, client_values: ClientRecord, sched_rows: np.ndarray, sched_tokens: np.ndarray,
                sched_kind: np.ndarray) -> None:
         self._rows.append(values)
         self._client_rows.append(client_values)
@@ -82,17 +98,18 @@ class TraceRecorder:
         self._sched_counts.append(len(sched_rows))
         self.num_steps += 1
 
-    def append_idle(self, num_steps: int, values: tuple, client_values: tuple) -> None:
+    def append_idle(self, num_steps: int, values: StepRecord, client_values: ClientRecord) -> None:
         """``num_steps`` steps in which nothing ran (the clock ticks one base step each)."""
         self._rows.extend([values] * num_steps)
         self._client_rows.extend([client_values] * num_steps)
         self._sched_counts.extend([0] * num_steps)
         self.num_steps += num_steps
 
-    def append_block(self, values: np.ndarray, client_values: list[np.ndarray], sched_rows: np.ndarray,
+    def append_block(self, values: np.ndarray, client_values: ClientRecord, sched_rows: np.ndarray,
                      sched_tokens: np.ndarray, sched_kind: np.ndarray, sched_counts: list[int]) -> None:
-        """Several steps at once: ``values`` [steps, len(STEP_COLUMNS)], one [steps, clients] array per client
-        column, and the steps' schedule entries concatenated with their per-step counts."""
+        """Several steps at once: ``values`` [steps, len(STEP_COLUMNS)] (StepRecord's fields as columns), a
+        ClientRecord of [steps, clients] arrays, and the steps' schedule entries concatenated with their per-step
+        counts."""
         self._blocks.append((self.num_steps, values, client_values))
         self._sched_rows.append(sched_rows)
         self._sched_tokens.append(sched_tokens)
@@ -132,8 +149,8 @@ class TraceRecorder:
         steps = {name: table_[:, i].astype(dt) for i, (name, dt) in enumerate(STEP_COLUMNS.items())}
         steps["time_ms"] = np.cumsum(steps["step_ms"])
         clients = {}
-        for name, col in zip(CLIENT_COLUMNS, client_cols, strict=True):
-            clients[name] = col if name in ("client_counters", "client_service") else col.astype(np.int64)
+        for (name, dtype), col in zip(CLIENT_COLUMNS.items(), client_cols, strict=True):
+            clients[name] = col.astype(dtype, copy=False)
         offsets = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(self._sched_counts, out=offsets[1:])
         join = lambda parts, dtype: (  # noqa: E731
