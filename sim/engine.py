@@ -13,7 +13,7 @@ import heapq
 import itertools
 from collections import defaultdict, deque
 from collections.abc import Iterator, Sequence
-from typing import NamedTuple
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -32,7 +32,8 @@ from .trace import SCHED_DECODE, SCHED_WASTED, ClientRecord, StepRecord, Trace, 
 _NO_KIND = np.empty(0, dtype=np.int8)
 
 
-class _Executed(NamedTuple):
+@dataclass(slots=True)
+class _Executed:  # (a NamedTuple costs ~1.5 us a step to make, this ~0.5)
     emitted: np.ndarray  # rows that generated a token this step
     finished: np.ndarray  # rows that generated their last token
     decode: np.ndarray  # [len(out.rows)] bool: decoded one token (else prefill)
