@@ -9,9 +9,11 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from . import metrics, scenario
 from .engine import SimulationError, simulate
+from .trace import Trace
 
 
 def _out_problem(out: str) -> str:
@@ -39,10 +41,8 @@ def _run(args: argparse.Namespace) -> int:
     except SimulationError as e:
         print(f"error: {args.scenario}: {e}", file=sys.stderr)
         return 3
-    result = {"name": sc.name, "requests": trace.request_records(), "summary": metrics.summary(trace)}
-    if args.steps:
-        result["steps"] = trace.step_records()
-    text = json.dumps(_jsonable(result), indent=1, allow_nan=False)
+    result = result_of(sc.name, trace, steps=args.steps)
+    text = result_json(result)
     if args.out:
         Path(args.out).write_text(text + "\n", encoding="utf-8")
         s = result["summary"]
@@ -51,6 +51,19 @@ def _run(args: argparse.Namespace) -> int:
     else:
         print(text)
     return 0
+
+
+def result_of(name: str, trace: Trace, steps: bool = False) -> dict[str, Any]:
+    """The result the CLI writes (DESIGN.md section 4): the requests' records, the summary, and with ``steps`` the
+    steps' records."""
+    result = {"name": name, "requests": trace.request_records(), "summary": metrics.summary(trace)}
+    if steps:
+        result["steps"] = trace.step_records()
+    return result
+
+
+def result_json(result: dict[str, Any]) -> str:
+    return json.dumps(_jsonable(result), indent=1, allow_nan=False)
 
 
 def _jsonable(value: object) -> object:
