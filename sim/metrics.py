@@ -64,12 +64,16 @@ def wasted_gpu_ms(trace: Trace) -> float:
     nobody summed. For nobody: everything computed for a request whose client has left (a prefill too, when the
     server does not abort), and every token generated past the answer's end."""
     steps, rows, tokens, kinds = trace.schedule_entries()
+    for_nobody = kinds == SCHED_WASTED
+    if (trace.requests["disconnect_step"] != NO_STEP).any():
+        gone = trace.requests["disconnect_step"][rows]
+        for_nobody |= (gone != NO_STEP) & (steps >= gone)
+    if not for_nobody.any():
+        return 0.0  # (most runs: no client left and no token past an answer's end; the sharing out costs ~5 ms)
     cost = trace.config.cost
     # A generating 1-token entry is a decode (a wasted one included); anything else is prefill.
     decode = (tokens == 1) & ((kinds == SCHED_DECODE) | (kinds == SCHED_WASTED))
     work_us = np.where(decode, cost.decode_request_us, tokens * cost.prefill_token_us)
-    gone = trace.requests["disconnect_step"][rows]
-    for_nobody = (kinds == SCHED_WASTED) | ((gone != NO_STEP) & (steps >= gone))
     n = trace.num_steps
     work = np.bincount(steps, weights=work_us, minlength=n)
     wasted = np.bincount(steps[for_nobody], weights=work_us[for_nobody], minlength=n)
