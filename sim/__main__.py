@@ -62,12 +62,30 @@ def result_of(name: str, trace: Trace, steps: bool = False) -> dict[str, Any]:
     return result
 
 
+# The result's lists of records: one record a line.
+_RECORD_LISTS = ("requests", "steps")
+
+
 def result_json(result: dict[str, Any]) -> str:
-    return json.dumps(_jsonable(result), indent=1, allow_nan=False)
+    """``result`` as JSON text, indented by one space as ``json.dumps(indent=1)`` would, except that each request
+    and each step is one line. A line per record reads and greps better (``grep '"id": "r17"'`` shows a request's
+    whole outcome; a step's scheduled pairs stay on its line instead of taking four lines each), and json's C encoder
+    writes it: ``indent`` falls back to the pure-Python encoder, ~4x slower (2,000 requests: 25 ms for a 100 ms
+    run; 500 ms with ``--steps``)."""
+    encode = json.JSONEncoder(allow_nan=False).encode  # (records hold ints, strings, null and the rounded clock)
+    parts = []
+    for key, value in result.items():
+        if key in _RECORD_LISTS and value:
+            text = "[\n  " + ",\n  ".join(map(encode, value)) + "\n ]"
+        else:  # (JSON strings hold no raw newline: each line of the nested text moves one space right)
+            text = json.dumps(_jsonable(value), indent=1, allow_nan=False).replace("\n", "\n ")
+        parts.append(f" {encode(key)}: {text}")
+    return "{\n" + ",\n".join(parts) + "\n}"
 
 
 def _jsonable(value: object) -> object:
-    """NaN (a statistic over no requests) becomes null; JSON has no NaN."""
+    """NaN (a statistic over no requests) becomes null; JSON has no NaN. (Only the summary has floats that can be
+    NaN.)"""
     if isinstance(value, float) and value != value:
         return None
     if isinstance(value, dict):

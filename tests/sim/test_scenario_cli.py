@@ -283,6 +283,23 @@ def test_cli_run_writes_the_documented_result(tmp_path):
     assert result["summary"]["finish_steps"]["mean"] == 3.5  # (2 + 5) / 2
 
 
+def test_cli_writes_one_request_and_one_step_a_line(tmp_path):
+    # BASE (a: 2 steps) runs 2 steps: the file is one JSON document whose records are one line each (read and grep
+    # a request's whole outcome), the summary indented a key a line.
+    out = tmp_path / "result.json"
+    done = _cli("run", str(_write(tmp_path, BASE)), "--out", str(out), "--steps")
+    assert done.returncode == 0, done.stderr
+    text = out.read_text()
+    result = json.loads(text)
+    lines = text.splitlines()
+    assert [json.loads(line.strip().rstrip(",")) for line in lines if line.startswith('  {"id": ')] == (
+        result["requests"])
+    assert [json.loads(line.strip().rstrip(",")) for line in lines if line.startswith('  {"step": ')] == (
+        result["steps"])
+    assert len(result["steps"]) == 2
+    assert ' "summary": {' in lines and '  "num_requests": 1,' in lines
+
+
 def test_cli_without_steps_prints_json_and_has_no_steps(tmp_path):
     done = _cli("run", str(_write(tmp_path, BASE)))
     assert done.returncode == 0, done.stderr
