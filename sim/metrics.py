@@ -63,13 +63,15 @@ def wasted_gpu_ms(trace: Trace) -> float:
     prices it (``prefill_token_us`` a prefill token, ``decode_request_us`` a decode), and the share done for
     nobody summed. For nobody: everything computed for a request whose client has left (a prefill too, when the
     server does not abort), and every token generated past the answer's end."""
-    steps, rows, tokens, kinds = trace.schedule_entries()
-    for_nobody = kinds == SCHED_WASTED
-    if (trace.requests["disconnect_step"] != NO_STEP).any():
-        gone = trace.requests["disconnect_step"][rows]
-        for_nobody |= (gone != NO_STEP) & (steps >= gone)
-    if not for_nobody.any():
+    for_nobody = trace.sched_kind == SCHED_WASTED
+    gone_at = trace.requests["disconnect_step"]
+    anyone_left = bool((gone_at != NO_STEP).any())
+    if not (anyone_left or for_nobody.any()):
         return 0.0  # (most runs: no client left and no token past an answer's end; the sharing out costs ~5 ms)
+    steps, rows, tokens, kinds = trace.schedule_entries()
+    if anyone_left:
+        gone = gone_at[rows]
+        for_nobody |= (gone != NO_STEP) & (steps >= gone)
     cost = trace.config.cost
     # A generating 1-token entry is a decode (a wasted one included); anything else is prefill.
     decode = (tokens == 1) & ((kinds == SCHED_DECODE) | (kinds == SCHED_WASTED))
@@ -102,7 +104,7 @@ def summary(trace: Trace) -> dict[str, Any]:
         "num_rejected": int(rejected.sum()),
         "rejected_by_reason": reasons,
         "num_preemptions": int(r["num_preemptions"].sum()),
-        "num_swaps": sum(len(x) for x in trace.swapped_out_at_steps),
+        "num_swaps": sum(map(len, trace.swapped_out_at_steps)),
         "num_steps": trace.num_steps,
         "makespan_ms": makespan_ms,
         "finish_steps": stats(lat["finish_steps"][served]),
