@@ -4,9 +4,10 @@
 
 In-process, each of ``--runs`` rounds (default 20) goes through the CLI's phases with the functions the CLI calls
 and times each: load and validate the scenario (``scenario.load``; its JSON parse and its ``scenario_from_dict``
-are also timed on their own, for reference), ``simulate``, the request (and with ``--steps`` step) records, the
-summary, the result's JSON text, the write. The overhead is everything but ``simulate``; target: under a quarter
-of it. Out of process: the interpreter's start-up, ``import sim.__main__`` on top of it, and the whole command.
+are also timed on their own, for reference), ``simulate``, the records and the summary (``result_of``), the
+result's JSON text (``result_json``), the write. The overhead is everything but ``simulate``; target: under a
+quarter of it. Out of process: the interpreter's start-up, ``import sim.__main__`` on top of it, and the whole
+command.
 
 Each figure is the best round (this 2-core VM is shared and has slow stretches, see the README), with the median
 and the worst beside it as the spread. Default FILE: benchmarks/scenarios/load_2k_tight.json.
@@ -27,8 +28,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from sim import metrics, scenario  # noqa: E402
-from sim.__main__ import result_json  # noqa: E402
+from sim import scenario  # noqa: E402
+from sim.__main__ import result_json, result_of  # noqa: E402
 from sim.engine import simulate  # noqa: E402
 
 DEFAULT_FILE = ROOT / "benchmarks" / "scenarios" / "load_2k_tight.json"
@@ -54,20 +55,15 @@ def one_round(path: Path, out: Path, steps: bool) -> dict[str, float]:
     t3 = clock()
     trace = simulate(sc.config, sc.requests, name=sc.name)
     t4 = clock()
-    result = {"name": sc.name, "requests": trace.request_records()}
-    step_records = trace.step_records() if steps else None
+    result = result_of(sc.name, trace, steps)
     t5 = clock()
-    result["summary"] = metrics.summary(trace)
-    if steps:
-        result["steps"] = step_records
-    t6 = clock()
     text = result_json(result)
-    t7 = clock()
+    t6 = clock()
     out.write_text(text + "\n", encoding="utf-8")
-    t8 = clock()
+    t7 = clock()
     times = {"(read + json parse alone)": t1 - t0, "(scenario_from_dict alone)": t2 - t1, "load + validate": t3 - t2,
-             "simulate": t4 - t3, "records": t5 - t4, "summary": t6 - t5, "JSON text": t7 - t6, "write": t8 - t7}
-    times["overhead (all but simulate)"] = (t8 - t2) - times["simulate"]
+             "simulate": t4 - t3, "records + summary": t5 - t4, "JSON text": t6 - t5, "write": t7 - t6}
+    times["overhead (all but simulate)"] = (t7 - t2) - times["simulate"]
     return times
 
 
