@@ -8,8 +8,8 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import sys
-from pathlib import Path
 from typing import Any
 
 from . import metrics, scenario
@@ -19,11 +19,11 @@ from .trace import Trace
 
 def _out_problem(out: str) -> str:
     """Why the result cannot be written to ``out`` ('' if it can): said before the run, not after it."""
-    path = Path(out)
-    if path.is_dir():
+    if os.path.isdir(out):
         return f"--out {out}: is a directory; give a file name"
-    if not path.parent.is_dir():
-        return f"--out {out}: the folder {path.parent} does not exist"
+    folder = os.path.dirname(out) or "."
+    if not os.path.isdir(folder):
+        return f"--out {out}: the folder {folder} does not exist"
     return ""
 
 
@@ -45,7 +45,8 @@ def _run(args: argparse.Namespace) -> int:
     result = result_of(sc.name, trace, steps=args.steps)
     text = result_json(result)
     if args.out:
-        Path(args.out).write_text(text + "\n", encoding="utf-8")
+        with open(args.out, "w", encoding="utf-8") as f:
+            f.write(text + "\n")
         s = result["summary"]
         print(f"{sc.name}: {s['num_requests']} requests, {s['num_steps']} steps, "
               f"{s['num_preemptions']} preemptions, mean finish {s['finish_steps']['mean']:.1f} steps -> {args.out}")

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from .config import MODELS, CostModel, EngineConfig, ModelSpec, json_type
@@ -263,9 +263,10 @@ def loads(text: str) -> Scenario:
     return scenario_from_dict(data)
 
 
-def load(path: str | Path) -> Scenario:
+def load(path: str | os.PathLike[str]) -> Scenario:
     try:
-        text = Path(path).read_text(encoding="utf-8-sig")  # (a byte-order mark, as some editors write, is fine)
+        with open(path, encoding="utf-8-sig") as f:  # (a byte-order mark, as some editors write, is fine)
+            text = f.read()
     except OSError as e:
         raise ScenarioError(f"cannot read {path}: {e.strerror}") from None
     except UnicodeDecodeError:
