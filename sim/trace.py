@@ -296,6 +296,7 @@ class Trace:
 
 
 def _opt(steps: list[int]) -> list[int | None]:
+    """None for NO_STEP (it never happened)."""
     return [None if v == NO_STEP else v for v in steps]
 
 
