@@ -60,7 +60,8 @@ def one_round(path: Path, out: Path, steps: bool) -> dict[str, float]:
     text = result_json(result)
     t6 = clock()
     with open(out, "w", encoding="utf-8") as f:
-        f.write(text + "\n")
+        f.write(text)
+        f.write("\n")
     t7 = clock()
     times = {"(read + json parse alone)": t1 - t0, "(scenario_from_dict alone)": t2 - t1, "load + validate": t3 - t2,
              "simulate": t4 - t3, "records + summary": t5 - t4, "JSON text": t6 - t5, "write": t7 - t6}

@@ -46,7 +46,8 @@ def _run(args: argparse.Namespace) -> int:
     text = result_json(result)
     if args.out:
         with open(args.out, "w", encoding="utf-8") as f:
-            f.write(text + "\n")
+            f.write(text)
+            f.write("\n")  # (not text + "\n": a copy of the megabyte text costs ~0.5 ms)
         s = result["summary"]
         print(f"{sc.name}: {s['num_requests']} requests, {s['num_steps']} steps, "
               f"{s['num_preemptions']} preemptions, mean finish {s['finish_steps']['mean']:.1f} steps -> {args.out}")
