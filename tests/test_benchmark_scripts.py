@@ -55,7 +55,7 @@ def test_cli_overhead_times_every_phase_of_a_run():
                            "--steps"], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert done.returncode == 0, done.stderr
     rows = [line.split("  ")[0].strip() for line in done.stdout.splitlines()[2:-1]]
-    assert rows == ["(read + json parse alone)", "(scenario_from_dict alone)", "load + validate", "simulate",
-                    "records + summary", "JSON text", "write", "overhead (all but simulate)", "interpreter start-up",
-                    "import sim.__main__ (with it)", "python -m sim run (whole)"]
+    assert rows == ["load + validate", "simulate", "records + summary", "JSON text", "write",
+                    "overhead (all but simulate)", "interpreter start-up", "import sim.__main__ (with it)",
+                    "python -m sim run (whole)"]
     assert done.stdout.splitlines()[-1].startswith("overhead / simulate: ")
