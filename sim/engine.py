@@ -133,7 +133,7 @@ class Engine:
 
     def advance(self, until_step: int | None = None) -> None:
         """Step the engine to the end, or through step ``until_step`` (the state can then be inspected)."""
-        with _gc_paused():
+        with gc_paused():
             self._advance(until_step)
 
     def _advance(self, until_step: int | None) -> None:
@@ -466,12 +466,11 @@ class Engine:
 
 
 @contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector while the loop runs. A run keeps ~5 event records per request (tuples
-    holding enum members, which the collector never untracks) and the collector keeps walking them: ~3% of a
-    2,000-request run (callgrind). The loop makes no reference cycles, so nothing is left for the collector to find
-    that it would have freed sooner. Only a caller that found it on turns it back on, so overlapping runs in
-    several threads leave it as they found it."""
+def gc_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector for a block that makes many containers and no reference cycles (a
+    run: ~5 event tuples a request, holding enum members, which the collector never untracks; the CLI's records).
+    Nothing is left for the collector that it would have freed sooner. Only a caller that found it on turns it back
+    on, so overlapping runs in several threads leave it as they found it."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -491,7 +490,7 @@ def queues_after_step(config: EngineConfig, requests: Sequence[RequestSpec], ste
 def simulate(config: EngineConfig, requests: Sequence[RequestSpec], *, name: str = "",
              snapshot_every_steps: int = 0, check_invariants: bool = False, fast_forward: bool = True) -> Trace:
     """Run ``requests`` on an engine configured by ``config`` and return the trace."""
-    with _gc_paused():  # (the engine's set-up and the trace's assembly too: both make thousands of lists)
+    with gc_paused():  # (the engine's set-up and the trace's assembly too: both make thousands of lists)
         engine = Engine(config, requests, name=name, snapshot_every_steps=snapshot_every_steps,
                         check_invariants=check_invariants, fast_forward=fast_forward)
         return engine.run()

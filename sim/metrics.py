@@ -54,8 +54,27 @@ def stats(values: np.ndarray) -> dict[str, float]:
     v = v[np.isfinite(v)]
     if not len(v):
         return {"count": 0, "mean": float("nan"), "p50": float("nan"), "p99": float("nan"), "max": float("nan")}
-    p50, p99 = np.percentile(v, (50, 99)).tolist()  # one call: np.percentile costs ~50 us a call
+    p50, p99 = percentiles(v, (50, 99))
     return {"count": int(len(v)), "mean": float(v.mean()), "p50": p50, "p99": p99, "max": float(v.max())}
+
+
+def percentiles(values: np.ndarray, percents: tuple[float, ...]) -> list[float]:
+    """``np.percentile(values, percents).tolist()`` for finite 1-D ``values``: numpy's default ('linear') method
+    step by step, so the same floats (a test compares). NOTE: not np.percentile itself, whose first call in a
+    process imports numpy.ma (~7 ms, through np.unique): a command-line run makes exactly one first call."""
+    n = len(values)
+    virtual = (n - 1) * (np.asarray(percents) / 100)  # fractional positions in the sorted values
+    previous, after = np.floor(virtual), np.floor(virtual) + 1
+    at_end = virtual >= n - 1
+    previous[at_end] = after[at_end] = -1  # (the last value; numpy's gamma then exceeds 1, which changes nothing)
+    previous_i, after_i = previous.astype(np.intp), after.astype(np.intp)
+    gamma = virtual - previous_i
+    ordered = np.sort(values)
+    a, b = ordered[previous_i], ordered[after_i]
+    diff = b - a
+    result = a + diff * gamma
+    np.subtract(b, diff * (1 - gamma), out=result, where=gamma >= 0.5)  # (numpy's lerp from the nearer end)
+    return result.tolist()
 
 
 def wasted_gpu_ms(trace: Trace) -> float:
@@ -63,13 +82,19 @@ def wasted_gpu_ms(trace: Trace) -> float:
     prices it (``prefill_token_us`` a prefill token, ``decode_request_us`` a decode), and the share done for
     nobody summed. For nobody: everything computed for a request whose client has left (a prefill too, when the
     server does not abort), and every token generated past the answer's end."""
+    for_nobody = trace.sched_kind == SCHED_WASTED
+    gone_at = trace.requests["disconnect_step"]
+    anyone_left = bool((gone_at != NO_STEP).any())
+    if not (anyone_left or for_nobody.any()):
+        return 0.0  # (most runs: no client left and no token past an answer's end; the sharing out costs ~5 ms)
     steps, rows, tokens, kinds = trace.schedule_entries()
+    if anyone_left:
+        gone = gone_at[rows]
+        for_nobody |= (gone != NO_STEP) & (steps >= gone)
     cost = trace.config.cost
     # A generating 1-token entry is a decode (a wasted one included); anything else is prefill.
     decode = (tokens == 1) & ((kinds == SCHED_DECODE) | (kinds == SCHED_WASTED))
     work_us = np.where(decode, cost.decode_request_us, tokens * cost.prefill_token_us)
-    gone = trace.requests["disconnect_step"][rows]
-    for_nobody = (kinds == SCHED_WASTED) | ((gone != NO_STEP) & (steps >= gone))
     n = trace.num_steps
     work = np.bincount(steps, weights=work_us, minlength=n)
     wasted = np.bincount(steps[for_nobody], weights=work_us[for_nobody], minlength=n)
@@ -98,7 +123,7 @@ def summary(trace: Trace) -> dict[str, Any]:
         "num_rejected": int(rejected.sum()),
         "rejected_by_reason": reasons,
         "num_preemptions": int(r["num_preemptions"].sum()),
-        "num_swaps": sum(len(x) for x in trace.swapped_out_at_steps),
+        "num_swaps": sum(map(len, trace.swapped_out_at_steps)),
         "num_steps": trace.num_steps,
         "makespan_ms": makespan_ms,
         "finish_steps": stats(lat["finish_steps"][served]),

@@ -251,53 +251,60 @@ class Trace:
         return RequestStatus(int(self.requests["status"][row])).name
 
     def request_records(self) -> list[dict[str, Any]]:
-        """One dict per request (the CLI's ``requests`` list)."""
-        r = self.requests
-        out = []
-        for i, rid in enumerate(self.request_ids):
-            out.append({
-                "id": rid,
-                "client": self.client_ids[int(r["client"][i])],
-                "arrival_step": int(r["arrival_step"][i]),
-                "first_scheduled_step": _opt(r["first_scheduled_step"][i]),
-                "first_token_step": _opt(r["first_token_step"][i]),
-                "finish_step": _opt(r["finish_step"][i]),
-                "num_output_tokens": int(r["num_output_tokens"][i]),
-                "num_preemptions": int(r["num_preemptions"][i]),
-                "preempted_at_steps": list(self.preempted_at_steps[i]),
-                "resumed_at_steps": list(self.resumed_at_steps[i]),
-                "final_status": self.status_name(i),
-                "finish_reason": self.finish_reason[i],
-                "wasted_tokens": int(r["num_wasted_tokens"][i]),
-                "prompt_len": int(r["prompt_len"][i]),
-                "priority": int(r["priority"][i]),
-                "cached_tokens": int(r["num_cached_tokens"][i]),
-                "recomputed_tokens": int(r["num_recomputed_tokens"][i]),
-                "swapped_out_at_steps": list(self.swapped_out_at_steps[i]),
-                "disconnect_step": _opt(r["disconnect_step"][i]),
-            })
-        return out
+        """One dict per request (the CLI's ``requests`` list). Each array becomes a list in one ``tolist`` (Python
+        ints at once, not an ``int()`` per value): 2,000 requests in ~3 ms instead of ~8."""
+        r = {k: v.tolist() for k, v in self.requests.items()}
+        client = [self.client_ids[c] for c in r["client"]]
+        status = [_STATUS_NAMES[s] for s in r["status"]]
+        first_scheduled, first_token, finish, disconnect = (
+            _opt(r[k]) for k in ("first_scheduled_step", "first_token_step", "finish_step", "disconnect_step"))
+        return [{
+            "id": rid,
+            "client": client[i],
+            "arrival_step": r["arrival_step"][i],
+            "first_scheduled_step": first_scheduled[i],
+            "first_token_step": first_token[i],
+            "finish_step": finish[i],
+            "num_output_tokens": r["num_output_tokens"][i],
+            "num_preemptions": r["num_preemptions"][i],
+            "preempted_at_steps": list(self.preempted_at_steps[i]),
+            "resumed_at_steps": list(self.resumed_at_steps[i]),
+            "final_status": status[i],
+            "finish_reason": self.finish_reason[i],
+            "wasted_tokens": r["num_wasted_tokens"][i],
+            "prompt_len": r["prompt_len"][i],
+            "priority": r["priority"][i],
+            "cached_tokens": r["num_cached_tokens"][i],
+            "recomputed_tokens": r["num_recomputed_tokens"][i],
+            "swapped_out_at_steps": list(self.swapped_out_at_steps[i]),
+            "disconnect_step": disconnect[i],
+        } for i, rid in enumerate(self.request_ids)]
 
     def step_records(self) -> list[dict[str, Any]]:
-        """One dict per step (the CLI's ``steps`` list)."""
+        """One dict per step (the CLI's ``steps`` list), built from whole columns as ``request_records`` is."""
         s = self.steps
         by_step: dict[int, dict[str, list[str]]] = {}
         for e in self.events:
             if e.kind in _LEAVES_RUNNING:
                 key = "preempted" if e.kind in _PREEMPTIONS else "finished"
                 by_step.setdefault(e.step, {}).setdefault(key, []).append(self.request_ids[e.row])
+        ids = self.request_ids
+        scheduled = [[ids[r], n] for r, n in zip(self.sched_rows.tolist(), self.sched_tokens.tolist(), strict=True)]
+        bounds = self.sched_offsets.tolist()
+        time_ms = [round(t, 4) for t in s["time_ms"].tolist()]
+        free, waiting, running = (s[k].tolist() for k in ("free_blocks_after", "num_waiting", "num_running"))
         out = []
         for t in range(self.num_steps):
             ev = by_step.get(t, {})
             out.append({
                 "step": t,
-                "time_ms": round(float(s["time_ms"][t]), 4),
-                "scheduled": [[rid, n] for rid, n in self.scheduled_at(t)],
+                "time_ms": time_ms[t],
+                "scheduled": scheduled[bounds[t]:bounds[t + 1]],
                 "preempted": ev.get("preempted", []),
                 "finished": ev.get("finished", []),
-                "free_blocks": int(s["free_blocks_after"][t]),
-                "num_waiting": int(s["num_waiting"][t]),
-                "num_running": int(s["num_running"][t]),
+                "free_blocks": free[t],
+                "num_waiting": waiting[t],
+                "num_running": running[t],
             })
         return out
 
@@ -328,6 +335,10 @@ def _event_step(event: Event) -> int:
     return event.step
 
 
-def _opt(v: Any) -> int | None:
-    v = int(v)
-    return None if v == NO_STEP else v
+def _opt(steps: list[int]) -> list[int | None]:
+    """None for NO_STEP (it never happened)."""
+    return [None if v == NO_STEP else v for v in steps]
+
+
+_STATUS_NAMES = {s.value: s.name for s in RequestStatus}
+

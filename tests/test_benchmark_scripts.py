@@ -45,3 +45,17 @@ def test_sizing_sweep_refuses_a_repeat_below_one():
                           capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert done.returncode == 2
     assert "argument --repeat: must be a whole number >= 1, got '0'" in done.stderr
+
+
+def test_cli_overhead_times_every_phase_of_a_run():
+    # One round on a tiny scenario: every phase gets a row, and the verdict line is printed (its figures are not
+    # asserted: the point is that the script keeps running the CLI's own calls).
+    vllm_example = ROOT / "tests" / "fixtures" / "vllm" / "a_hol_fcfs.json"
+    done = subprocess.run([sys.executable, str(SCRIPT.parent / "cli_overhead.py"), str(vllm_example), "--runs", "1",
+                           "--steps"], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    rows = [line.split("  ")[0].strip() for line in done.stdout.splitlines()[2:-1]]
+    assert rows == ["load + validate", "simulate", "records + summary", "JSON text", "write",
+                    "overhead (all but simulate)", "interpreter start-up", "import sim.__main__ (with it)",
+                    "python -m sim run (whole)"]
+    assert done.stdout.splitlines()[-1].startswith("overhead / simulate: ")

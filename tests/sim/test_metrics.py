@@ -93,6 +93,20 @@ def test_stats_of_nothing_are_nan():
     assert s["count"] == 0 and math.isnan(s["mean"])
 
 
+def test_percentiles_are_numpys_to_the_last_bit():
+    # metrics.percentiles follows np.percentile's default method step by step: the same floats, not just close ones
+    # (p50 and p99 are written to result files), on sizes around the interpolation's edges and on ties.
+    rng = np.random.default_rng(7)
+    samples = [np.array([3.5]), np.array([1.0, 2.0]), np.full(9, 0.1)]
+    for n in (3, 7, 100, 101, 999, 2000):
+        samples += [rng.random(n) * 1000, rng.integers(0, 20, n) * 0.1, np.round(rng.lognormal(5, 2, n), 3)]
+    for v in samples:
+        for percents in ((50, 99), (0, 100), (25, 50, 75), (99.9,)):
+            assert metrics.percentiles(v, percents) == np.percentile(v, percents).tolist()
+    # 2,000 values: p99 sits at position 1,979.01, between the 1,980th and 1,981st smallest.
+    assert metrics.percentiles(np.arange(2000.0), (50, 99)) == [999.5, 1979.01]
+
+
 @pytest.mark.parametrize(("values", "index"), [
     ([1, 1, 1, 1], 1.0),  # all equal
     ([1, 0, 0, 0], 0.25),  # one gets everything: 1 / n

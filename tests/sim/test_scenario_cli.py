@@ -13,8 +13,10 @@ from typing import Any
 import pytest
 
 from sim import ClientSpec, EngineConfig, ModelSpec, RequestSpec, Scenario, ScenarioError, WorkloadSpec, presets
+from sim import scenario as scenario_module
 from sim.config import MODELS, CostModel
-from sim.scenario import dumps, load, loads, scenario_from_dict, scenario_to_dict
+from sim.request import StopType
+from sim.scenario import dumps, load, loads, request_from_dict, requests_from_list, scenario_from_dict, scenario_to_dict
 from sim.workload import generate
 from tests.sim.factories import REPO_ROOT, VLLM_SCENARIOS_DIR, vllm_scenario_paths
 
@@ -152,6 +154,49 @@ def test_base_scenario_is_valid():
     assert sc.config.num_blocks == 8 and sc.requests == (RequestSpec("a", 0, 4, 2),)
 
 
+# ---- a file's requests, checked a column at a time -------------------------------------------------------------
+EVERY_FIELD = [  # one request with only the required keys, one with every key
+    {"id": "a", "arrival_step": 0, "prompt_len": 4, "output_len": 2},
+    {"id": "b", "arrival_step": 3, "prompt_len": 20, "output_len": 7, "client": "x", "priority": -2, "abort_step": 9,
+     "prefix_group": "sys", "prefix_len": 8, "max_tokens": 12, "stop": "string"},
+]
+
+
+def test_a_files_requests_are_checked_a_column_at_a_time_into_the_same_specs(monkeypatch):
+    one_by_one = [request_from_dict(r, i) for i, r in enumerate(EVERY_FIELD)]
+
+    def item_by_item(*_):
+        raise AssertionError("took the item-by-item path")
+
+    monkeypatch.setattr(scenario_module, "request_from_dict", item_by_item)
+    specs = requests_from_list(copy.deepcopy(EVERY_FIELD))
+    assert specs == one_by_one and list(map(hash, specs)) == list(map(hash, one_by_one))
+    assert specs[0].stop_type is StopType.TOKEN and specs[1].stop_type is StopType.STRING  # (members, not strings)
+
+
+# (key, value) breaking one of RequestSpec's rules in EVERY_FIELD's second request.
+BROKEN = [
+    ("id", ""), ("id", 3), ("arrival_step", -1), ("arrival_step", 1.0), ("arrival_step", True),
+    ("arrival_step", 10**12 + 1), ("prompt_len", 0), ("prompt_len", 10_000_001), ("output_len", 0),
+    ("output_len", "7"), ("client", ""), ("client", None), ("priority", 10**9 + 1), ("priority", -(10**9) - 1),
+    ("priority", 0.5), ("abort_step", 2), ("abort_step", 10**12 + 1), ("abort_step", False), ("prefix_group", ""),
+    ("prefix_group", 5), ("prefix_group", None), ("prefix_len", 21), ("prefix_len", -1), ("prefix_len", 8.0),
+    ("max_tokens", 0), ("max_tokens", 10_000_001), ("max_tokens", 1.5), ("stop", "regex"), ("stop", None),
+    ("stop", ["token"]),
+]
+
+
+@pytest.mark.parametrize(("key", "value"), BROKEN, ids=[f"{k}={v!r}" for k, v in BROKEN])
+def test_a_column_at_a_time_refuses_what_one_by_one_refuses_with_its_message(key, value):
+    items = copy.deepcopy(EVERY_FIELD)
+    items[1][key] = value
+    with pytest.raises(ScenarioError) as one:
+        request_from_dict(items[1], 1)
+    with pytest.raises(ScenarioError) as together:
+        requests_from_list(items)
+    assert str(together.value) == str(one.value)
+
+
 @pytest.mark.parametrize(("text", "message"), [
     ("{", "not valid JSON: Expecting property name enclosed in double quotes at line 1 column 2"),
     ("", "not valid JSON: Expecting value at line 1 column 1"),
@@ -167,6 +212,9 @@ def test_base_scenario_is_valid():
      "name: holds an unpaired surrogate escape (\\ud800-\\udfff), not text"),
     ('{"config": {"num_blocks": 8}, "requests": [{"id": "a", "arrival_step": 0, "prompt_len": 4, "output_len": 2, '
      '"client": "\\ud83d"}]}', "requests[0].client: holds an unpaired surrogate escape"),
+    # The character itself in the text, no escape (a str made in Python; a UTF-8 file cannot hold one).
+    ('{"name": "bad \udfff", "config": {"num_blocks": 8}, "requests": []}',
+     "name: holds an unpaired surrogate escape (\\ud800-\\udfff), not text"),
 ])
 def test_bad_json(text, message):
     with pytest.raises(ScenarioError) as err:
@@ -292,6 +340,23 @@ def test_cli_run_writes_the_documented_result(tmp_path):
     # Prefill steps cost 5.75 + 4 x 0.016 ms, decode steps 5.75 + 0.006 ms: end of step 1 = 5.814 + 5.756.
     assert s1["time_ms"] == pytest.approx(11.57)
     assert result["summary"]["finish_steps"]["mean"] == 3.5  # (2 + 5) / 2
+
+
+def test_cli_writes_one_request_and_one_step_a_line(tmp_path):
+    # BASE (a: 2 steps) runs 2 steps: the file is one JSON document whose records are one line each (read and grep
+    # a request's whole outcome), the summary indented a key a line.
+    out = tmp_path / "result.json"
+    done = _cli("run", str(_write(tmp_path, BASE)), "--out", str(out), "--steps")
+    assert done.returncode == 0, done.stderr
+    text = out.read_text()
+    result = json.loads(text)
+    lines = text.splitlines()
+    assert [json.loads(line.strip().rstrip(",")) for line in lines if line.startswith('  {"id": ')] == (
+        result["requests"])
+    assert [json.loads(line.strip().rstrip(",")) for line in lines if line.startswith('  {"step": ')] == (
+        result["steps"])
+    assert len(result["steps"]) == 2
+    assert ' "summary": {' in lines and '  "num_requests": 1,' in lines
 
 
 def test_cli_without_steps_prints_json_and_has_no_steps(tmp_path):
