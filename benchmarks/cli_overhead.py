@@ -4,7 +4,7 @@
 
 Each of ``--runs`` rounds (default 20) is a fresh interpreter doing what the CLI does, once and cold as every real
 run (first calls, lazy imports inside numpy), timing each phase with the functions the CLI calls: load and validate
-the scenario (``scenario.load``), ``simulate``, the records and the summary (``result_of``), the result's JSON text
+the scenario (``load_scenario``), ``simulate``, the records and the summary (``result_of``), the result's JSON text
 (``result_json``), the write. The overhead is all of them but ``simulate``; target: under a quarter of it. Timed
 from outside, as many times: the interpreter's start-up (``python -c pass``), ``import sim.__main__`` (start-up
 included) and the whole command (``python -m sim run``).
@@ -39,13 +39,12 @@ def _positive_int(text: str) -> int:
 def one_round(path: str, out: str, steps: bool) -> dict[str, float]:
     """Seconds per phase of one run, in this (fresh) interpreter: the same calls in the same order as the CLI."""
     sys.path.insert(0, str(ROOT))
-    from sim import scenario
-    from sim.__main__ import result_json, result_of
+    from sim.__main__ import load_scenario, result_json, result_of
     from sim.engine import simulate
 
     clock = time.perf_counter
     t1 = clock()
-    sc = scenario.load(path)
+    sc = load_scenario(path)
     t2 = clock()
     trace = simulate(sc.config, sc.requests, name=sc.name)
     t3 = clock()
