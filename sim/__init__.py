@@ -8,13 +8,15 @@ Pure Python + numpy: importing ``sim`` never imports streamlit, plotly or pandas
 
 from .config import MODELS, CostModel, EngineConfig, ModelSpec, Policy, PreemptionMode, StopCheck
 from .engine import Engine, SimulationError, StepLimitError, simulate
+from .events import Event, EventKind, FinishReason, PreemptReason, RejectReason, WaitReason
 from .request import RequestSpec, RequestStatus
 from .scenario import Scenario, ScenarioError
 from .trace import Trace
 from .workload import ClientSpec, WorkloadSpec
 
 __all__ = [
-    "MODELS", "ClientSpec", "CostModel", "Engine", "EngineConfig", "ModelSpec", "Policy", "PreemptionMode",
-    "RequestSpec", "RequestStatus", "Scenario", "ScenarioError", "SimulationError", "StepLimitError", "StopCheck",
-    "Trace", "WorkloadSpec", "simulate",
+    "MODELS", "ClientSpec", "CostModel", "Engine", "EngineConfig", "Event", "EventKind", "FinishReason", "ModelSpec",
+    "Policy", "PreemptReason", "PreemptionMode", "RejectReason", "RequestSpec", "RequestStatus", "Scenario",
+    "ScenarioError", "SimulationError", "StepLimitError", "StopCheck", "Trace", "WaitReason", "WorkloadSpec",
+    "simulate",
 ]
