@@ -43,15 +43,31 @@ def _run(args: argparse.Namespace) -> int:
         return 3
     result = result_of(sc.name, trace, steps=args.steps)
     text = result_json(result)
-    if args.out:
+    if not args.out:
+        return _print(text, "the result")
+    try:
         with open(args.out, "w", encoding="utf-8") as f:
             f.write(text)
             f.write("\n")  # (not text + "\n": a copy of the megabyte text costs ~0.5 ms)
-        s = result["summary"]
-        print(f"{sc.name}: {s['num_requests']} requests, {s['num_steps']} steps, "
-              f"{s['num_preemptions']} preemptions, mean finish {s['finish_steps']['mean']:.1f} steps -> {args.out}")
-    else:
+    except OSError as e:  # a full disk, a device that refuses writes: found only now, after the run
+        print(f"error: --out {args.out}: could not write the result: {e.strerror}", file=sys.stderr)
+        return 2
+    s = result["summary"]
+    return _print(f"{sc.name}: {s['num_requests']} requests, {s['num_steps']} steps, {s['num_preemptions']} "
+                  f"preemptions, mean finish {s['finish_steps']['mean']:.1f} steps -> {args.out}", "the summary")
+
+
+def _print(text: str, what: str) -> int:
+    """Print ``text`` to stdout; a reader that stops reading (``| head -1``) gets no traceback: one line on stderr,
+    exit 2."""
+    try:
         print(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Python's own advice: point stdout at devnull, or the interpreter's flush at exit raises again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        print(f"error: stdout closed before {what} was written (a reader that stopped early?)", file=sys.stderr)
+        return 2
     return 0
 
 

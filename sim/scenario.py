@@ -279,14 +279,21 @@ def loads(text: str) -> Scenario:
     return scenario_from_dict(data)
 
 
+MAX_FILE_BYTES = 256 * 2**20  # a scenario file's size at most (the 20,000-request benchmark's is ~2 MB)
+
+
 def load(path: str | os.PathLike[str]) -> Scenario:
+    """The scenario in file ``path``; a ScenarioError says what is wrong (the caller names the file)."""
     try:
         with open(path, encoding="utf-8-sig") as f:  # (a byte-order mark, as some editors write, is fine)
-            text = f.read()
+            text = f.read(MAX_FILE_BYTES + 1)  # (bounded: /dev/zero or a pipe that never ends is refused, not read)
     except OSError as e:
-        raise ScenarioError(f"cannot read {path}: {e.strerror}") from None
+        raise ScenarioError(f"cannot read the file: {e.strerror}") from None
     except UnicodeDecodeError:
-        raise ScenarioError(f"{path}: not a UTF-8 text file") from None
+        raise ScenarioError("not a UTF-8 text file") from None
+    if len(text) > MAX_FILE_BYTES:
+        raise ScenarioError(f"larger than {MAX_FILE_BYTES:,} bytes, the most a scenario file may hold (use a "
+                            f"workload generator instead of listing the requests)")
     return loads(text)
 
 

@@ -229,7 +229,7 @@ def test_a_whole_surrogate_pair_is_text():
 
 
 def test_missing_file(tmp_path):
-    with pytest.raises(ScenarioError, match="cannot read .*missing.json: No such file or directory"):
+    with pytest.raises(ScenarioError, match="cannot read the file: No such file or directory"):
         load(tmp_path / "missing.json")
 
 
@@ -453,3 +453,41 @@ def test_cli_refuses_an_out_path_it_cannot_write_before_running(tmp_path, where)
     assert done.returncode == 2 and done.stdout == ""
     expected = "is a directory; give a file name" if where == "dir" else f"the folder {out.parent} does not exist"
     assert done.stderr.strip() == f"error: --out {out}: {expected}"
+
+
+# ---- I/O that fails: one line and exit 2, never a traceback ------------------------------------------------------
+def test_an_output_device_that_refuses_writes_is_one_line_and_exit_2():
+    done = _cli("run", "scenarios/article_hol.json", "--out", "/dev/full")  # (Linux: every write fails, ENOSPC)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "error: --out /dev/full: could not write the result: No space left on device"]
+
+
+def test_a_reader_that_stops_early_is_one_line_and_exit_2():
+    # `python -m sim run X --steps | head -1`: the reader is gone before the result (~1 MB, past any pipe buffer)
+    # is written.
+    proc = subprocess.Popen([sys.executable, "-m", "sim", "run", "scenarios/busy_server_sjf.json", "--steps"],
+                            cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc.stdout.close()
+    stderr = proc.stderr.read()
+    assert proc.wait(timeout=60) == 2, stderr
+    assert "Traceback" not in stderr
+    assert stderr.strip().splitlines() == [
+        "error: stdout closed before the result was written (a reader that stopped early?)"]
+
+
+def test_a_file_past_the_size_limit_is_refused_without_reading_it_all(tmp_path, monkeypatch):
+    monkeypatch.setattr(scenario_module, "MAX_FILE_BYTES", 1000)
+    path = _write(tmp_path, " " * 1001)
+    with pytest.raises(ScenarioError, match=r"larger than 1,000 bytes, the most a scenario file may hold"):
+        load(path)
+    path = _write(tmp_path, json.dumps(BASE).ljust(1000))  # at the limit: read and run
+    assert load(path).config.num_blocks == 8
+
+
+def test_an_endless_input_is_refused():
+    done = _cli("run", "/dev/zero")  # reads at most the limit, then says so
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "error: /dev/zero: larger than 268,435,456 bytes, the most a scenario file may hold (use a workload "
+        "generator instead of listing the requests)"]
