@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -262,7 +263,13 @@ class EngineConfig:
         return int(self.watermark * (self.num_blocks + 1))
 
     def client_weight(self, client_id: str) -> float:
-        return dict(self.client_weights).get(client_id, 1.0)
+        """The client's VTC weight (1 unless ``client_weights`` names it)."""
+        return self._weight_of.get(client_id, 1.0)
+
+    @functools.cached_property
+    def _weight_of(self) -> dict[str, float]:
+        # (built once: a dict per call made a run with thousands of clients quadratic)
+        return dict(self.client_weights)
 
     def replace(self, **changes: Any) -> EngineConfig:
         return dataclasses.replace(self, **changes)
@@ -279,8 +286,8 @@ def _normalise_client_weights(value: Any) -> tuple[tuple[str, float], ...]:
         if not isinstance(client_id, str) or not client_id:
             raise ValueError(f"client_weights: client ids must be non-empty strings, got {client_id!r}")
         check_float(f"client_weights[{client_id}]", weight, 0.001, 1000.0)
-    ids = [client_id for client_id, _ in pairs]
-    twice = next((c for c in ids if ids.count(c) > 1), None)
+    seen: set[str] = set()
+    twice = next((c for c, _ in pairs if c in seen or seen.add(c)), None)  # (set.add returns None)
     if twice is not None:
         raise ValueError(f"client_weights: client {twice!r} is given two weights; give each client one")
     return tuple(sorted((k, float(v)) for k, v in pairs))

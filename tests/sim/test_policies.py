@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sim import metrics
+from sim import EngineConfig, metrics
 from sim.engine import queues_after_step
 from sim.request_queue import KeyedQueue
 from sim.workload import WorkloadSpec, generate
@@ -262,3 +262,15 @@ def test_rate_limit_rejects_over_the_limit_with_a_sliding_window():
         assert (r["finish_reason"], r["finish_step"], r["first_scheduled_step"]) == ("rate_limited", arrivals[i], None)
     assert metrics.summary(t)["rejected_by_reason"] == {"rate_limited": 3}
     assert metrics.per_client(t)[0]["num_rejected"] == 3
+
+
+def test_client_weights_for_thousands_of_clients():
+    # Each client's weight is looked up by id (the scheduler does it once per client and run); a weight given twice
+    # is named, however far apart the two are.
+    weights = {f"c{i}": 1.0 + i % 7 for i in range(20_000)}
+    cfg = EngineConfig(client_weights=weights)
+    assert [cfg.client_weight(f"c{i}") for i in (0, 6, 7, 19_999)] == [1.0, 7.0, 1.0, 1.0 + 19_999 % 7]
+    assert cfg.client_weight("nobody") == 1.0
+    assert cfg.replace(num_blocks=9).client_weight("c6") == 7.0
+    with pytest.raises(ValueError, match="client 'c3' is given two weights"):
+        EngineConfig(client_weights=[*weights.items(), ("c3", 2.0)])
