@@ -1,0 +1,10 @@
+"""The server's settings that a reader meets: no traceback or server path ever reaches a page."""
+
+import tomllib
+
+from tests.conftest import REPO_ROOT
+
+
+def test_unexpected_errors_show_no_details():
+    config = tomllib.loads((REPO_ROOT / ".streamlit" / "config.toml").read_text())
+    assert config["client"]["showErrorDetails"] == "none"  # the generic message only; the details go to the log
