@@ -165,7 +165,9 @@ class KnobPanel:
                 try:
                     value = knob.parse(raw)
                 except ValueError as e:
-                    shown = as_code(f"{knob.key}={raw[-1] if raw else ''}")  # the link's text, not Markdown
+                    # (the link's text, not Markdown; a list given twice is one setting: all of it)
+                    given = ",".join(r for r in raw if r) if knob.kind == "multi" else (raw[-1] if raw else "")
+                    shown = as_code(f"{knob.key}={given}")
                     warnings.append(f"The link's setting {shown} was ignored: {knob.label} {e}. "
                                     f"Using the default, {knob.display(knob.default)}.")
             st.session_state[key] = value

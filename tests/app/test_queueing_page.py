@@ -158,6 +158,14 @@ def test_a_bad_or_empty_policy_list_in_the_url_never_crashes(raw):
         assert any("at least one policy" in w.value for w in at.warning)
 
 
+def test_a_policy_list_given_twice_with_a_bad_name_names_the_whole_setting():
+    # ?policies=banana&policies=FCFS: the warning shows the setting that was ignored (both parts), not just "FCFS".
+    at = open_page(PAGE, {"policies": ["banana", "FCFS"]}, settle=False)
+    assert_clean(at)
+    warning = next(w.value for w in at.warning if "policies=" in w.value)
+    assert "`policies=banana,FCFS` was ignored" in warning
+
+
 def test_a_bad_url_value_is_shown_as_text_not_markdown():
     at = open_page(PAGE, {"unit": "[x](https://example.com)"})
     assert_clean(at)
