@@ -67,8 +67,9 @@ def setup(title: str, icon: str) -> ChartStyle:
     st.sidebar.markdown("### Scheduler Lab")
     for path, label, page_icon in PAGES:
         st.sidebar.page_link(path, label=label, icon=page_icon)
-    with st.sidebar.expander("Display", expanded=False):
-        values = KnobPanel("display", _DISPLAY_KNOBS).render(st.container())
+    # (widgets in the expander, a bad link value warned about in the main area, where the page starts: inside the
+    # collapsed expander nobody would see it)
+    values = KnobPanel("display", _DISPLAY_KNOBS).render(st.sidebar.expander("Display", expanded=False))
     st.html(_LAYOUT_CSS + (_PRESENTATION_CSS if values["present"] else ""))  # (style only: takes no space)
     return ChartStyle(presentation=values["present"], export_format=values["export"])
 

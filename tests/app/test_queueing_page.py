@@ -166,6 +166,15 @@ def test_a_policy_list_given_twice_with_a_bad_name_names_the_whole_setting():
     assert "`policies=banana,FCFS` was ignored" in warning
 
 
+@pytest.mark.parametrize("query", [{"present": "x"}, {"export": "gif"}])
+def test_a_bad_display_setting_in_the_link_is_warned_about_where_the_page_starts(query):
+    at = open_page(PAGE, query, settle=False)
+    assert_clean(at)
+    key = next(iter(query))
+    assert any(f"`{key}=" in w.value for w in at.main.warning)  # not hidden in the collapsed Display expander
+    assert not any(f"`{key}=" in w.value for w in at.sidebar.warning)
+
+
 def test_a_bad_url_value_is_shown_as_text_not_markdown():
     at = open_page(PAGE, {"unit": "[x](https://example.com)"})
     assert_clean(at)
