@@ -7,6 +7,7 @@ after the step (in admission order), and why each admission, preemption or refus
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -54,11 +55,12 @@ def upload(page: str) -> Scenario | None:
                 st.session_state.pop(state_key, None)
         else:
             st.session_state[seen_key] = True
-            try:
-                st.session_state[state_key] = scenario_io.scenario_to_dict(_for_this_app(file.getvalue()))
-            except ScenarioError as e:
+            scenario_dict, error = _parsed_once(page, file)
+            if error:
                 st.session_state.pop(state_key, None)
-                st.error(f"That scenario is not valid: {e}. Showing the presets.", icon=":material/block:")
+                st.error(f"That scenario is not valid: {error}. Showing the presets.", icon=":material/block:")
+            else:
+                st.session_state[state_key] = scenario_dict
         if state_key in st.session_state:
             st.button("Back to the presets", key=f"{page}.clear_upload", on_click=_back_to_presets, args=(page,))
             st.caption("Showing your uploaded scenario; the page's policies are compared on it. "
@@ -95,6 +97,20 @@ def _for_this_app(data: bytes) -> Scenario:
     if scenario.config.max_steps > APP_MAX_STEPS:
         scenario = scenario.with_config(max_steps=APP_MAX_STEPS)
     return scenario
+
+
+def _parsed_once(page: str, file: Any) -> tuple[dict | None, str]:
+    """The file in the upload box as a scenario dict, or why it is not valid: parsed once per file, not on every
+    rerun while it stays in the box (a large or deeply nested file took seconds each time)."""
+    key = f"{page}.upload_parsed"
+    memo = st.session_state.get(key)
+    if memo is None or memo[0] != file.file_id:
+        try:
+            memo = (file.file_id, scenario_io.scenario_to_dict(_for_this_app(file.getvalue())), "")
+        except ScenarioError as e:
+            memo = (file.file_id, None, str(e))
+        st.session_state[key] = memo
+    return memo[1], memo[2]
 
 
 def _back_to_presets(page: str) -> None:

@@ -155,3 +155,19 @@ def test_a_run_past_the_step_guard_gets_advice_for_the_app_not_for_the_file():
     assert error.startswith("**The simulation cannot finish:** it stopped after 50 engine steps with 1 of 2 requests "
                             "unfinished. Give the engine less to do")
     assert "raise max_steps" not in error and "`python -m sim run`" in error
+
+
+def test_a_file_in_the_box_is_parsed_once_not_on_every_rerun(monkeypatch):
+    # A rejected file left in the box (or a good one) used to be parsed again on every rerun: seconds each for a
+    # large, deeply nested one.
+    calls = []
+    real = sections._for_this_app
+    monkeypatch.setattr(sections, "_for_this_app", lambda data: calls.append(len(data)) or real(data))
+    at = open_page(PAGE)
+    _box(at).set_value(("bad.json", b"[1]", "application/json")).run()
+    at.run()
+    at.run()
+    assert len(calls) == 1 and len(at.error) == 1  # still said, on every rerun
+    _box(at).set_value(("three.json", THREE_SLOTS, "application/json")).run()
+    at.run()
+    assert len(calls) == 2 and metric_values(at) == THREE_SLOTS_RESULT
