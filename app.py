@@ -5,7 +5,7 @@ import streamlit as st
 from sim import presets
 from ui import charts, page, runner
 
-style = page.setup("Home", ":material/home:")
+style = page.setup("Home")
 
 st.title("Scheduler Lab")
 st.markdown(

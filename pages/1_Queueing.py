@@ -6,8 +6,7 @@ from ui import charts, knobs, page, sweeps
 from ui.lesson import open_lesson, run_variants
 from ui.lessons import queueing as lesson
 
-lp = open_lesson(lesson.LESSON, "Queueing: who waits, and in what order", ":material/hourglass_top:",
-                 lesson.QUESTION)
+lp = open_lesson(lesson.LESSON, "Queueing: who waits, and in what order", lesson.QUESTION)
 style, preset, base = lp.style, lp.preset, lp.base
 engine = lp.panel("Engine", f"{lesson.LESSON}.engine", knobs.engine_knobs(base.config))
 workload = lp.workload(lesson.LESSON)

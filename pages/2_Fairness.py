@@ -7,7 +7,7 @@ from ui.charts import fairness as fairness_charts
 from ui.lesson import open_lesson, run_variants
 from ui.lessons import fairness as lesson
 
-lp = open_lesson(lesson.LESSON, "Fairness: per customer, not per request", ":material/balance:", lesson.QUESTION)
+lp = open_lesson(lesson.LESSON, "Fairness: per customer, not per request", lesson.QUESTION)
 style, preset, base = lp.style, lp.preset, lp.base
 
 engine = lp.panel("Engine", f"{lesson.LESSON}.engine", knobs.engine_knobs(base.config))

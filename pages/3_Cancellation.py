@@ -7,7 +7,7 @@ from ui.charts import cancellation as cancel_charts
 from ui.lesson import open_lesson, run_variants
 from ui.lessons import cancellation as lesson
 
-lp = open_lesson(lesson.LESSON, "Cancellation: work nobody reads", ":material/content_cut:", lesson.QUESTION)
+lp = open_lesson(lesson.LESSON, "Cancellation: work nobody reads", lesson.QUESTION)
 style, preset, base = lp.style, lp.preset, lp.base
 engine = lp.panel("Engine", f"{lesson.LESSON}.engine", knobs.engine_knobs(base.config))
 workload = lp.workload(lesson.LESSON)

@@ -10,8 +10,7 @@ from ui.lesson import open_lesson, run_variants
 from ui.lessons import preemption as lesson
 from ui.wording import fmt_gib
 
-lp = open_lesson(lesson.LESSON, "Preemption: when KV memory runs out mid-answer", ":material/autorenew:",
-                 lesson.QUESTION)
+lp = open_lesson(lesson.LESSON, "Preemption: when KV memory runs out mid-answer", lesson.QUESTION)
 style, preset, base = lp.style, lp.preset, lp.base
 engine = lp.panel("Engine", f"{lesson.LESSON}.engine", lesson.engine_knobs(base.config))
 workload = lp.workload(lesson.LESSON)

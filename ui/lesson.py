@@ -24,7 +24,7 @@ from sim.workload import WorkloadSpec
 from . import knobs, page, runner, sections
 from .controls import Knob, KnobPanel, preset_picker
 from .theme import ChartStyle
-from .wording import count, file_slug, join_and
+from .wording import count, file_slug, join_and, plain
 
 
 @dataclass
@@ -110,10 +110,10 @@ def _reset_panels(panels: tuple[KnobPanel, ...]) -> None:
         panel.reset()
 
 
-def open_lesson(lesson: str, title: str, icon: str, question: str) -> LessonPage:
+def open_lesson(lesson: str, title: str, question: str) -> LessonPage:
     """Set the page up and draw its header: title, the question, the preset picker and the upload box."""
     started_s = time.perf_counter()
-    style = page.setup(title.split(":")[0], icon)
+    style = page.setup(title.split(":")[0])
     st.title(title)
     st.markdown(question)
     preset = preset_picker(lesson, runner.presets_for(lesson))
@@ -121,8 +121,8 @@ def open_lesson(lesson: str, title: str, icon: str, question: str) -> LessonPage
     if uploaded is None:
         st.caption(preset.description)
     else:  # the file's own words; the page's policies (the preset's) are compared on it
-        said = f" {uploaded.description.strip()}" if uploaded.description.strip() else ""
-        st.caption(f"**Your scenario: {uploaded.name}.**{said} Compared as in the preset above: "
+        said = f" {plain(uploaded.description)}" if uploaded.description.strip() else ""
+        st.caption(f"**Your scenario: {plain(uploaded.name, 80)}.**{said} Compared as in the preset above: "
                    f"{join_and([label for label, _ in preset.variants])}.")
     changes_slot = st.empty()
     scope = preset.key if uploaded is None else f"upload:{runner.scenario_key(uploaded)}"

@@ -61,9 +61,12 @@ PAGES = (
 )
 
 
-def setup(title: str, icon: str) -> ChartStyle:
+FAVICON = "🚦"  # (an emoji is drawn in the browser; a :material/...: page icon is fetched from Google's servers)
+
+
+def setup(title: str) -> ChartStyle:
     """Configure the page, draw the navigation and return the chart style chosen under Display."""
-    st.set_page_config(page_title=f"{title} · Scheduler Lab", page_icon=icon, layout="wide")
+    st.set_page_config(page_title=f"{title} · Scheduler Lab", page_icon=FAVICON, layout="wide")
     st.sidebar.markdown("### Scheduler Lab")
     for path, label, page_icon in PAGES:
         st.sidebar.page_link(path, label=label, icon=page_icon)

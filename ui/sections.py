@@ -28,7 +28,8 @@ _KIND_TEXT = {SCHED_PREFILL: "prefill chunk (no token yet)", SCHED_PREFILL_DONE:
               SCHED_DECODE: "decode 1 token", SCHED_WASTED: "token for nobody (wasted)"}
 
 
-UPLOAD_PARAM = "uploaded"  # in the URL while a file is uploaded: the scenario's name
+UPLOAD_PARAM = "uploaded"  # in the URL while a file is uploaded: the scenario's name (its start)
+UPLOAD_PARAM_MAX_CHARS = 80
 APP_MAX_STEPS = 200_000  # an uploaded scenario runs for at most this many engine steps here (the CLI has no cap)
 # ... and holds at most this much work: a page runs it under each of its policies, and one process serves every
 # reader (the 20,000-request benchmark, 7.7 M tokens, takes ~1 s and 120 MB a run; ten times that took 5 GB)
@@ -66,7 +67,8 @@ def upload(page: str) -> Scenario | None:
             st.caption("Showing your uploaded scenario; the page's policies are compared on it. "
                        "A shared link cannot carry an uploaded file.")
             scenario = scenario_io.scenario_from_dict(st.session_state[state_key])
-            st.query_params[UPLOAD_PARAM] = scenario.name  # so a copied link can say what it lacks
+            # so a copied link can say what it lacks (cut: a file's name may be megabytes, a URL should not be)
+            st.query_params[UPLOAD_PARAM] = scenario.name[:UPLOAD_PARAM_MAX_CHARS]
             return scenario
     if UPLOAD_PARAM in st.query_params:
         del st.query_params[UPLOAD_PARAM]

@@ -73,3 +73,17 @@ def as_code(text: str, limit: int = 80) -> str:
     into a link or formatting, and cut to ``limit`` characters."""
     cut = text[:limit] + ("…" if len(text) > limit else "")
     return f"`{cut.replace('`', chr(39))}`"
+
+
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+\-.!|~$:])")
+_AUTOLINK = re.compile(r"(\\:|www|@)", re.IGNORECASE)  # where GFM starts a link by itself (once escaped)
+
+
+def plain(text: str, limit: int = 300) -> str:
+    """Text from outside (an uploaded file's name or description) for a Markdown message, shown as the words it is:
+    every character Markdown, HTML, LaTeX or Streamlit's :directives: would act on is escaped (no link, image, tag
+    or formula), an invisible zero-width space breaks what the renderer would turn into a link by itself (a bare
+    URL, www., an e-mail address), line breaks become spaces, and it is cut to ``limit`` characters."""
+    cut = text[:limit] + ("…" if len(text) > limit else "")
+    escaped = _MARKDOWN_SPECIAL.sub(r"\\\1", " ".join(cut.split()))
+    return _AUTOLINK.sub("\\1\u200b", escaped)

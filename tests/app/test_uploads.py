@@ -171,3 +171,12 @@ def test_a_file_in_the_box_is_parsed_once_not_on_every_rerun(monkeypatch):
     _box(at).set_value(("three.json", THREE_SLOTS, "application/json")).run()
     at.run()
     assert len(calls) == 2 and metric_values(at) == THREE_SLOTS_RESULT
+
+
+def test_a_long_scenario_name_is_not_copied_whole_into_the_link():
+    long_name = json.loads(THREE_SLOTS)
+    long_name["name"] = "x" * 100_000
+    at = open_page(PAGE)
+    _box(at).set_value(("long.json", json.dumps(long_name).encode(), "application/json")).run()
+    assert metric_values(at) == THREE_SLOTS_RESULT
+    assert at.query_params["uploaded"] == "x" * sections.UPLOAD_PARAM_MAX_CHARS

@@ -38,3 +38,13 @@ def test_halves_round_up_as_people_round_them():
     assert fmt_gib(3.125) == "3.13 GiB"  # Python's format gives "3.12": the binary value rounded to even
     assert fmt_fixed(0.625) == "0.63" and fmt_fixed(5.2428) == "5.24" and fmt_fixed(1234.5, 0) == "1,235"
     assert fmt_gib(1.953125) == "1.95 GiB"
+
+
+def test_plain_text_is_escaped_cut_and_never_links_by_itself():
+    from ui.wording import plain
+
+    text = plain("**Mine** [log in](https://e.com/x) <b>b</b> $x$ :red[r] www.e.com a@e.com\nnext", limit=200)
+    for raw in ("**", "[log in]", "(https", "<b>", "$x$", ":red[", "www.", "a@e"):
+        assert raw not in text  # every one escaped, or broken by a zero-width space
+    assert "\\*\\*Mine\\*\\*" in text and "\\<b\\>b\\</b\\>" in text and "\n" not in text
+    assert plain("x" * 500, limit=10) == "x" * 10 + "…"
