@@ -93,6 +93,19 @@ def test_swap_of_2000_tokens_costs_about_5_ms_each_way():
     assert cost.swap_ms(num_blocks, cfg.block_bytes) == pytest.approx(5.24288 + 0.625)
 
 
+def test_the_cost_model_gives_the_parts_the_preemption_lesson_shows():
+    # The same 2,000-token victim, priced by CostModel's own methods (what the page's cost cards show).
+    cost, cfg = CostModel(), EngineConfig()
+    assert cost.recompute_ms(2000) == pytest.approx(32.0) == cost.step_ms(2000, 0) - cost.step_base_ms
+    assert cost.swap_bytes(125, cfg.block_bytes) == 262_144_000 == 2000 * LLAMA_8B_BYTES_PER_TOKEN  # ~262 MB
+    assert cost.swap_transfer_ms(262_144_000) == pytest.approx(5.24288)  # at 50 GB/s
+    assert cost.swap_overhead_ms(125) == pytest.approx(0.625)  # 125 copies x 5 us
+    assert cost.swap_transfer_ms(262_144_000) + cost.swap_overhead_ms(125) == pytest.approx(
+        cost.swap_ms(125, cfg.block_bytes))
+    slow = CostModel(swap_bandwidth_gb_s=25.0, swap_overhead_per_block_us=0.0)
+    assert slow.swap_transfer_ms(262_144_000) == pytest.approx(10.48576) == slow.swap_ms(125, cfg.block_bytes)
+
+
 def test_recompute_vs_swap_preset_preempts_a_2000_token_victim():
     # Priority policy, 144 blocks (2,304 tokens). The victim (prompt 1,900, priority 1) holds 1,900 + 100 = 2,000
     # tokens when the pool runs out at step 102 (the grower, prompt 200, was admitted first and holds 301 tokens:

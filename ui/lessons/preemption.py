@@ -236,11 +236,9 @@ def preemption_cost(tokens: int, config: EngineConfig) -> Cost:
     5.24 ms at 50 GB/s plus 125 x 5 us = 5.87 ms each way."""
     c = config.cost
     blocks = cdiv(tokens, config.block_size)
-    kv_bytes = blocks * config.block_bytes
-    peak = kv_bytes / (c.swap_bandwidth_gb_s * 1e9) * 1e3
-    overhead = blocks * c.swap_overhead_per_block_us / 1e3
-    return Cost(tokens, blocks, kv_bytes, tokens * c.prefill_token_us / 1e3, peak, overhead,
-                c.swap_ms(blocks, config.block_bytes))
+    kv_bytes = c.swap_bytes(blocks, config.block_bytes)
+    return Cost(tokens, blocks, kv_bytes, c.recompute_ms(tokens), c.swap_transfer_ms(kv_bytes),
+                c.swap_overhead_ms(blocks), c.swap_ms(blocks, config.block_bytes))
 
 
 @dataclass(frozen=True)
@@ -509,11 +507,11 @@ def cost_notices(runs: Sequence[Run]) -> list[str]:
         if recomputed:
             tokens = int(run.summary["recomputed_tokens"])
             out.append(f"{run.label}: {count(len(recomputed), 'eviction')} by recompute threw away KV that "
-                       f"cost {tokens:,} tokens of prefill to rebuild: {tokens * cfg.cost.prefill_token_us / 1e3:,.1f} "
+                       f"cost {tokens:,} tokens of prefill to rebuild: {cfg.cost.recompute_ms(tokens):,.1f} "
                        f"ms of GPU time spent on work already done once.")
         if swapped:
-            moved = sum(p.blocks for p in swapped) * cfg.block_bytes
-            peak_cpu = int(run.trace.steps["cpu_blocks_used"].max()) * cfg.block_bytes
+            moved = cfg.cost.swap_bytes(sum(p.blocks for p in swapped), cfg.block_bytes)
+            peak_cpu = cfg.cost.swap_bytes(int(run.trace.steps["cpu_blocks_used"].max()), cfg.block_bytes)
             out.append(f"{run.label}: {count(len(swapped), 'swap')} copied {fmt_bytes(moved)} to CPU memory "
                        f"(and back), {run.summary['swap_ms']:,.1f} ms of copies in all, and parked up to "
                        f"{fmt_bytes(peak_cpu)} in CPU RAM; no token was recomputed.")
