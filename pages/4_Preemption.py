@@ -112,13 +112,12 @@ def show_block_map() -> None:
 
 def show_cost() -> None:
     st.subheader("What bringing a victim back costs: recompute vs swap")
-    victim = lesson.largest_victim_tokens(runs)
+    victim = lesson.victim_cost(runs, config)
     if victim is None:
         st.caption("No request could run on this engine (each was too big for the pool), so there is no victim to "
                    "bring back.")
         return
-    tokens, what = victim
-    cost = lesson.preemption_cost(tokens, config)
+    cost, what = victim
     for col, (label, value, why) in zip(st.columns(4), lesson.cost_cards(cost, config), strict=True):
         col.metric(label, value, help=why)
     st.caption(lesson.cost_caption(cost, config, what))

@@ -361,8 +361,8 @@ def lesson_figures(toy, toy_swap, abandoned, fairness) -> dict[str, go.Figure]:
     styles = cancellation.server_styles({label: t.config for label, t in servers.items()})
     toy_p = presets.get("toy_pool").scenario
     snapped = Engine(toy_p.config, toy_p.requests, snapshot_every_steps=1).run(until_step=113)
-    cost = SimpleNamespace(tokens=2000, blocks=125, kv_bytes=262_144_000, recompute_ms=40.0, swap_peak_ms=10.0,
-                           swap_overhead_ms=1.0, swap_ms=11.0)
+    cost = SimpleNamespace(num_tokens=2000, num_blocks=125, swap_bytes=262_144_000, recompute_ms=40.0,
+                           swap_transfer_ms=10.0, swap_overhead_ms=1.0, swap_ms=11.0)
     return {
         "counters_by_policy": fc.counters_by_policy(fairness, STYLE),
         "client_rates_by_policy": fc.client_rates_by_policy(fairness, STYLE, x_unit="ms"),

@@ -1,6 +1,7 @@
 """The Preemption lesson's logic without Streamlit: victim choice and requeue position under both policies, swap
-and its fallback, the article's cost numbers, prefix-cache hits on re-prefill, KV per request rebuilt from the
-schedule, the sizing sweep, the knobs, and the figure builders."""
+and its fallback, the article's cost numbers as the page words them, prefix-cache hits on re-prefill, the
+per-request KV chart's parts, the sizing sweep, the knobs, and the figure builders. (The preemption records, KV held
+per request and the costs themselves: tests/sim/test_preemption_metrics.py.)"""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 from sim import metrics, presets
 from sim.config import MODELS, EngineConfig, gib_for_blocks
 from sim.engine import Engine, queues_after_step, simulate
+from sim.preemption_metrics import preemption_cost
 from sim.request import RequestSpec
 from sim.scenario import Scenario
 from ui.charts import preemption as charts
@@ -40,7 +42,8 @@ def test_fcfs_evicts_the_last_admitted_and_puts_it_at_the_head_of_the_queue():
     # block, and FCFS evicts the tail of the running list, D.
     fcfs = run_of("toy_pool", "FCFS victim")
     first = fcfs.preempted[0]
-    assert (first.request_id, first.step, first.kind, first.tokens, first.blocks) == ("D", 113, "recompute", 128, 8)
+    assert (first.request_id, first.step, first.kind, first.num_tokens, first.num_blocks) == (
+        "D", 113, "recompute", 128, 8)
     # Back at the head of the waiting queue, ahead of E (which arrived at step 5): it blocks E until step 200.
     sc = fcfs.scenario
     assert queues_after_step(sc.config, sc.requests, 113)["waiting"] == ["D", "E"]
@@ -64,43 +67,22 @@ def test_priority_evicts_the_lowest_priority_and_requeues_it_by_priority():
     assert "E (priority 0) went ahead of it" in text
 
 
-def test_tokens_held_at_preemption_match_what_the_engine_recomputes():
-    for key, label in (("toy_pool", "FCFS victim"), ("toy_pool", "priority victim"),
-                       ("prefix_cache", "prefix caching off"), ("sizing", "FCFS")):
-        run = run_of(key, label)
-        rebuilt = sum(p.tokens - p.hit_tokens for p in run.preempted if p.kind != "swap")
-        assert rebuilt == run.summary["recomputed_tokens"] > 0, (key, label)
-
-
 # ---- recompute vs swap: the article's numbers ------------------------------------------------------------------------
-def test_cost_of_a_2000_token_victim_is_the_articles():
-    cost = lesson.preemption_cost(2000, EngineConfig())
-    assert cost.recompute_ms == pytest.approx(32.0)  # 2,000 x 16 us
-    assert cost.blocks == 125 and cost.kv_bytes == 262_144_000  # 125 blocks x 2 MiB = 2,000 x 131,072 B
-    assert lesson.fmt_bytes(cost.kv_bytes) == "262 MB"
-    assert cost.swap_peak_ms == pytest.approx(5.24288)  # 262,144,000 B / 50 GB/s
-    assert cost.swap_overhead_ms == pytest.approx(0.625)  # 125 copies x 5 us
-    assert cost.swap_ms == pytest.approx(5.86788)
-
-
-def test_small_blocks_and_a_slow_link_make_swap_dearer():
-    # One-token blocks: 2,000 copies x 5 us = 10 ms of overhead each way on top of the 5.24 ms of data.
-    tiny = lesson.preemption_cost(2000, EngineConfig(block_size=1))
-    assert tiny.kv_bytes == 262_144_000 and tiny.swap_overhead_ms == pytest.approx(10.0)
-    assert tiny.effective_gb_s == pytest.approx(262.144 / 15.24288, rel=1e-6)
-    slow = EngineConfig().replace(cost=EngineConfig().cost.__class__(swap_bandwidth_gb_s=25.0))
-    assert lesson.preemption_cost(2000, slow).swap_peak_ms == pytest.approx(10.48576)
-    # A 70B model stores 2.5x the bytes per token: 655 MB for the same 2,000 tokens.
-    big = lesson.preemption_cost(2000, EngineConfig(model=MODELS["llama-3.1-70b"]))
-    assert big.kv_bytes == 2000 * 327_680 and lesson.fmt_bytes(big.kv_bytes) == "655 MB"
+def test_swap_sizes_are_worded_in_decimal_units_as_the_article_counts_them():
+    # (the costs themselves: tests/sim/test_preemption_metrics.py)
+    assert lesson.fmt_bytes(preemption_cost(2000, EngineConfig()).swap_bytes) == "262 MB"  # 262,144,000 B
+    assert lesson.fmt_bytes(preemption_cost(2000, EngineConfig(model=MODELS["llama-3.1-70b"])).swap_bytes) == "655 MB"
+    assert lesson.fmt_bytes(21_000_000) == "21.0 MB" and lesson.fmt_bytes(512) == "512 B"
 
 
 def test_recompute_vs_swap_preset_numbers_come_from_the_run():
     runs = runs_of("recompute_vs_swap")
     assert lesson.largest_victim_tokens(runs)[0] == 2000
+    cost, what = lesson.victim_cost(runs, runs[0].trace.config)
+    assert (cost.num_tokens, cost.num_blocks) == (2000, 125) and what.startswith("victim (preempted at step 102")
     rec, swp = (r.preempted[0] for r in runs)
-    assert (rec.kind, rec.tokens, rec.resume_tokens) == ("recompute", 2000, 2001)
-    assert (swp.kind, swp.blocks, swp.resume_tokens) == ("swap", 125, 0)
+    assert (rec.kind, rec.num_tokens, rec.num_resume_tokens) == ("recompute", 2000, 2001)
+    assert (swp.kind, swp.num_blocks, swp.num_resume_tokens) == ("swap", 125, 0)
     text = " ".join(lesson.notices(runs))
     assert "2,000 tokens of prefill to rebuild: 32.0 ms of GPU time" in text
     assert "1 swap copied 262 MB to CPU memory (and back), 11.7 ms of copies in all" in text
@@ -111,7 +93,7 @@ def test_swap_falls_back_to_recompute_when_cpu_space_is_full():
     # 100 CPU blocks < the victim's 125: the engine recomputes instead, and the lesson says why.
     run = run_of("recompute_vs_swap", "swap", num_cpu_blocks=100)
     (p,) = run.preempted
-    assert p.kind == "fallback" and p.tokens == 2000
+    assert p.kind == "fallback" and p.num_tokens == 2000
     assert run.summary["swap_ms"] == 0.0 and run.summary["recomputed_tokens"] == 2000
     text = " ".join(lesson.cost_notices([run]))
     assert "1 swap fell back to recompute" in text and "100 blocks" in text and "125 blocks" in text
@@ -125,7 +107,8 @@ def test_a_recomputed_request_finds_its_own_freed_blocks_in_the_cache():
     # re-admission at step 200, 4 of its blocks (64 tokens) are still cached: it re-prefills 161 - 64 = 97 tokens.
     run = run_of("toy_pool", "FCFS victim", enable_prefix_caching=True)
     c = next(p for p in run.preempted if p.request_id == "C")
-    assert (c.tokens, c.resume_step, c.resume_tokens, c.hit_tokens, c.recomputed_tokens) == (160, 200, 161, 64, 97)
+    assert (c.num_tokens, c.resume_step, c.num_resume_tokens, c.num_cached_tokens, c.num_recomputed_tokens) == (
+        160, 200, 161, 64, 97)
     assert lesson.readmissions(run.preempted) == [("D @ 200", 0, 129), ("C @ 200", 64, 97)]
     # The engine's own count agrees: 160 computed, 64 from the cache -> 96 recomputed.
     assert int(run.trace.requests["num_recomputed_tokens"][2]) == 96
@@ -134,8 +117,8 @@ def test_a_recomputed_request_finds_its_own_freed_blocks_in_the_cache():
 def test_prefix_cache_preset_re_prefills_are_mostly_hits():
     off, on = runs_of("prefix_cache")
     assert off.preempted and on.preempted  # the pool is small enough to preempt either way
-    assert all(p.hit_tokens == 0 for p in off.preempted)
-    hits = [p.hit_tokens for p in on.preempted if p.resume_step >= 0]
+    assert all(p.num_cached_tokens == 0 for p in off.preempted)
+    hits = [p.num_cached_tokens for p in on.preempted if p.resume_step >= 0]
     assert min(hits) >= 512  # the shared 512-token system prompt is always cached (others hold it)
     assert max(hits) > 512  # and some re-admissions also find their own blocks
     text = " ".join(lesson.cache_notices([off, on]))
@@ -144,20 +127,6 @@ def test_prefix_cache_preset_re_prefills_are_mostly_hits():
 
 
 # ---- KV per request --------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize(("key", "config"), [
-    ("toy_pool", {}), ("toy_pool", {"policy": "priority"}),
-    ("toy_pool", {"preemption_mode": "swap", "num_cpu_blocks": 64}),
-    ("recompute_vs_swap", {"preemption_mode": "swap"}), ("prefix_cache", {}),
-])
-def test_blocks_held_rebuilt_from_the_schedule_match_the_block_maps(key, config):
-    p = presets.get(key)
-    trace = simulate(p.scenario.config.replace(**config), p.scenario.requests, snapshot_every_steps=1)
-    held = lesson.blocks_held(trace, np.arange(trace.num_requests))
-    for step, (owner, _) in trace.snapshots.items():
-        np.testing.assert_array_equal(held[step], np.bincount(owner[owner >= 0], minlength=trace.num_requests))
-    np.testing.assert_array_equal(held.sum(axis=1), trace.steps["used_blocks"])
-
-
 def test_kv_parts_stack_to_the_blocks_in_use_even_with_shared_prefixes():
     on = runs_of("prefix_cache")[1].trace
     parts = lesson.kv_parts(on)
@@ -302,7 +271,7 @@ def test_kv_chart_stacks_requests_with_preemption_marks_and_cpu_swap():
 
 
 def test_cost_bars_show_both_ways_with_totals():
-    fig = charts.cost_bars(lesson.preemption_cost(2000, EngineConfig()), STYLE, bandwidth_gb_s=50)
+    fig = charts.cost_bars(preemption_cost(2000, EngineConfig()), STYLE, bandwidth_gb_s=50)
     texts = [a.text for a in fig.layout.annotations]
     assert " 32.0 ms" in texts and " 11.7 ms" in texts and " 262 MB" in texts
     assert fig.layout.xaxis.title.text == "time added to engine steps (ms)"
@@ -332,7 +301,7 @@ def test_cost_cards_and_caption_for_the_article_victim():
     # 5.24 ms at 50 GB/s + 125 x 5 us = 5.87 ms. A CPU space of 100 blocks cannot park them: "needed", and the
     # caption says the victim falls back to recompute.
     config = EngineConfig(num_cpu_blocks=100)
-    cost = lesson.preemption_cost(2000, config)
+    cost = preemption_cost(2000, config)
     cards = lesson.cost_cards(cost, config)
     assert [(label, value) for label, value, _ in cards] == [
         ("Recompute: GPU time", "32.0 ms"), ("Swap: copied each way", "262 MB"), ("Swap: time each way", "5.87 ms"),

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 
+from sim.preemption_metrics import PreemptionCost
 from sim.trace import Trace
 from ui import theme
 from ui.charts.gantt import arrival_order, gantt
@@ -377,21 +378,21 @@ def gantt_with_resumes(trace: Trace, style: ChartStyle, *, notes: Mapping[tuple[
 
 
 # ---- recompute vs swap -----------------------------------------------------------------------------------------------
-def cost_bars(cost: Any, style: ChartStyle, *, bandwidth_gb_s: float, title: str | None = None) -> go.Figure:
+def cost_bars(cost: PreemptionCost, style: ChartStyle, *, bandwidth_gb_s: float, title: str | None = None) -> go.Figure:
     """Bringing one victim back, both ways, side by side: time added to engine steps (ms: the re-prefill, or the
     copies out and in at peak bandwidth plus the per-block overhead) and CPU RAM held while evicted (MB).
 
-    ``cost`` has the attributes of ``ui.lessons.preemption.Cost`` (tokens, blocks, kv_bytes, recompute_ms,
-    swap_peak_ms, swap_overhead_ms, swap_ms)."""
+    ``cost``: a ``sim.preemption_metrics.PreemptionCost`` (num_tokens, num_blocks, swap_bytes, recompute_ms,
+    swap_transfer_ms, swap_overhead_ms, swap_ms)."""
     ys = ["recompute", "swap"]
     rec, swp = theme.STATE_COLORS["preempted"], theme.STATE_COLORS["swapped"]
     segments = (
         ("re-prefill on the GPU", [cost.recompute_ms, 0.0], rec, ""),
-        (f"copy out at {bandwidth_gb_s:g} GB/s", [0.0, cost.swap_peak_ms], swp, ""),
-        (f"copy back in at {bandwidth_gb_s:g} GB/s", [0.0, cost.swap_peak_ms], theme.SKY_BLUE, ""),
-        (f"per-block overhead ({2 * cost.blocks:,} copies)", [0.0, 2 * cost.swap_overhead_ms], theme.GREY, "/"),
+        (f"copy out at {bandwidth_gb_s:g} GB/s", [0.0, cost.swap_transfer_ms], swp, ""),
+        (f"copy back in at {bandwidth_gb_s:g} GB/s", [0.0, cost.swap_transfer_ms], theme.SKY_BLUE, ""),
+        (f"per-block overhead ({2 * cost.num_blocks:,} copies)", [0.0, 2 * cost.swap_overhead_ms], theme.GREY, "/"),
     )
-    mb = cost.kv_bytes / 1e6
+    mb = cost.swap_bytes / 1e6
     traces = [{"type": "bar", "y": ys, "x": x, "orientation": "h", "name": name,
                "marker": {"color": color, "pattern": {"shape": pattern}},
                "hovertemplate": f"{name}: %{{x:,.2f}} ms<extra></extra>"} for name, x, color, pattern in segments
@@ -408,7 +409,7 @@ def cost_bars(cost: Any, style: ChartStyle, *, bandwidth_gb_s: float, title: str
     axes = {"xaxis": {"domain": [0, 0.56]}, "xaxis2": {"domain": [0.68, 1], "anchor": "y2"}, "yaxis": {},
             "yaxis2": {"anchor": "x2", "matches": "y", "showticklabels": False}}  # both y axes get the shared look
     return trusted_figure(traces, styled_layout(
-        style, title=title or f"Bringing back a {cost.tokens:,}-token victim ({cost.blocks:,} blocks, "
+        style, title=title or f"Bringing back a {cost.num_tokens:,}-token victim ({cost.num_blocks:,} blocks, "
         f"{mb:,.0f} MB of KV)", x_title=None, y_title=None, height=300, base=axes,
         yaxis={"autorange": "reversed", "showgrid": False},
         layout={"barmode": "stack", "annotations": notes,

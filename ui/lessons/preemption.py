@@ -1,7 +1,9 @@
 """The Preemption lesson's logic: its knobs (the KV pool in GiB, block size, model, victim policy, recompute or
-swap, prefix caching), the variants it compares, what each preemption cost (recompute vs swap), the prefix-cache
+swap, prefix caching), the variants it compares, the victim whose cost it shows (recompute vs swap), the prefix-cache
 hits on re-prefill, the sizing sweep (pool size x max_num_seqs) and the "what to notice" sentences computed from
-the runs. No Streamlit calls here, so it is testable on its own.
+the runs. No Streamlit calls here, so it is testable on its own. The preemption records, the KV each request held
+and what a preemption costs are the simulator's (``sim.preemption_metrics``, priced by ``CostModel``); this module
+words them.
 
 Units: the pool and CPU swap space are set in GiB (memory is what a server is sized by); the engine gets whole
 blocks, ``num_blocks_for_gib``. Changing the block size or the model keeps the GiB and changes the block count.
@@ -22,7 +24,8 @@ import numpy as np
 from sim import metrics
 from sim.config import GIB, MODELS, CostModel, EngineConfig, cdiv, field_help, gib_for_blocks, num_blocks_for_gib
 from sim.engine import SimulationError, simulate
-from sim.events import Event, EventKind, PreemptReason
+from sim.events import EventKind
+from sim.preemption_metrics import Preemption, PreemptionCost, PreemptionKind, blocks_held, preemption_cost, preemptions
 from sim.presets import Preset
 from sim.request import RequestStatus
 from sim.scenario import Scenario
@@ -214,88 +217,11 @@ def _setting_text(name: str, value: Any) -> str:
 
 
 # ---- what each preemption cost ---------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Cost:
-    """Bringing back a victim that held ``tokens`` tokens of KV: by recompute or by swap."""
-
-    tokens: int
-    blocks: int  # whole blocks a swap copies
-    kv_bytes: int  # blocks x block bytes: what a swap copies each way and parks in CPU RAM
-    recompute_ms: float  # GPU time to prefill the lost tokens again
-    swap_peak_ms: float  # one way, at the peak bandwidth
-    swap_overhead_ms: float  # one way, the per-block copy overhead
-    swap_ms: float  # one way, total (peak + overhead), what the cost model charges
-
-    @property
-    def effective_gb_s(self) -> float:
-        return self.kv_bytes / (self.swap_ms * 1e6) if self.swap_ms else float("nan")
-
-
-def preemption_cost(tokens: int, config: EngineConfig) -> Cost:
-    """E.g. 2,000 tokens of Llama 3.1 8B: recompute 2,000 x 16 us = 32 ms; swap 125 blocks x 2 MiB = 262 MB,
-    5.24 ms at 50 GB/s plus 125 x 5 us = 5.87 ms each way."""
-    c = config.cost
-    blocks = cdiv(tokens, config.block_size)
-    kv_bytes = c.swap_bytes(blocks, config.block_bytes)
-    return Cost(tokens, blocks, kv_bytes, c.recompute_ms(tokens), c.swap_transfer_ms(kv_bytes),
-                c.swap_overhead_ms(blocks), c.swap_ms(blocks, config.block_bytes))
-
-
-@dataclass(frozen=True)
-class Preemption:
-    """One eviction, rebuilt from the trace: who, when, how, how much KV it held, and how it came back."""
-
-    request_id: str
-    row: int
-    step: int
-    kind: str  # "recompute" | "swap" | "fallback" (swap mode, CPU swap space full: recompute)
-    tokens: int  # tokens of KV it held (computed) when evicted
-    blocks: int  # blocks it held
-    resume_step: int  # -1 = never came back
-    resume_tokens: int  # sequence length re-prefilled on a recompute resume (prompt + generated so far)
-    hit_tokens: int  # of those, found in the prefix cache
-
-    @property
-    def recomputed_tokens(self) -> int:
-        """Tokens prefilled again on resume (the lost KV that was not in the cache, plus the newest token)."""
-        return max(self.resume_tokens - self.hit_tokens, 0) if self.kind != "swap" else 0
-
-
-def preemptions(trace: Trace) -> list[Preemption]:
-    """Every preemption of the run, in order. Tokens held are rebuilt from the schedule: the cache hits of the
-    request's last (re)admission plus every token scheduled for it since (a swap-in keeps counting)."""
-    steps, rows, tokens, _ = trace.schedule_entries()
-    starts: dict[int, list[tuple[int, int]]] = {}  # row -> [(admission step, cache-hit tokens)]
-    resumes: dict[int, list[Event]] = {}  # row -> its recompute resumes and swap-ins
-    out = []
-    for e in trace.events:
-        if e.kind in (EventKind.ADMIT, EventKind.RESUME):
-            starts.setdefault(e.row, []).append((e.step, e.num_cached_tokens))
-        if e.kind in (EventKind.RESUME, EventKind.SWAP_IN):
-            resumes.setdefault(e.row, []).append(e)
-    for e in trace.events:
-        if e.kind not in (EventKind.PREEMPT, EventKind.SWAP_OUT):
-            continue
-        start, hits = max((s for s in starts.get(e.row, []) if s[0] < e.step), default=(0, 0))
-        mine = (rows == e.row) & (steps >= start) & (steps < e.step)
-        held = hits + int(tokens[mine].sum())
-        swapped = e.kind is EventKind.SWAP_OUT
-        how = "swap" if swapped else "fallback" if e.reason is PreemptReason.SWAP_SPACE_FULL else "recompute"
-        back = next((r for r in resumes.get(e.row, []) if r.step > e.step), None)
-        resumed = back is not None and back.kind is EventKind.RESUME
-        out.append(Preemption(
-            trace.request_ids[e.row], e.row, e.step, how, held, e.num_cpu_blocks if swapped else e.num_blocks,
-            back.step if back else -1,
-            back.num_tokens if resumed else 0,
-            back.num_cached_tokens if resumed else 0))
-    return out
-
-
 def largest_victim_tokens(runs: Sequence[Run]) -> tuple[int, str] | None:
     """(tokens, what) for the cost comparison: the largest victim of these runs, or, without any preemption,
     the longest request that could run (not one rejected as too big for the pool) at its full context, as a
     what-if. None when every request was rejected."""
-    victims = [(p.tokens, f"{p.request_id} (preempted at step {p.step:,} under {run.label})")
+    victims = [(p.num_tokens, f"{p.request_id} (preempted at step {p.step:,} under {run.label})")
                for run in runs for p in run.preempted]
     if victims:
         return max(victims)
@@ -305,6 +231,13 @@ def largest_victim_tokens(runs: Sequence[Run]) -> tuple[int, str] | None:
         return None
     i = int(np.argmax(context))
     return int(context[i] - 1), f"{runs[0].trace.request_ids[i]} at its longest (nothing was preempted: a what-if)"
+
+
+def victim_cost(runs: Sequence[Run], config: EngineConfig) -> tuple[PreemptionCost, str] | None:
+    """(cost, what) for the cost comparison: ``largest_victim_tokens`` priced by ``config``'s cost model (the
+    knobs' config: the swap bandwidth and overhead knobs apply). None when every request was rejected."""
+    victim = largest_victim_tokens(runs)
+    return None if victim is None else (preemption_cost(victim[0], config), victim[1])
 
 
 # ---- the sizing sweep ------------------------------------------------------------------------------------------------
@@ -374,42 +307,42 @@ def fmt_bytes(num_bytes: float) -> str:
     return f"{num_bytes:,.0f} B"
 
 
-def _swap_fits(cost: Cost, config: EngineConfig) -> bool:
+def _swap_fits(cost: PreemptionCost, config: EngineConfig) -> bool:
     """Would the victim's blocks fit in the (empty) CPU swap space? Else a swap-mode server recomputes it."""
-    return cost.blocks <= config.num_cpu_blocks
+    return cost.num_blocks <= config.num_cpu_blocks
 
 
-def cost_cards(cost: Cost, config: EngineConfig) -> list[tuple[str, str, str]]:
+def cost_cards(cost: PreemptionCost, config: EngineConfig) -> list[tuple[str, str, str]]:
     """The four numbers above the recompute-vs-swap chart: (label, value, help) each."""
     c = config.cost
     fits = _swap_fits(cost, config)
     return [
         ("Recompute: GPU time", f"{cost.recompute_ms:,.1f} ms",
-         f"{cost.tokens:,} tokens x {c.prefill_token_us:g} us per prefill token"),
-        ("Swap: copied each way", fmt_bytes(cost.kv_bytes),
-         f"{cost.blocks:,} blocks x {config.block_bytes / 2**20:g} MiB"),
+         f"{cost.num_tokens:,} tokens x {c.prefill_token_us:g} us per prefill token"),
+        ("Swap: copied each way", fmt_bytes(cost.swap_bytes),
+         f"{cost.num_blocks:,} blocks x {config.block_bytes / 2**20:g} MiB"),
         ("Swap: time each way", f"{fmt_fixed(cost.swap_ms)} ms",
-         f"{fmt_fixed(cost.swap_peak_ms)} ms at {c.swap_bandwidth_gb_s:g} GB/s + "
-         f"{fmt_fixed(cost.swap_overhead_ms)} ms for {cost.blocks:,} block copies"),
-        ("Swap: CPU RAM parked" if fits else "Swap: CPU RAM needed", fmt_bytes(cost.kv_bytes),
-         f"{cost.blocks:,} blocks; the CPU swap space holds {config.num_cpu_blocks:,}"),
+         f"{fmt_fixed(cost.swap_transfer_ms)} ms at {c.swap_bandwidth_gb_s:g} GB/s + "
+         f"{fmt_fixed(cost.swap_overhead_ms)} ms for {cost.num_blocks:,} block copies"),
+        ("Swap: CPU RAM parked" if fits else "Swap: CPU RAM needed", fmt_bytes(cost.swap_bytes),
+         f"{cost.num_blocks:,} blocks; the CPU swap space holds {config.num_cpu_blocks:,}"),
     ]
 
 
-def cost_caption(cost: Cost, config: EngineConfig, what: str) -> str:
+def cost_caption(cost: PreemptionCost, config: EngineConfig, what: str) -> str:
     """How the two costs are worked out for ``what`` (the victim), and where real servers pay more."""
     c = config.cost
     no_room = "" if _swap_fits(cost, config) else (
-        f" The CPU swap space ({cpu_swap_space(config)}) cannot hold these {cost.blocks:,} blocks: in swap mode "
+        f" The CPU swap space ({cpu_swap_space(config)}) cannot hold these {cost.num_blocks:,} blocks: in swap mode "
         "this victim falls back to recompute.")
     per_layer = 2 * config.model.num_layers  # K and V of every layer: one copy each per block in vLLM V0
     return (
-        f"For {what}: {cost.tokens:,} tokens of KV at {config.model.kv_bytes_per_token // 1024} KiB per token. "
-        f"Swap copies whole blocks, {cost.blocks:,} copies of {config.block_bytes / 2**20:g} MiB each way: "
-        f"{fmt_fixed(cost.swap_peak_ms)} ms at the peak {c.swap_bandwidth_gb_s:g} GB/s plus "
+        f"For {what}: {cost.num_tokens:,} tokens of KV at {config.model.kv_bytes_per_token // 1024} KiB per token. "
+        f"Swap copies whole blocks, {cost.num_blocks:,} copies of {config.block_bytes / 2**20:g} MiB each way: "
+        f"{fmt_fixed(cost.swap_transfer_ms)} ms at the peak {c.swap_bandwidth_gb_s:g} GB/s plus "
         f"{fmt_fixed(cost.swap_overhead_ms)} ms of per-copy overhead, an effective {cost.effective_gb_s:,.1f} GB/s "
         f"(smaller blocks, lower). vLLM's V0 engine, which had swap, copied each block layer by layer with K and V "
-        f"apart ({cost.blocks * per_layer:,} copies of {config.block_bytes / per_layer / 1024:g} KiB here), so its "
+        f"apart ({cost.num_blocks * per_layer:,} copies of {config.block_bytes / per_layer / 1024:g} KiB here), so its "
         f"real overhead was higher than this model charges. Recompute is charged {c.prefill_token_us:g} us per "
         "token whatever the context (the article's figure, an H100's peak compute for an 8B model: real prefills "
         "run at half that speed or less, and attention makes each token of a long context cost more), so real "
@@ -438,14 +371,12 @@ def victim_notice(run: Run) -> list[str]:
         return [f"{run.label}: nothing was preempted: at its fullest the running requests held {peak:,} of the "
                 f"pool's {count(trace.config.num_blocks, 'block')} ({peak / trace.config.num_blocks:.0%})."]
     p = ps[0]
-    event = next(e for e in trace.events_at(p.step)
-                 if e.row == p.row and e.kind in (EventKind.PREEMPT, EventKind.SWAP_OUT))
-    needer = (f"{p.request_id} itself" if event.other_row == p.row else trace.request_ids[event.other_row])
+    needer = f"{p.request_id} itself" if p.needed_by_row == p.row else trace.request_ids[p.needed_by_row]
     rows = {q.row for q in ps}
     tail = f" In all: {count(len(ps), 'preemption')} of {count(len(rows), 'request')}." if len(ps) > 1 else ""
     return [f"{run.label}: the pool filled at step {p.step:,}: {needer} needed a new block and none was free, so "
-            f"the scheduler evicted {p.request_id}, {_victim_reason(trace, p)}, holding {p.tokens:,} tokens "
-            f"({p.blocks:,} blocks).{tail}"]
+            f"the scheduler evicted {p.request_id}, {_victim_reason(trace, p)}, holding {p.num_tokens:,} tokens "
+            f"({p.num_blocks:,} blocks).{tail}"]
 
 
 def _waiting_at(trace: Trace, step: int, exclude: int) -> list[int]:
@@ -462,7 +393,7 @@ def requeue_notice(run: Run) -> list[str]:
     trace = run.trace
     r, bs = trace.requests, trace.config.block_size
     for p in run.preempted:
-        if p.kind == "swap":
+        if p.kind is PreemptionKind.SWAP:
             continue
         end = p.resume_step if p.resume_step >= 0 else trace.num_steps
         head_steps = sorted({e.step for e in trace.events if e.kind is EventKind.BLOCKED and e.row == p.row
@@ -472,7 +403,7 @@ def requeue_notice(run: Run) -> list[str]:
         ahead = [int(w) for w in np.flatnonzero((first > p.step) & (first < end)) if w != p.row]
         if behind and not ahead:
             need = {w: cdiv(int(r["prompt_len"][w]), bs) for w in behind}
-            mine = cdiv(p.resume_tokens, bs) if p.resume_tokens else p.blocks
+            mine = cdiv(p.num_resume_tokens, bs) if p.num_resume_tokens else p.num_blocks
             small = join_and([f"{trace.request_ids[w]} ({count(need[w], 'block')})" for w in behind[:4]]
                           + ([f"{len(behind) - 4} more"] if len(behind) > 4 else []))
             they = "it" if len(behind) == 1 else "they"
@@ -502,23 +433,23 @@ def cost_notices(runs: Sequence[Run]) -> list[str]:
         ps, cfg = run.preempted, run.trace.config
         if not ps:
             continue
-        recomputed = [p for p in ps if p.kind != "swap"]
-        swapped = [p for p in ps if p.kind == "swap"]
+        recomputed = [p for p in ps if p.kind is not PreemptionKind.SWAP]
+        swapped = [p for p in ps if p.kind is PreemptionKind.SWAP]
         if recomputed:
             tokens = int(run.summary["recomputed_tokens"])
             out.append(f"{run.label}: {count(len(recomputed), 'eviction')} by recompute threw away KV that "
                        f"cost {tokens:,} tokens of prefill to rebuild: {cfg.cost.recompute_ms(tokens):,.1f} "
                        f"ms of GPU time spent on work already done once.")
         if swapped:
-            moved = cfg.cost.swap_bytes(sum(p.blocks for p in swapped), cfg.block_bytes)
+            moved = cfg.cost.swap_bytes(sum(p.num_blocks for p in swapped), cfg.block_bytes)
             peak_cpu = cfg.cost.swap_bytes(int(run.trace.steps["cpu_blocks_used"].max()), cfg.block_bytes)
             out.append(f"{run.label}: {count(len(swapped), 'swap')} copied {fmt_bytes(moved)} to CPU memory "
                        f"(and back), {run.summary['swap_ms']:,.1f} ms of copies in all, and parked up to "
                        f"{fmt_bytes(peak_cpu)} in CPU RAM; no token was recomputed.")
-        fallback = [p for p in ps if p.kind == "fallback"]
+        fallback = [p for p in ps if p.kind is PreemptionKind.FALLBACK]
         if fallback:
             out.append(f"{run.label}: {count(len(fallback), 'swap')} fell back to recompute: the CPU swap space "
-                       f"({cpu_swap_space(cfg)}) had no room for the victim's {fallback[0].blocks:,} blocks.")
+                       f"({cpu_swap_space(cfg)}) had no room for the victim's {fallback[0].num_blocks:,} blocks.")
     return out
 
 
@@ -543,11 +474,11 @@ def cache_notices(runs: Sequence[Run]) -> list[str]:
     out = []
     any_caching = any(run.trace.config.enable_prefix_caching for run in runs)
     for run in runs:
-        back = [p for p in run.preempted if p.kind != "swap" and p.resume_step >= 0]
+        back = [p for p in run.preempted if p.kind is not PreemptionKind.SWAP and p.resume_step >= 0]
         if not back:
             continue
-        total = sum(p.resume_tokens for p in back)
-        hits = sum(p.hit_tokens for p in back)
+        total = sum(p.num_resume_tokens for p in back)
+        hits = sum(p.num_cached_tokens for p in back)
         # A re-admission prefills its newest token too (generated, never computed): one more than the preemption
         # threw away, which is what the cost sentence counts.
         newest = (f", {count(len(back), 'token')} more than the preemption{'s' if len(back) > 1 else ''} threw away: "
@@ -697,8 +628,8 @@ def step_events(trace: Trace, step: int) -> list[str]:
 
 def readmissions(preempted: Sequence[Preemption]) -> list[tuple[str, int, int]]:
     """(label, hit tokens, tokens prefilled again) per re-admission after a recompute preemption."""
-    return [(f"{p.request_id} @ {p.resume_step:,}", p.hit_tokens, p.recomputed_tokens)
-            for p in preempted if p.kind != "swap" and p.resume_step >= 0]
+    return [(f"{p.request_id} @ {p.resume_step:,}", p.num_cached_tokens, p.num_recomputed_tokens)
+            for p in preempted if p.kind is not PreemptionKind.SWAP and p.resume_step >= 0]
 
 
 def nearest_cell(sweep: Sweep, pool: float, seqs: int) -> tuple[int, int, bool]:
@@ -714,11 +645,11 @@ def gantt_notes(preempted: Sequence[Preemption]) -> dict[tuple[int, int], str]:
     for p in preempted:
         if p.resume_step < 0:
             continue
-        if p.kind == "swap":
-            notes[(p.row, p.resume_step)] = f"{p.blocks:,} blocks copied back from CPU memory"
+        if p.kind is PreemptionKind.SWAP:
+            notes[(p.row, p.resume_step)] = f"{p.num_blocks:,} blocks copied back from CPU memory"
         else:
-            notes[(p.row, p.resume_step)] = (f"re-prefill of {p.resume_tokens:,} tokens, {p.hit_tokens:,} from "
-                                             f"the prefix cache")
+            notes[(p.row, p.resume_step)] = (f"re-prefill of {p.num_resume_tokens:,} tokens, "
+                                             f"{p.num_cached_tokens:,} from the prefix cache")
     return notes
 
 
@@ -737,50 +668,8 @@ def run_caption(run: Run, unit: str) -> str:
     return " · ".join(parts)
 
 
-# ---- KV held per request, rebuilt from the schedule ------------------------------------------------------------------
+# ---- the per-request KV chart's parts --------------------------------------------------------------------------------
 TOP_REQUESTS = 6  # requests drawn one by one in the per-request KV chart; the rest are summed
-
-
-def blocks_held(trace: Trace, rows: Sequence[int]) -> np.ndarray:
-    """[num_steps, len(rows)] float: the KV blocks each request held during each step (counted as the trace's
-    ``used_blocks`` counts them: after scheduling, before finished requests free theirs).
-
-    Rebuilt from the schedule and the events, no block-map snapshots needed: from each admission (the prefix-cache
-    hits of the admit/resume event, plus every token scheduled since) or swap-in (the tokens it left with) until a
-    preemption, swap-out or abort (exclusive) or its finish step (inclusive), the request holds
-    ceil(computed tokens / block_size) blocks. A block shared through the prefix cache counts for each holder."""
-    bs, n = trace.config.block_size, trace.num_steps
-    steps, srows, stoks, _ = trace.schedule_entries()
-    wanted = {int(r): k for k, r in enumerate(rows)}
-    tokens = np.zeros((n, len(rows)))
-    pick = np.isin(srows, list(wanted))
-    np.add.at(tokens, (steps[pick], [wanted[int(r)] for r in srows[pick]]), stoks[pick])
-    out = np.zeros((n, len(rows)))
-    timeline: dict[int, list[Event]] = {r: [] for r in wanted}
-    for e in trace.events:
-        if e.row in wanted and e.kind in _HOLD_CHANGES:
-            timeline[e.row].append(e)
-    for row, k in wanted.items():
-        start, base, left_with = -1, 0.0, 0.0
-        for e in timeline[row]:
-            if e.kind in _STARTS_HOLDING:
-                start, base = e.step, (left_with if e.kind is EventKind.SWAP_IN else float(e.num_cached_tokens))
-                continue
-            if start < 0:
-                continue  # e.g. aborted while waiting: it held nothing
-            step = e.step
-            end = step + 1 if e.kind is EventKind.FINISH else step
-            computed = base + np.cumsum(tokens[start:end, k])
-            out[start:end, k] = np.ceil(computed / bs)
-            left_with = float(computed[-1]) if len(computed) else base
-            start = -1
-        if start >= 0:  # still running when the run ended
-            out[start:, k] = np.ceil((base + np.cumsum(tokens[start:, k])) / bs)
-    return out
-
-
-_STARTS_HOLDING = (EventKind.ADMIT, EventKind.RESUME, EventKind.SWAP_IN)
-_HOLD_CHANGES = (*_STARTS_HOLDING, EventKind.PREEMPT, EventKind.SWAP_OUT, EventKind.FINISH, EventKind.ABORT)
 
 
 def kv_parts(trace: Trace, top: int = TOP_REQUESTS) -> list[tuple[str, int, np.ndarray]]:
