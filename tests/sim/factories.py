@@ -35,6 +35,17 @@ def run(cfg: EngineConfig, *requests: RequestSpec, fast_path: bool = True) -> Tr
     return engine.run()
 
 
+def one_slot(**changes: Any) -> EngineConfig:
+    """One batch slot, a roomy pool (64 blocks of 4 tokens), VTC: requests run one after another, in counter order."""
+    return EngineConfig(num_blocks=64, block_size=4, max_num_seqs=1, policy="vtc").replace(**changes)
+
+
+# Two clients on one_slot(): a1 runs steps 0-5 (6 tokens) while a2 waits; b1 and b2 arrive at step 3 while b has been
+# idle (VTC lifts b's counter then; the arithmetic: tests/ui/test_lesson_fairness.py).
+RETURNING = (req("a1", 0, 4, 6, client_id="a"), req("a2", 0, 4, 2, client_id="a"),
+             req("b1", 3, 4, 2, client_id="b"), req("b2", 3, 4, 2, client_id="b"))
+
+
 def rec(trace: Trace, request_id: str) -> dict[str, Any]:
     """The CLI's record of one request."""
     return trace.request_records()[trace.request_ids.index(request_id)]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sim import metrics, scenario
+from sim import fairness_metrics, metrics, scenario
 from sim.config import Policy, PreemptionMode
 from sim.engine import simulate
 from sim.trace import Trace
@@ -46,7 +46,8 @@ def _busy_server_sjf(sc: scenario.Scenario) -> None:
 
 def _fairness_90_10_vtc(sc: scenario.Scenario) -> None:
     vtc, fcfs = run(sc), run(sc, policy=Policy.FCFS)
-    assert metrics.service_gap(vtc)["gap"] <= metrics.vtc_bound(vtc) < metrics.service_gap(fcfs)["gap"]
+    gap = fairness_metrics.service_gap
+    assert gap(vtc)["gap"] <= fairness_metrics.vtc_bound(vtc) < gap(fcfs)["gap"]
 
 
 def _recompute_vs_swap(sc: scenario.Scenario) -> None:

@@ -9,8 +9,8 @@ import sys
 from tests.sim.factories import REPO_ROOT
 
 CHECK = (
-    "import sys, sim, sim.__main__, sim.bench, sim.metrics, sim.preemption_metrics, sim.presets, sim.scenario, "
-    "sim.workload; "
+    "import sys, sim, sim.__main__, sim.bench, sim.fairness_metrics, sim.metrics, sim.preemption_metrics, sim.presets, "
+    "sim.scenario, sim.workload; "
     "print(' '.join(m for m in ('streamlit', 'plotly', 'pandas') if m in sys.modules))"
 )
 

@@ -1,4 +1,4 @@
-"""Metrics conventions on hand examples: finish, queueing delay and TTFT in steps and ms; Jain's index; wasted GPU
+"""Metrics conventions on hand examples: finish, queueing delay and TTFT in steps and ms; wasted GPU
 time; goodput. Step durations: 5.75 ms + 16 us x prefill tokens + 6 us x decoding requests."""
 
 from __future__ import annotations
@@ -105,21 +105,6 @@ def test_percentiles_are_numpys_to_the_last_bit():
             assert metrics.percentiles(v, percents) == np.percentile(v, percents).tolist()
     # 2,000 values: p99 sits at position 1,979.01, between the 1,980th and 1,981st smallest.
     assert metrics.percentiles(np.arange(2000.0), (50, 99)) == [999.5, 1979.01]
-
-
-@pytest.mark.parametrize(("values", "index"), [
-    ([1, 1, 1, 1], 1.0),  # all equal
-    ([1, 0, 0, 0], 0.25),  # one gets everything: 1 / n
-    ([1, 2, 3], 36 / 42),  # (1 + 2 + 3)^2 / (3 x (1 + 4 + 9))
-    ([5], 1.0),
-])
-def test_jain_index(values, index):
-    assert metrics.jain_index(np.array(values)) == pytest.approx(index)
-
-
-def test_jain_index_of_nothing_is_nan():
-    assert math.isnan(metrics.jain_index(np.array([])))
-    assert math.isnan(metrics.jain_index(np.array([0, 0])))
 
 
 def _abandon(label):

@@ -14,7 +14,7 @@ from functools import cache
 import numpy as np
 import pytest
 
-from sim import Engine, RequestStatus, Trace, metrics, presets
+from sim import Engine, RequestStatus, Trace, fairness_metrics, metrics, presets
 
 RUN_SLOW = os.environ.get("CI") == "true" or os.environ.get("SCHEDLAB_SLOW_TESTS") == "1"
 ALL = presets.all_presets()
@@ -122,7 +122,7 @@ def test_returning_idle_client_starves_the_other_without_the_lift():
 @pytest.mark.parametrize(("label", "ratio"), [("VTC 1:2", 2.0), ("VTC 1:1", 1.0)])
 def test_weighted_vtc_gives_b_its_weight_while_both_are_backlogged(label, ratio):
     t = trace_of("weighted_vtc", label)
-    both = (metrics.client_backlog(t) > 0).all(axis=1)
+    both = (fairness_metrics.client_backlog(t) > 0).all(axis=1)
     tokens = (t.clients["client_output_tokens"] + t.clients["client_prefill_tokens"])[both].sum(axis=0)
     assert tokens[1] / tokens[0] == pytest.approx(ratio, rel=0.05)
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim import EngineConfig, RequestSpec, RequestStatus, metrics, presets, simulate
+from sim import EngineConfig, RequestSpec, RequestStatus, fairness_metrics, presets, simulate
 from sim.admission import rejection_reason, rejection_reasons
 from sim.engine import Engine, client_ids_of
 from sim.request import RequestTable
@@ -100,7 +100,7 @@ def test_vtc_service_gap_stays_within_the_bound(case):
     cfg, reqs = case
     t = run(cfg, *reqs)
     assert t.requests["num_preemptions"].sum() == 0
-    gap = metrics.service_gap(t)
+    gap = fairness_metrics.service_gap(t)
     # Bound: 2 x max(input_weight x longest prompt, output_weight x pool tokens), in weighted tokens: / w_min.
     longest = max(r.prompt_len for r in reqs)
     w_min = min(w for _, w in cfg.client_weights)
@@ -117,11 +117,11 @@ def test_the_bound_scales_with_the_weights_as_the_service_does():
     plain = simulate(cfg, reqs)
     quarter = simulate(cfg.replace(client_weights={"a": 0.25, "b": 0.25}), reqs)
     assert quarter.request_records() == plain.request_records()
-    assert metrics.service_gap(quarter)["gap"] == 4 * metrics.service_gap(plain)["gap"] == 24
-    assert metrics.vtc_bound(quarter) == 4 * metrics.vtc_bound(plain)
+    assert fairness_metrics.service_gap(quarter)["gap"] == 4 * fairness_metrics.service_gap(plain)["gap"] == 24
+    assert fairness_metrics.vtc_bound(quarter) == 4 * fairness_metrics.vtc_bound(plain)
     # The longest prompt counts only among requests that ran: a rejected one (too big for the pool) does not.
     big = RequestSpec("huge", 0, 100, 2, client_id="a")
-    assert metrics.vtc_bound(simulate(cfg, [*reqs, big])) == metrics.vtc_bound(plain)
+    assert fairness_metrics.vtc_bound(simulate(cfg, [*reqs, big])) == fairness_metrics.vtc_bound(plain)
 
 
 def test_service_gap_on_a_hand_example():
@@ -133,9 +133,9 @@ def test_service_gap_on_a_hand_example():
     t = simulate(EngineConfig(num_blocks=8, block_size=4, max_num_seqs=1, policy="vtc"), reqs)
     diff = t.clients["client_service"][:, 0] - t.clients["client_service"][:, 1]
     assert diff.tolist() == [4, 6, 2, 0, 4, 6, 2, 0]
-    assert metrics.client_backlog(t)[:, 1].tolist() == [2, 2, 1, 1, 1, 1, 0, 0]
-    assert metrics.service_gap(t)["gap"] == 6.0
-    assert metrics.vtc_bound(t) == 2 * max(1 * 2, 2 * 32)
+    assert fairness_metrics.client_backlog(t)[:, 1].tolist() == [2, 2, 1, 1, 1, 1, 0, 0]
+    assert fairness_metrics.service_gap(t)["gap"] == 6.0
+    assert fairness_metrics.vtc_bound(t) == 2 * max(1 * 2, 2 * 32)
 
 
 # Two known limitations, pinned with exact numbers (reported; when fixed, these should assert gap <= bound).
@@ -150,7 +150,7 @@ def test_known_limitation_vtc_bound_assumes_input_weight_at_most_output_weight()
     cfg = EngineConfig(num_blocks=4, block_size=4, max_num_seqs=1, policy="vtc", input_weight=2.0, output_weight=1.0)
     t = run(cfg, *reqs)
     assert [r["first_scheduled_step"] for r in t.request_records()] == [0, 24, 40, 8, 16, 32]
-    gap = metrics.service_gap(t)
+    gap = fairness_metrics.service_gap(t)
     assert (gap["gap"], gap["bound"]) == (46.0, 32.0)
 
 
@@ -167,10 +167,10 @@ def test_a_client_returning_while_nobody_waits_is_lifted_and_the_bound_holds():
     t = run(EngineConfig(num_blocks=4, block_size=4, max_num_seqs=1, policy="vtc"), *reqs)
     assert t.clients["client_counters"][26].tolist() == [66.0, 64.0]  # b lifted to a's 64 at step 26
     assert [t.request_records()[i]["first_scheduled_step"] for i in (3, 5, 6, 7)] == [48, 36, 60, 84]  # turns
-    gap = metrics.service_gap(t)
+    gap = fairness_metrics.service_gap(t)
     assert (gap["gap"], gap["bound"]) == (28.0, 64.0)
     lcf = run(EngineConfig(num_blocks=4, block_size=4, max_num_seqs=1, policy="lcf"), *reqs)
-    assert metrics.service_gap(lcf)["gap"] > 64.0  # b kept 0 and was served alone for 84 weighted tokens
+    assert fairness_metrics.service_gap(lcf)["gap"] > 64.0  # b kept 0 and was served alone for 84 weighted tokens
 
 
 @pytest.mark.parametrize("corrupt, message", [

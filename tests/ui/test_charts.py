@@ -15,7 +15,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
-from sim import metrics, presets
+from sim import fairness_metrics, metrics, presets
 from sim.config import EngineConfig
 from sim.engine import Engine, queues_after_step, simulate
 from sim.request import RequestStatus
@@ -739,7 +739,7 @@ def test_service_gap_chart_keeps_the_negative_side_of_a_long_run():
     traces = variants("prefill_vs_decode")
     fcfs = traces["FCFS"]
     assert fcfs.num_steps > 1500  # long enough to be bucketed
-    diff = metrics.service_difference(fcfs, 0, 1)
+    diff = fairness_metrics.service_difference(fcfs, 0, 1)
     fig = fc.service_gap_chart({"FCFS": fcfs}, STYLE)
     line = next(t for t in fig.data if t.name.startswith("FCFS"))
     assert np.nanmin(np.asarray(line.y, dtype=float)) == np.nanmin(diff)  # -266, drawn as -250 before

@@ -1,6 +1,6 @@
-"""The Fairness lesson without Streamlit: VTC's charges and lift checked by hand on a one-slot engine, the fairness
-metrics it adds to sim.metrics, the article's rate-limit claim, the lesson's knobs, variants, sweeps and notices,
-and its chart builders."""
+"""The Fairness lesson without Streamlit: VTC's charges and lift checked by hand on a one-slot engine, the article's
+rate-limit claim, the lesson's knobs, variants, sweeps and notices, and its chart builders. (The fairness metrics
+themselves: tests/sim/test_fairness_metrics.py.)"""
 
 from __future__ import annotations
 
@@ -10,15 +10,15 @@ import re
 import subprocess
 import sys
 
-import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from sim import EngineConfig, RequestSpec, metrics, presets, simulate
+from sim import metrics, presets, simulate
 from sim.config import Policy
 from sim.scenario import Scenario
 from sim.trace import Trace
 from sim.workload import ClientSpec, WorkloadSpec, generate
+from tests.sim.factories import RETURNING, one_slot
 from tests.trace_checks import assert_trace_unchanged
 from ui import theme
 from ui.charts import fairness as fc
@@ -27,20 +27,6 @@ from ui.theme import ChartStyle
 
 STYLE = ChartStyle()
 THEME_COLORS = {v for k, v in vars(theme).items() if k.isupper() and isinstance(v, str) and v.startswith("#")}
-
-
-# ---- tiny factories ---------------------------------------------------------------------------------------------
-def one_slot(**changes) -> EngineConfig:
-    """One batch slot, a roomy pool of 4-token blocks: requests run one after another."""
-    return EngineConfig(num_blocks=64, block_size=4, max_num_seqs=1, policy="vtc").replace(**changes)
-
-
-def req(rid: str, arrival: int, prompt: int, output: int, client: str) -> RequestSpec:
-    return RequestSpec(rid, arrival, prompt, output, client_id=client)
-
-
-# a1 runs steps 0-5 (6 tokens) while a2 waits; b1 and b2 arrive at step 3 while b has been idle.
-RETURNING = (req("a1", 0, 4, 6, "a"), req("a2", 0, 4, 2, "a"), req("b1", 3, 4, 2, "b"), req("b2", 3, 4, 2, "b"))
 
 
 def first_scheduled(trace: Trace) -> dict[str, int]:
@@ -93,44 +79,6 @@ def test_lesson_finds_the_lift_and_the_starvation():
     # at step 0, so the stretch starts at step 1).
     assert lesson.fairness_stats(vtc)["longest_starvation_steps"][0] == 7
     assert lesson.fairness_stats(lcf)["longest_starvation_steps"][0] == 9
-
-
-# ---- fairness metrics ---------------------------------------------------------------------------------------------
-def test_max_min_shares_by_hand():
-    assert metrics.max_min_shares(12, np.array([2.0, 100.0, 100.0])).tolist() == [2, 5, 5]
-    assert metrics.max_min_shares(12, np.array([3.0, 3.0])).tolist() == [3, 3]  # nobody is owed more than asked
-    assert metrics.max_min_shares(10, np.array([8.0, 8.0])).tolist() == [5, 5]
-
-
-def test_pending_service_counts_waiting_requests_at_their_full_charge():
-    t = simulate(one_slot(), RETURNING)
-    pending = metrics.pending_service(t)
-    # a2 (4 + 2 x 2 = 8) waits steps 0-7; b1, b2 (8 each) wait from step 3 to 6 and 10.
-    assert pending[0].tolist() == [8, 0] and pending[3].tolist() == [8, 16]
-    assert pending[6].tolist() == [8, 8] and pending[8].tolist() == [0, 8] and pending[10].tolist() == [0, 0]
-
-
-def test_fair_share_index_is_one_when_shares_are_met_and_low_when_not():
-    vtc = simulate(one_slot(), RETURNING)
-    one = metrics.fair_share_index(vtc, window_steps=100)  # one window: a got 24, b 16, both got what they asked
-    assert one["num_windows"] == 1 and one["index"] == pytest.approx(1.0)
-    p = presets.get("article_fairness")
-    fcfs = simulate(p.scenario.config.replace(rate_limit_max_requests=0), p.scenario.requests)
-    assert metrics.fair_share_index(fcfs)["index"] < 0.8
-
-
-def test_service_difference_matches_the_service_gap():
-    p = presets.get("returning_idle")
-    for policy in ("lcf", "vtc"):
-        t = simulate(p.scenario.config.replace(policy=policy), p.scenario.requests)
-        diff = metrics.service_difference(t)
-        gap = metrics.service_gap(t)
-        both = (metrics.client_backlog(t) > 0).all(axis=1)
-        assert (np.isfinite(diff) == both).all()
-        # The gap is the largest range of the curve (with its starting 0) within one stretch; the curve never
-        # strays further than the gap from 0.
-        assert np.nanmax(np.abs(diff)) <= gap["gap"] + 1e-6
-        assert gap["gap"] <= 2 * np.nanmax(np.abs(diff)) + 1e-6
 
 
 # ---- the article's claims -----------------------------------------------------------------------------------------

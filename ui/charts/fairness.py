@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 
-from sim import metrics
+from sim import fairness_metrics
 from sim.trace import Trace
 from ui import theme
 from ui.charts.layout import (
@@ -359,8 +359,8 @@ def service_gap_chart(traces: Mapping[str, Trace], style: ChartStyle, *, a: int 
                       x_unit: str = "steps", title: str | None = None,
                       precomputed: Mapping[str, tuple[np.ndarray, float, float]] | None = None) -> go.Figure:
     """Client ``a``'s weighted service minus ``b``'s, counted from the start of each stretch in which both had
-    requests waiting (sim.metrics.service_difference; gaps in the line where they did not), one line per policy,
-    between dashed lines at +/- VTC's bound 2 * max(w_in * L_input, w_out * M).
+    requests waiting (sim.fairness_metrics.service_difference; gaps in the line where they did not), one line per
+    policy, between dashed lines at +/- VTC's bound 2 * max(w_in * L_input, w_out * M).
 
     ``precomputed`` maps a label to ``(difference, gap, bound)`` already computed for clients ``a`` and ``b``
     (the page keeps them cached); labels missing from it are computed here."""
@@ -377,7 +377,7 @@ def service_gap_chart(traces: Mapping[str, Trace], style: ChartStyle, *, a: int 
             diff, gap_value, bound = precomputed[label]
             gap = {"gap": gap_value, "bound": bound}
         else:
-            gap = metrics.service_gap(trace, a, b)
+            gap = fairness_metrics.service_gap(trace, a, b)
             diff = gap["difference"]
         x, _ = step_axis(trace, x_unit)
         keep = np.isfinite(diff)

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from sim import metrics
+from sim import fairness_metrics, metrics
 from sim.config import EngineConfig, Policy, field_help
 from sim.presets import Preset
 from sim.request import NO_STEP
@@ -37,7 +37,7 @@ QUESTION = (
 )
 CLIENT_IDS = ("A", "B", "C", "D")
 MAX_CLIENTS = len(CLIENT_IDS)
-FAIRNESS_WINDOW_STEPS = 100  # windows of sim.metrics.fair_share_index
+FAIRNESS_WINDOW_STEPS = 100  # windows of sim.fairness_metrics.fair_share_index
 LIGHT_SHARE = 0.2  # a client sending less than this share of the requests is "the light client" of a run
 LIFT_NOTICE_SHARE = 0.05  # a lift worth a sentence: at least this share of the largest counter
 _VTC_LIKE = (Policy.VTC, Policy.LCF)
@@ -321,9 +321,10 @@ def run_maker(measure_fn: MeasureFn) -> Callable[[str, Scenario, Trace, dict[str
 def fairness_stats(trace: Trace) -> dict[str, Any]:
     """Everything the notices and tables need from one run, computed once.
 
-    - ``fair_index``: sim.metrics.fair_share_index (1 = every client got its max-min fair share, window by window);
+    - ``fair_index``: sim.fairness_metrics.fair_share_index (1 = every client got its max-min fair share, window
+      by window);
     - ``gap``/``bound``: service gap between the ``gap_clients`` (see gap_pair) while both waited, and VTC's
-      bound; ``difference``: sim.metrics.service_difference of those two (the gap chart's line);
+      bound; ``difference``: sim.fairness_metrics.service_difference of those two (the gap chart's line);
     - ``all_waiting_share``: fraction of steps in which every client had requests waiting;
       ``tokens_all_waiting``: tokens (prompt + output) each client was served in those steps;
     - ``longest_starvation_steps``: per client, the longest stretch with requests waiting and none admitted;
@@ -333,7 +334,7 @@ def fairness_stats(trace: Trace) -> dict[str, Any]:
     """
     ids = trace.client_ids
     nc, n = len(ids), trace.num_steps
-    backlog = metrics.client_backlog(trace)  # [steps, clients]
+    backlog = fairness_metrics.client_backlog(trace)  # [steps, clients]
     waiting = backlog > 0
     all_waiting = waiting.all(axis=1) if nc >= 2 else np.zeros(n, dtype=bool)
     served = trace.clients["client_output_tokens"] + trace.clients["client_prefill_tokens"]
@@ -344,10 +345,10 @@ def fairness_stats(trace: Trace) -> dict[str, Any]:
         idle = ~waiting[:, c] & (running[:, c] == 0)
         batch_when_idle.append(float(num_running[idle].mean()) if idle.any() else float("nan"))
     pair = gap_pair(ids)
-    gap = metrics.service_gap(trace, *pair) if pair else {"gap": float("nan"), "difference": np.full(n, np.nan),
-                                                           "bound": metrics.vtc_bound(trace)}
+    gap = fairness_metrics.service_gap(trace, *pair) if pair else {
+        "gap": float("nan"), "difference": np.full(n, np.nan), "bound": fairness_metrics.vtc_bound(trace)}
     difference = gap["difference"]
-    fair = metrics.fair_share_index(trace, FAIRNESS_WINDOW_STEPS)
+    fair = fairness_metrics.fair_share_index(trace, FAIRNESS_WINDOW_STEPS)
     return {
         "client_ids": list(ids),
         "fair_index": fair["index"],
@@ -756,7 +757,7 @@ def _gap_notice(runs: Sequence[Run]) -> list[str]:
         return [f"{ids[0]} and {ids[1]} never had requests waiting at the same time, so no service gap arises."]
     cfg = measured[0].config
     trace = measured[0].trace
-    parts = metrics.vtc_bound_parts(trace, [trace.client_ids.index(c) for c in ids[:2]])
+    parts = fairness_metrics.vtc_bound_parts(trace, [trace.client_ids.index(c) for c in ids[:2]])
     gaps = ", ".join(f"{r.label} {r.stats['gap']:,.0f}" for r in measured)
     over = [r for r in measured if r.stats["gap"] > r.stats["bound"]]
     tail = (f"; {', '.join(r.label for r in over)} went past it" if over else "")
