@@ -51,7 +51,7 @@ def pending_service(trace: Trace) -> np.ndarray:
     r, cfg = trace.requests, trace.config
     n, nc = trace.num_steps, len(trace.client_ids)
     weight = np.array([cfg.client_weight(c) for c in trace.client_ids])
-    charge = (cfg.input_weight * r["prompt_len"] + cfg.output_weight * r["target_len"]) / weight[r["client"]]
+    charge = request_charges(trace) / weight[r["client"]]
     start = r["arrival_step"]
     end = np.where(r["first_scheduled_step"] != NO_STEP, r["first_scheduled_step"], r["finish_step"])
     waits = (r["status"] != RequestStatus.REJECTED) & (end != NO_STEP) & (end > start) & (start < n)
@@ -59,6 +59,33 @@ def pending_service(trace: Trace) -> np.ndarray:
     np.add.at(diff, (start[waits], r["client"][waits]), charge[waits])
     np.add.at(diff, (np.minimum(end[waits], n), r["client"][waits]), -charge[waits])
     return np.cumsum(diff[:n], axis=0)
+
+
+def request_charges(trace: Trace) -> np.ndarray:
+    """[requests] float64: each request's full VTC charge before its client's weight, ``input_weight * prompt_len +
+    output_weight * target_len`` (the answer at its full length)."""
+    r, cfg = trace.requests, trace.config
+    return cfg.input_weight * r["prompt_len"] + cfg.output_weight * r["target_len"]
+
+
+def mean_request_charge(trace: Trace) -> dict[str, float]:
+    """Client id -> the mean ``request_charges`` of its requests (clients that sent any), in tokens weighted by
+    ``input_weight`` and ``output_weight`` but not by the client's weight."""
+    charge, client = request_charges(trace), trace.requests["client"]
+    return {cid: float(charge[client == c].mean()) for c, cid in enumerate(trace.client_ids) if (client == c).any()}
+
+
+def output_token_share(trace: Trace) -> dict[str, float]:
+    """Client id -> its requests' answer tokens (``target_len``) as a share of all the tokens they ask for (prompt +
+    answer); clients asking for none are left out."""
+    r = trace.requests
+    out = {}
+    for c, cid in enumerate(trace.client_ids):
+        mine = r["client"] == c
+        total = int(r["prompt_len"][mine].sum() + r["target_len"][mine].sum())
+        if total:
+            out[cid] = float(r["target_len"][mine].sum()) / total
+    return out
 
 
 def jain_index(x: np.ndarray) -> float:
@@ -164,3 +191,66 @@ def service_gap(trace: Trace, a: int = 0, b: int = 1) -> dict[str, Any]:
         seg = difference[lo:hi]
         gap = max(gap, float(max(seg.max(), 0.0) - min(seg.min(), 0.0)))
     return {"gap": gap, "difference": difference, "bound": vtc_bound(trace, (a, b))}
+
+
+# ---- who waited, who was starved, who was lifted -----------------------------------------------------------------
+def client_waiting(trace: Trace) -> np.ndarray:
+    """[steps, clients] bool: the client had requests waiting during the step (``client_backlog`` > 0). The
+    functions below take it as ``waiting`` to spare recomputing it (None: computed here)."""
+    return client_backlog(trace) > 0
+
+
+def served_while_all_waiting(trace: Trace, waiting: np.ndarray | None = None) -> dict[str, Any]:
+    """While every client had requests waiting (never with fewer than two clients): ``step_share``, the fraction of
+    steps, and ``tokens``, [clients] the tokens (prompt + output) each client was served in those steps."""
+    waiting = client_waiting(trace) if waiting is None else waiting
+    n, nc = trace.num_steps, len(trace.client_ids)
+    everyone = waiting.all(axis=1) if nc >= 2 else np.zeros(n, dtype=bool)
+    served = trace.clients["client_output_tokens"] + trace.clients["client_prefill_tokens"]
+    return {"step_share": float(everyone.mean()) if n else 0.0,
+            "tokens": served[everyone].sum(axis=0).astype(float).tolist()}
+
+
+def longest_starvation_steps(trace: Trace, waiting: np.ndarray | None = None) -> list[int]:
+    """[clients] the longest stretch of steps in which the client had requests waiting and none of its requests
+    was admitted for the first time (a resume after a preemption does not count as an admission)."""
+    waiting = client_waiting(trace) if waiting is None else waiting
+    r = trace.requests
+    out = []
+    for c in range(len(trace.client_ids)):
+        mine = (r["client"] == c) & (r["first_scheduled_step"] != NO_STEP)
+        admitted = np.bincount(r["first_scheduled_step"][mine], minlength=trace.num_steps)[: trace.num_steps] > 0
+        out.append(_longest_run(waiting[:, c] & ~admitted))
+    return out
+
+
+def _longest_run(mask: np.ndarray) -> int:
+    """Length of the longest stretch of True."""
+    if not mask.any():
+        return 0
+    edges = np.diff(np.concatenate([[0], mask.astype(np.int8), [0]]))
+    return int((np.flatnonzero(edges == -1) - np.flatnonzero(edges == 1)).max())
+
+
+def lifts(trace: Trace, waiting: np.ndarray | None = None) -> dict[str, Any]:
+    """VTC's lifts: where a client's counter grew by more than the service it was charged (``counter - service``
+    jumps). ``{"count": 0}`` without any; else ``count`` and the largest: its ``step``, ``client``, ``amount``, the
+    counter ``before`` and ``after``, and at the end of the step before (when the returning client's request
+    arrived) every client's counter (``others``), whether it had requests ``waiting`` and ``running``: the lift goes
+    to the lowest waiting counter, or with nobody waiting to the last client to leave the queue."""
+    counters, service = trace.clients["client_counters"], trace.clients["client_service"]
+    lifted = counters - service  # [steps, clients] cumulative lifts
+    jumps = np.diff(np.vstack([np.zeros((1, lifted.shape[1])), lifted]), axis=0)
+    events = np.argwhere(jumps > 1e-6)
+    if not len(events):
+        return {"count": 0}
+    waiting = client_waiting(trace) if waiting is None else waiting
+    step, client = (int(v) for v in events[np.argmax(jumps[events[:, 0], events[:, 1]])])
+    before = float(counters[step - 1, client]) if step else 0.0
+    n = counters.shape[1]
+    was_waiting = waiting[step - 1] if step else np.zeros(n, dtype=bool)
+    running = trace.clients["client_running"][step - 1] if step else np.zeros(n)
+    return {"count": int(len(events)), "step": step, "client": client, "amount": float(jumps[step, client]),
+            "before": before, "after": before + float(jumps[step, client]),
+            "others": [float(counters[step - 1, c]) if step else 0.0 for c in range(n)],
+            "waiting": [bool(w) for w in was_waiting], "running": [float(x) > 0 for x in running]}

@@ -146,6 +146,20 @@ def summary(trace: Trace) -> dict[str, Any]:
     }
 
 
+def mean_num_running(trace: Trace) -> float:
+    """Requests running per step (the batch, after scheduling), on average over the run; 0 for an empty run."""
+    return float(trace.steps["num_running"].mean()) if trace.num_steps else 0.0
+
+
+def idle_slot_share(trace: Trace) -> float:
+    """Fraction of steps with a free batch slot (fewer than ``max_num_seqs`` running) while a request waited:
+    0 = work-conserving. A request may wait with a slot free for want of KV blocks or token budget."""
+    s = trace.steps
+    if not trace.num_steps:
+        return 0.0
+    return float(((s["num_running"] < trace.config.max_num_seqs) & (s["num_waiting"] > 0)).mean())
+
+
 def per_client(trace: Trace) -> list[dict[str, Any]]:
     """One row per client: requests, service, throughput and latency. A client's throughput is its output tokens
     per second of its own span, from its first arrival to the end of its last request: over the whole run, a policy

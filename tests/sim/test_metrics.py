@@ -107,6 +107,17 @@ def test_percentiles_are_numpys_to_the_last_bit():
     assert metrics.percentiles(np.arange(2000.0), (50, 99)) == [999.5, 1979.01]
 
 
+def test_mean_batch_and_idle_slots_by_hand():
+    # A and B (prompt 4, 4 tokens) on 2 blocks of 4 with 4 slots: both start at step 0 (a block each); at step 1
+    # each needs a 2nd block, B is preempted and waits with 3 slots free (steps 1-3) until A finishes at step 3,
+    # then runs steps 4-6. Running: 2, then 1 in each of the 6 other steps.
+    t = run(config(num_blocks=2), req("A", 0, 4, 4), req("B", 0, 4, 4))
+    assert t.steps["num_running"].tolist() == [2, 1, 1, 1, 1, 1, 1]
+    assert metrics.mean_num_running(t) == pytest.approx(8 / 7)
+    assert metrics.idle_slot_share(t) == pytest.approx(3 / 7)
+    assert metrics.idle_slot_share(_hand_run()) == 0.0  # X's slot is the only one: A waits with none free
+
+
 def _abandon(label):
     p = presets.get("article_abandon")
     return run(p.scenario.config.replace(**dict(p.variants)[label]), *p.scenario.requests)

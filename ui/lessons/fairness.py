@@ -1,6 +1,8 @@
 """The Fairness lesson's logic: its knobs (clients, VTC charges, rate limit, lift), the variants it compares, the
 statistics and sweeps it shows, and the "what to notice" sentences computed from the runs. No Streamlit calls
-here, so it is testable on its own; the page passes in the cached runner (``run_fn``, ``measure_fn``).
+here, so it is testable on its own; the page passes in the cached runner (``run_fn``, ``measure_fn``). The
+statistics themselves are the simulator's (``sim.fairness_metrics``, ``sim.metrics``); this module picks which
+clients and windows the page shows, and words them.
 
 Fairness here is per client (customer), not per request: a client's *service* is the weighted tokens it was
 served (VTC's charge: ``input_weight`` per prompt token, ``output_weight`` per output token, divided by the
@@ -20,7 +22,6 @@ import pandas as pd
 from sim import fairness_metrics, metrics
 from sim.config import EngineConfig, Policy, field_help
 from sim.presets import Preset
-from sim.request import NO_STEP
 from sim.scenario import Scenario
 from sim.trace import Trace
 from sim.workload import ClientSpec, WorkloadSpec, client_rates
@@ -319,36 +320,26 @@ def run_maker(measure_fn: MeasureFn) -> Callable[[str, Scenario, Trace, dict[str
 
 # ---- statistics of one run (cached by the page through measure_fn) ----------------------------------------------
 def fairness_stats(trace: Trace) -> dict[str, Any]:
-    """Everything the notices and tables need from one run, computed once.
+    """Everything the notices and tables need from one run, computed once (``sim.fairness_metrics`` and
+    ``sim.metrics`` with the lesson's choices: the two clients of ``gap_pair``, ``FAIRNESS_WINDOW_STEPS``).
 
-    - ``fair_index``: sim.fairness_metrics.fair_share_index (1 = every client got its max-min fair share, window
-      by window);
-    - ``gap``/``bound``: service gap between the ``gap_clients`` (see gap_pair) while both waited, and VTC's
-      bound; ``difference``: sim.fairness_metrics.service_difference of those two (the gap chart's line);
+    - ``fair_index``: fair_share_index (1 = every client got its max-min fair share, window by window);
+    - ``gap``/``bound``: service gap between the ``gap_clients`` while both waited, and VTC's bound;
+      ``difference``: service_difference of those two (the gap chart's line);
     - ``all_waiting_share``: fraction of steps in which every client had requests waiting;
       ``tokens_all_waiting``: tokens (prompt + output) each client was served in those steps;
     - ``longest_starvation_steps``: per client, the longest stretch with requests waiting and none admitted;
-    - ``batch_when_idle``: per client, the mean running batch while that client had nothing waiting or running;
-    - ``idle_slot_share``: fraction of steps with a free batch slot while a request waited (0 = work-conserving);
+    - ``mean_batch``: requests running per step; ``idle_slot_share``: fraction of steps with a free batch slot
+      while a request waited (0 = work-conserving); ``max_counter``: the largest virtual counter at the end;
     - ``lifts``: number of lifts and the largest one (step, client, amount, counter before, counter lifted to).
     """
-    ids = trace.client_ids
-    nc, n = len(ids), trace.num_steps
-    backlog = fairness_metrics.client_backlog(trace)  # [steps, clients]
-    waiting = backlog > 0
-    all_waiting = waiting.all(axis=1) if nc >= 2 else np.zeros(n, dtype=bool)
-    served = trace.clients["client_output_tokens"] + trace.clients["client_prefill_tokens"]
-    running = trace.clients["client_running"]
-    num_running = trace.steps["num_running"]
-    batch_when_idle = []
-    for c in range(nc):
-        idle = ~waiting[:, c] & (running[:, c] == 0)
-        batch_when_idle.append(float(num_running[idle].mean()) if idle.any() else float("nan"))
+    ids, n = trace.client_ids, trace.num_steps
+    waiting = fairness_metrics.client_waiting(trace)  # [steps, clients], shared by the statistics below
     pair = gap_pair(ids)
     gap = fairness_metrics.service_gap(trace, *pair) if pair else {
         "gap": float("nan"), "difference": np.full(n, np.nan), "bound": fairness_metrics.vtc_bound(trace)}
-    difference = gap["difference"]
     fair = fairness_metrics.fair_share_index(trace, FAIRNESS_WINDOW_STEPS)
+    everyone = fairness_metrics.served_while_all_waiting(trace, waiting)
     return {
         "client_ids": list(ids),
         "fair_index": fair["index"],
@@ -356,16 +347,14 @@ def fairness_stats(trace: Trace) -> dict[str, Any]:
         "gap_clients": [ids[i] for i in pair] if pair else [],
         "gap": float(gap["gap"]),
         "bound": float(gap["bound"]),
-        "difference": difference,
-        "all_waiting_share": float(all_waiting.mean()) if n else 0.0,
-        "tokens_all_waiting": served[all_waiting].sum(axis=0).astype(float).tolist(),
-        "longest_starvation_steps": [_longest_starvation(trace, waiting[:, c], c) for c in range(nc)],
-        "batch_when_idle": batch_when_idle,
-        "mean_batch": float(num_running.mean()) if n else 0.0,
-        "idle_slot_share": float(((num_running < trace.config.max_num_seqs) & (trace.steps["num_waiting"] > 0))
-                                 .mean()) if n else 0.0,
+        "difference": gap["difference"],
+        "all_waiting_share": everyone["step_share"],
+        "tokens_all_waiting": everyone["tokens"],
+        "longest_starvation_steps": fairness_metrics.longest_starvation_steps(trace, waiting),
+        "mean_batch": metrics.mean_num_running(trace),
+        "idle_slot_share": metrics.idle_slot_share(trace),
         "max_counter": float(trace.clients["client_counters"][-1].max()) if n else 0.0,
-        "lifts": _lifts(trace, waiting),
+        "lifts": fairness_metrics.lifts(trace, waiting),
     }
 
 
@@ -378,43 +367,6 @@ def gap_pair(client_ids: Sequence[str]) -> tuple[int, int] | None:
     return client_ids.index(first), client_ids.index(second)
 
 
-def _longest_run(mask: np.ndarray) -> int:
-    """Length of the longest stretch of True."""
-    if not mask.any():
-        return 0
-    edges = np.diff(np.concatenate([[0], mask.astype(np.int8), [0]]))
-    return int((np.flatnonzero(edges == -1) - np.flatnonzero(edges == 1)).max())
-
-
-def _longest_starvation(trace: Trace, waiting: np.ndarray, client: int) -> int:
-    r = trace.requests
-    mine = (r["client"] == client) & (r["first_scheduled_step"] != NO_STEP)
-    admitted = np.bincount(r["first_scheduled_step"][mine], minlength=trace.num_steps)[: trace.num_steps] > 0
-    return _longest_run(waiting & ~admitted)
-
-
-def _lifts(trace: Trace, waiting: np.ndarray) -> dict[str, Any]:
-    """Lifts are where a counter grew by more than the service charged: counter - service jumps. ``waiting``:
-    [steps, clients] bool, the client had requests waiting in the step."""
-    counters, service = trace.clients["client_counters"], trace.clients["client_service"]
-    lifted = counters - service  # [steps, clients] cumulative lifts
-    jumps = np.diff(np.vstack([np.zeros((1, lifted.shape[1])), lifted]), axis=0)
-    events = np.argwhere(jumps > 1e-6)
-    if not len(events):
-        return {"count": 0}
-    step, client = (int(v) for v in events[np.argmax(jumps[events[:, 0], events[:, 1]])])
-    before = float(counters[step - 1, client]) if step else 0.0
-    n = counters.shape[1]
-    # Who had requests waiting, and running, when the returning client's request arrived (the end of the step
-    # before): the lift goes to the lowest waiting counter, or with nobody waiting to the last client to leave.
-    was_waiting = waiting[step - 1] if step else np.zeros(n, dtype=bool)
-    running = trace.clients["client_running"][step - 1] if step else np.zeros(n)
-    return {"count": int(len(events)), "step": step, "client": client, "amount": float(jumps[step, client]),
-            "before": before, "after": before + float(jumps[step, client]),
-            "others": [float(counters[step - 1, c]) if step else 0.0 for c in range(n)],
-            "waiting": [bool(w) for w in was_waiting], "running": [float(x) > 0 for x in running]}
-
-
 # ---- sweeps -----------------------------------------------------------------------------------------------------
 def sweep_point(trace: Trace) -> dict[str, Any]:
     """The few numbers a sweep plots from one run: total throughput, and per client the requests rejected and the
@@ -423,8 +375,7 @@ def sweep_point(trace: Trace) -> dict[str, Any]:
     rows = metrics.per_client(trace)
     return {"throughput": s["throughput_tok_s"], "num_rejected": s["num_rejected"],
             "client_ids": [row["client"] for row in rows], "rejected": [row["num_rejected"] for row in rows],
-            "mean_finish_ms": [row["mean_finish_ms"] for row in rows],
-            "mean_batch": float(trace.steps["num_running"].mean()) if trace.num_steps else 0.0}
+            "mean_finish_ms": [row["mean_finish_ms"] for row in rows], "mean_batch": metrics.mean_num_running(trace)}
 
 
 def limit_sweep_runs(base: Scenario, limits: Sequence[int]) -> list[Scenario]:
@@ -838,34 +789,15 @@ def _weight_sweep_notice(sweep: dict, runs: Sequence[Run]) -> list[str]:
                           for i, c in enumerate(ids))
         # The lesson's point holds when the client that waits longer is the one with the most output per token.
         rose = max(range(len(ids)), key=lambda i: last[i] - first[i])
-        shares = _output_shares(runs[0]) if runs else {}
+        shares = fairness_metrics.output_token_share(runs[0].trace) if runs else {}
         holds = last[rose] > first[rose] and shares and max(shares, key=shares.get) == ids[rose]
         out = [f"{raising} moves the waiting between clients: {moves}."
                + (" Whoever consumes the expensive kind of token counts as served sooner and waits longer."
                   if holds else "")]
     vtc = next((r for r in runs if r.config.policy in _VTC_LIKE), None)
     if vtc is not None and len(vtc.clients) >= 2:
-        cost = _mean_charges(vtc)
+        cost = fairness_metrics.mean_request_charge(vtc.trace)
         cfg = vtc.config
         out.append(f"Mean charge per request at your weights (in {cfg.input_weight:g} : out {cfg.output_weight:g}): "
                    + ", ".join(f"{c} {v:,.0f} weighted tokens" for c, v in cost.items()) + ".")
     return out
-
-
-def _output_shares(run: Run) -> dict[str, float]:
-    """Per client, output tokens as a share of all the tokens it asks for (prompt + output)."""
-    r = run.trace.requests
-    out = {}
-    for c, cid in enumerate(run.trace.client_ids):
-        mine = r["client"] == c
-        total = int(r["prompt_len"][mine].sum() + r["target_len"][mine].sum())
-        if total:
-            out[cid] = float(r["target_len"][mine].sum()) / total
-    return out
-
-
-def _mean_charges(run: Run) -> dict[str, float]:
-    r, cfg = run.trace.requests, run.config
-    charge = cfg.input_weight * r["prompt_len"] + cfg.output_weight * r["target_len"]
-    return {cid: float(charge[r["client"] == c].mean()) for c, cid in enumerate(run.trace.client_ids)
-            if (r["client"] == c).any()}
