@@ -12,6 +12,9 @@ The running phase here is the plain per-request loop. ``sim/scheduler_fast.py`` 
 operations on the whole running list and is tried first (one call, while ``use_fast_path`` is on); tests run both
 and compare the traces. Quiet stretches of many steps are ``sim/fast_forward.py``'s, called by the engine.
 
+Virtual token counters (their charges and the lift) are ``sim/vtc.py``'s: the scheduler charges prompts at
+admission, the engine charges generated tokens.
+
 The scheduler changes request and block state but never sees the trace: it reports what it did in a
 ``SchedulerOutput`` (its decisions as events, see ``sim.events``) and the engine records it.
 """
@@ -29,6 +32,7 @@ from .events import RawEvent, WaitReason
 from .kv_cache_manager import KVCacheManager
 from .request import NO_STEP, RequestStatus, RequestTable
 from .request_queue import make_queue
+from .vtc import VirtualCounters
 
 # What one phase scheduled: rows, tokens each, num_computed_tokens each after the step, whether all of them emit,
 # whether all of them decode (one token each, not their first).
@@ -53,20 +57,13 @@ class SchedulerOutput:
 
 
 class Scheduler:
-    def __init__(self, config: EngineConfig, table: RequestTable, kv: KVCacheManager, num_clients: int):
+    def __init__(self, config: EngineConfig, table: RequestTable, kv: KVCacheManager):
         self.config = config
         self.table = table
         self.kv = kv
-        self.counters = np.zeros(num_clients, dtype=np.float64)  # [clients] virtual token counters (with lifts)
-        self.service = np.zeros(num_clients, dtype=np.float64)  # [clients] weighted tokens served (no lifts)
-        weights = [float(config.client_weight(c)) for c in table.client_ids]
-        self.client_weight = np.array(weights, dtype=np.float64)  # [clients]
-        self._client_weights = weights  # the same, as Python floats: same arithmetic, no numpy scalar overhead
-        self._output_charge_per_token = config.output_weight / self.client_weight  # [clients]
-        # [rows] what a request's first admission adds to its client's counter: its prompt, weighted (VTC)
-        self._admission_charge = config.input_weight * table.prompt_len / self.client_weight[table.client]
+        self.vtc = VirtualCounters(config, table)  # per-client counters: charged under every policy, read by VTC/LCF
         self.rules = admission.AdmissionRules(config)
-        self.waiting = make_queue(config, table, self.counters, self._admission_charge)
+        self.waiting = make_queue(config, table, self.vtc)
         self.running = np.empty(0, dtype=np.int64)  # [num_running] rows in running-list order
         self.swapped: deque[int] = deque()
         self.swapped_blocks = np.zeros(len(table), dtype=np.int64)  # [rows] blocks parked in CPU memory
@@ -269,10 +266,7 @@ class Scheduler:
         out.num_admitted += 1
         if t.first_scheduled_step.item(row) == NO_STEP:
             t.first_scheduled_step[row] = self._step
-            c = t.client.item(row)
-            charge = self._admission_charge.item(row)
-            self.counters[c] += charge
-            self.service[c] += charge
+            self.vtc.charge_prompt(row)
         if is_resume:
             t.resumed_at_steps[row].append(self._step)
             t.num_recomputed_tokens[row] += max(t.computed_at_preemption.item(row) - num_hit_tokens, 0)
@@ -356,29 +350,3 @@ class Scheduler:
         self._is_leaving[rows] = True
         self.running = self.running[~self._is_leaving[self.running]]
         self._is_leaving[rows] = False
-
-    def _output_tokens_and_charge(self, rows: np.ndarray) -> tuple[np.ndarray | None, np.ndarray | float]:
-        """One generated token for each of ``rows``: (tokens per client, what they add to the counters), the
-        charge being ``output_weight`` per token (the first included) divided by the client's weight. With one
-        client: (None, a plain float), which the hot path adds to the counters without numpy's array overhead."""
-        if len(self._client_weights) == 1:
-            return None, len(rows) * self.config.output_weight / self._client_weights[0]
-        per_client = np.bincount(self.table.client[rows], minlength=len(self.counters))
-        return per_client, per_client * self._output_charge_per_token
-
-    def output_charge(self, rows: np.ndarray) -> np.ndarray:
-        """[clients] what one token for each of ``rows`` adds to the counters (charged later by the caller)."""
-        per_client, charge = self._output_tokens_and_charge(rows)
-        return np.array([charge]) if per_client is None else charge
-
-    def charge_output(self, rows: np.ndarray) -> np.ndarray | None:
-        """Charge one generated token for each of ``rows``; returns the [clients] token counts (None with one
-        client)."""
-        per_client, charge = self._output_tokens_and_charge(rows)
-        if per_client is None:
-            self.counters[0] += charge
-            self.service[0] += charge
-        elif len(rows):
-            self.counters += charge
-            self.service += charge
-        return per_client
