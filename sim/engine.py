@@ -86,7 +86,7 @@ class Engine:
         max_blocks = int(t.max_blocks[fits].max()) if fits.any() else 1
         self.kv = KVCacheManager(config.num_blocks, config.block_size, config.max_num_seqs, max_blocks, len(t),
                                  prefix_group, t.prefix_len, config.enable_prefix_caching)
-        self.scheduler = Scheduler(config, t, self.kv, self.num_clients)
+        self.scheduler = Scheduler(config, t, self.kv)
         self.recorder = TraceRecorder(self.num_clients)
         self.snapshot_every_steps = snapshot_every_steps
         self.check_invariants = check_invariants
@@ -339,7 +339,7 @@ class Engine:
             t.num_wasted_tokens[wasted] += 1
             num_wasted = len(wasted)
             kind[is_wasted if is_emitting is None else is_emitting.nonzero()[0][is_wasted]] = SCHED_WASTED
-        client_output_tokens = self.scheduler.charge_output(emitted)
+        client_output_tokens = self.scheduler.vtc.charge_output(emitted)
         self.scheduler.waiting.on_scheduled(rows)
         finished = emitted[num_output >= t.target_len[emitted]]
         return _Executed(emitted, finished, decode, kind, num_decode, num_wasted, int(_sum(after)),
@@ -399,10 +399,10 @@ class Engine:
                        used_blocks: int) -> ClientRecord:
         """The step's per-client values, measured before the finished requests leave."""
         t, s = self.table, self.scheduler
-        run, num_emitted = s.running, len(done.emitted)
+        run, num_emitted, counters, service = s.running, len(done.emitted), s.vtc.counters, s.vtc.service
         if self._scalar_client_values:
             client_blocks, client_running, client_output_tokens = used_blocks, len(run), num_emitted
-            client_prefill_tokens, client_counters, client_service = num_prefill, s.counters.item(0), s.service.item(0)
+            client_prefill_tokens, client_counters, client_service = num_prefill, counters.item(0), service.item(0)
             return (client_blocks, client_running, client_output_tokens, client_prefill_tokens, client_counters,
                     client_service)  # (a ClientRecord's fields as a plain tuple, as the StepRecord's above)
         nc, client_run = self.num_clients, t.client[run]
@@ -415,7 +415,7 @@ class Engine:
         return ClientRecord(
             client_blocks=np.bincount(client_run, weights=self.kv.num_blocks_held[run], minlength=nc),
             client_running=np.bincount(client_run, minlength=nc), client_output_tokens=output_tokens,
-            client_prefill_tokens=prefill_tokens, client_counters=s.counters.copy(), client_service=s.service.copy())
+            client_prefill_tokens=prefill_tokens, client_counters=counters.copy(), client_service=service.copy())
 
     def _cached_free_mask(self) -> np.ndarray:
         pool = self.kv.pool
@@ -432,9 +432,9 @@ class Engine:
             free_blocks_after=kv.num_free_blocks, num_finished=0,
             cached_free_blocks=int(self._cached_free_mask().sum()) if self.config.enable_prefix_caching else 0)
         if self._scalar_client_values:  # (the shapes the busy steps record)
-            none, counters, service = 0, s.counters.item(0), s.service.item(0)
+            none, counters, service = 0, s.vtc.counters.item(0), s.vtc.service.item(0)
         else:
-            none, counters, service = np.zeros(self.num_clients), s.counters.copy(), s.service.copy()
+            none, counters, service = np.zeros(self.num_clients), s.vtc.counters.copy(), s.vtc.service.copy()
         client_record = ClientRecord(client_blocks=none, client_running=none, client_output_tokens=none,
                                      client_prefill_tokens=none, client_counters=counters, client_service=service)
         self.recorder.append_idle(last - first + 1, record, client_record)
@@ -460,9 +460,9 @@ class Engine:
             raise AssertionError("a request was lost")
         if s.num_cpu_blocks_used != int(s.swapped_blocks.sum()) or s.num_cpu_blocks_used > self.config.num_cpu_blocks:
             raise AssertionError("CPU swap space accounting is off")
-        if (s.counters < self._prev_counters - 1e-9).any():
+        if (s.vtc.counters < self._prev_counters - 1e-9).any():
             raise AssertionError("a virtual counter decreased")
-        self._prev_counters = s.counters.copy()
+        self._prev_counters = s.vtc.counters.copy()
 
 
 @contextlib.contextmanager

@@ -28,6 +28,7 @@ from .trace import SCHED_DECODE, SCHED_WASTED, ClientRecord, StepRecord
 
 if TYPE_CHECKING:
     from .engine import Engine
+    from .vtc import VirtualCounters
 
 MIN_STEPS = 6  # shorter stretches cost more to set up than stepping through them
 _COLUMN_INDEX = {name: i for i, name in enumerate(StepRecord._fields)}
@@ -124,18 +125,18 @@ def _walk(engine: Engine, step: int, d: int, free_after: np.ndarray) -> _Walked:
     whose head could be admitted (its arrivals are then already queued, which the step loop repeats harmlessly).
     Between arrivals and starvation-guard promotions the head of a FCFS, priority or SJF queue cannot change, so
     those stretches go in bulk."""
-    s, cfg = engine.scheduler, engine.config
+    s, cfg, vtc = engine.scheduler, engine.config, engine.scheduler.vtc
     run = s.running
     r = len(run)
     budget = cfg.max_num_batched_tokens - r
-    charge = s.output_charge(run)  # every running request generates one token a step
+    charge = vtc.output_charge(run)  # every running request generates one token a step
     in_bulk = cfg.policy in _STATIC_ORDERS
     refusals: dict[tuple[int, int], Refusal | None] = {}  # (row, free blocks) -> why the head cannot start
     no_room_for_anyone = s.rules.slot_or_budget(r, budget)  # the head's refusal then depends on nothing else
     events = engine.recorder.events
     num_waiting = np.empty(d, dtype=np.int64)
-    counters = np.empty((d, len(s.counters)))
-    service = np.empty((d, len(s.counters)))
+    counters = np.empty((d, len(vtc.counters)))  # [d, clients] after each step (filled here in a walk step by step)
+    service = np.empty((d, len(vtc.counters)))
     j = 0
     while j < d:
         if j:
@@ -159,29 +160,23 @@ def _walk(engine: Engine, step: int, d: int, free_after: np.ndarray) -> _Walked:
                     if (row, f) not in refusals:
                         refusals[row, f] = s.admission_check(row, r, budget, f)[0]
                 if refusals[row, frees[0]] is None:
-                    return _walked(s, j, num_waiting, counters, service, charge, in_bulk)
+                    return _walked(vtc, j, num_waiting, counters, service, charge, in_bulk)
                 events.extend([refusals[row, f].event(step + i, row) for i, f in zip(range(j, end), frees,
                                                                                      strict=True)])
         num_waiting[j:end] = len(s.waiting)
         if not in_bulk:  # one step (end == j + 1); an arrival may lift a counter (VTC) before the next one
-            for total, out in ((s.counters, counters), (s.service, service)):
-                total += charge
-                out[j] = total
+            step_counters, step_service = vtc.charge_steps(charge, 1)
+            counters[j], service[j] = step_counters[0], step_service[0]
         j = end
-    return _walked(s, d, num_waiting, counters, service, charge, in_bulk)
+    return _walked(vtc, d, num_waiting, counters, service, charge, in_bulk)
 
 
-def _walked(s, n: int, num_waiting: np.ndarray, counters: np.ndarray, service: np.ndarray, charge: np.ndarray,
-            in_bulk: bool) -> _Walked:
+def _walked(vtc: VirtualCounters, n: int, num_waiting: np.ndarray, counters: np.ndarray, service: np.ndarray,
+            charge: np.ndarray, in_bulk: bool) -> _Walked:
     """The walk's first ``n`` steps. In a bulk order (no lifts) the counters were left alone: charge all ``n``
-    steps now, in one running sum (one addition a step, in order: the step loop's floats exactly)."""
+    steps now, in one running sum."""
     if in_bulk and n:
-        for total, out in ((s.counters, counters), (s.service, service)):
-            steps = np.empty((n + 1, len(total)))
-            steps[0], steps[1:] = total, charge
-            _cumsum(steps, axis=0, out=steps)
-            out[:n] = steps[1:]
-            total[:] = steps[-1]
+        counters, service = vtc.charge_steps(charge, n)
     return _Walked(n, num_waiting[:n].tolist(), counters[:n], service[:n])
 
 

@@ -172,10 +172,13 @@ def specs_from_columns(num_requests: int, columns: dict[str, list[Any]]) -> list
         return None
     c["stop_type"] = stop
     specs = []
-    new = object.__new__
+    new, set_field = object.__new__, object.__setattr__
     for values in zip(*(c[name] for name in _FIELDS), strict=True):
         spec = new(RequestSpec)
-        spec.__dict__.update(zip(_FIELDS, values, strict=True))  # (past the frozen __setattr__, as __init__ does)
+        # (past the frozen __setattr__, as __init__ does: one field at a time keeps the instance's compact layout,
+        # which the engine's ~60,000 attribute reads a 2,000-request run are fast on; __dict__.update lost it)
+        for name, value in zip(_FIELDS, values, strict=True):
+            set_field(spec, name, value)
         specs.append(spec)
     return specs
 

@@ -11,9 +11,9 @@ keyed orders (as vLLM's priority queue), the front of its client's queue for VTC
   Both SJF orders take an optional starvation guard: a request waiting ``threshold`` steps is promoted ahead of
   all others and keeps that promotion for ``quantum`` steps of running, then is demoted.
 - ``vtc``: Virtual Token Counter (Sheng et al., OSDI '24): the head request of the backlogged client with the
-  lowest counter; a client whose queue goes from empty to non-empty is lifted to the lowest counter among the
-  other backlogged clients, or, when nobody is backlogged, to the counter of the last client to leave the queue
-  (the paper's Algorithm 2). ``lcf`` (least counter first) is the same without the lift.
+  lowest counter; a client whose queue goes from empty to non-empty is lifted (the rule and the counters' charges
+  are ``sim.vtc.VirtualCounters``'s; the queue says when). ``lcf`` (least counter first) is the same without the
+  lift.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import numpy as np
 
 from .config import EngineConfig, Policy
 from .request import NO_STEP, RequestTable
+from .vtc import VirtualCounters
 
 
 class RequestQueue:
@@ -175,17 +176,17 @@ class KeyedQueue(RequestQueue):
 
 
 class VTCQueue(RequestQueue):
-    """Per-client FIFO queues; the backlogged client with the lowest virtual counter goes next."""
+    """Per-client FIFO queues; the backlogged client with the lowest virtual counter goes next. The counters, their
+    charges and the lift rule are ``sim.vtc.VirtualCounters``'s: this queue says when a client joins (the lift's
+    moment) and who left last."""
 
-    def __init__(self, table: RequestTable, counters: np.ndarray, lift: bool, admission_charge: np.ndarray):
+    def __init__(self, table: RequestTable, vtc: VirtualCounters):
         super().__init__()
         self._client = table.client
         self._first_scheduled_step = table.first_scheduled_step  # [rows], shared with the request table
-        # [rows] what admitting each request adds to its client's counter (its prompt, charged once), for order()
-        self._admission_charge = admission_charge  # (the scheduler's own array: it charges the same)
-        self._counters = counters  # [num_clients] float64, owned and charged by the scheduler
-        self._lift = lift
-        self._queues: list[deque[int]] = [deque() for _ in range(len(counters))]
+        self._vtc = vtc
+        self._counters = vtc.counters  # [num_clients] float64, updated in place by its owner
+        self._queues: list[deque[int]] = [deque() for _ in range(len(vtc.counters))]
         self._size = 0
         self._last_left: int | None = None  # the client whose last waiting request left the queue most recently
 
@@ -194,12 +195,8 @@ class VTCQueue(RequestQueue):
 
     def add(self, row: int) -> None:
         c = self._client.item(row)
-        if self._lift and not self._queues[c]:  # the paper's Algorithm 2: a client joining the queue
-            others = [self._counters[o] for o, q in enumerate(self._queues) if q and o != c]
-            if others:  # ... is lifted to the lowest counter of the clients waiting
-                self._counters[c] = max(self._counters[c], min(others))
-            elif self._last_left is not None:  # ... or, with nobody waiting, to the last client that left
-                self._counters[c] = max(self._counters[c], self._counters[self._last_left])
+        if not self._queues[c]:  # the client joins the queue: VTC lifts its counter (LCF does not)
+            self._vtc.lift(c, [o for o, q in enumerate(self._queues) if q], self._last_left)
         self._queues[c].append(row)
         self._size += 1
 
@@ -245,7 +242,7 @@ class VTCQueue(RequestQueue):
             c = min((c for c, q in enumerate(queues) if q), key=lambda c: (counters[c], queues[c][0]))
             row = queues[c].popleft()
             if self._first_scheduled_step.item(row) == NO_STEP:  # a resumed request was charged the first time
-                counters[c] += self._admission_charge[row]
+                counters[c] += self._vtc.prompt_charge[row]
             rows.append(row)
         return rows
 
@@ -257,10 +254,8 @@ def predicted_lengths(table: RequestTable, sigma: float, seed: int) -> np.ndarra
     return np.maximum(np.rint(table.target_len * error), 1).astype(np.int64)
 
 
-def make_queue(config: EngineConfig, table: RequestTable, counters: np.ndarray,
-               admission_charge: np.ndarray) -> RequestQueue:
-    """The waiting queue for ``config.policy``. VTC/LCF read ``counters`` and ``admission_charge`` ([rows] what a
-    request's first admission adds to its client's counter), both the scheduler's."""
+def make_queue(config: EngineConfig, table: RequestTable, vtc: VirtualCounters) -> RequestQueue:
+    """The waiting queue for ``config.policy``. VTC/LCF order clients by ``vtc``'s counters (the scheduler's)."""
     t = table
     guard = {
         "wait_start_step": t.wait_start_step,
@@ -284,5 +279,5 @@ def make_queue(config: EngineConfig, table: RequestTable, counters: np.ndarray,
             lambda r: (max(int(predicted[r] - t.num_output_tokens[r]), 0), t.arrival_step.item(r)), len(t), **guard
         )
     if config.policy in (Policy.VTC, Policy.LCF):
-        return VTCQueue(t, counters, lift=config.policy is Policy.VTC, admission_charge=admission_charge)
+        return VTCQueue(t, vtc)
     raise ValueError(f"policy: {config.policy!r} has no queue")  # unreachable: Policy is validated

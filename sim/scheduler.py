@@ -1,12 +1,19 @@
 """``schedule()``: who runs this step and with how many tokens (vLLM V1's algorithm, DESIGN.md section 2).
 
-Phases, in order:
-1. running requests, in running-list order, within the token budget; when the pool has too few free blocks,
-   preempt victims (``fcfs``: the tail of the running list; ``priority``: the largest ``(priority, arrival)``)
-   until the request fits or has preempted itself;
+Read top to bottom, as vLLM's ``Scheduler.schedule()``:
+1. running requests (``_schedule_running``), in running-list order, within the token budget; when the pool has too
+   few free blocks, preempt victims (``_victim``: ``fcfs`` the tail of the running list, ``priority`` the largest
+   ``(priority, arrival)``; ``preempt``) until the request fits or has preempted itself;
 2. swapped requests (swap mode), oldest first, once their blocks fit;
 3. waiting requests in queue order, stopping at the first that cannot be admitted. Nothing is admitted in a step
    that preempted, nor while swapped requests wait to come back.
+
+The running phase here is the plain per-request loop. ``sim/scheduler_fast.py`` makes the same decisions with array
+operations on the whole running list and is tried first (one call, while ``use_fast_path`` is on); tests run both
+and compare the traces. Quiet stretches of many steps are ``sim/fast_forward.py``'s, called by the engine.
+
+Virtual token counters (their charges and the lift) are ``sim/vtc.py``'s: the scheduler charges prompts at
+admission, the engine charges generated tokens.
 
 The scheduler changes request and block state but never sees the trace: it reports what it did in a
 ``SchedulerOutput`` (its decisions as events, see ``sim.events``) and the engine records it.
@@ -19,15 +26,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import admission, events
+from . import admission, events, scheduler_fast
 from .config import EngineConfig, Policy, PreemptionMode, cdiv
 from .events import RawEvent, WaitReason
 from .kv_cache_manager import KVCacheManager
-from .npfast import ONE
-from .npfast import add_accumulate as _cumsum
-from .npfast import add_reduce as _sum
 from .request import NO_STEP, RequestStatus, RequestTable
 from .request_queue import make_queue
+from .vtc import VirtualCounters
 
 # What one phase scheduled: rows, tokens each, num_computed_tokens each after the step, whether all of them emit,
 # whether all of them decode (one token each, not their first).
@@ -52,31 +57,25 @@ class SchedulerOutput:
 
 
 class Scheduler:
-    def __init__(self, config: EngineConfig, table: RequestTable, kv: KVCacheManager, num_clients: int):
+    def __init__(self, config: EngineConfig, table: RequestTable, kv: KVCacheManager):
         self.config = config
         self.table = table
         self.kv = kv
-        self.counters = np.zeros(num_clients, dtype=np.float64)  # [clients] virtual token counters (with lifts)
-        self.service = np.zeros(num_clients, dtype=np.float64)  # [clients] weighted tokens served (no lifts)
-        weights = [float(config.client_weight(c)) for c in table.client_ids]
-        self.client_weight = np.array(weights, dtype=np.float64)  # [clients]
-        self._client_weights = weights  # the same, as Python floats: same arithmetic, no numpy scalar overhead
-        self._output_charge_per_token = config.output_weight / self.client_weight  # [clients]
-        # [rows] what a request's first admission adds to its client's counter: its prompt, weighted (VTC)
-        self._admission_charge = config.input_weight * table.prompt_len / self.client_weight[table.client]
+        self.vtc = VirtualCounters(config, table)  # per-client counters: charged under every policy, read by VTC/LCF
         self.rules = admission.AdmissionRules(config)
-        self.waiting = make_queue(config, table, self.counters, self._admission_charge)
+        self.waiting = make_queue(config, table, self.vtc)
         self.running = np.empty(0, dtype=np.int64)  # [num_running] rows in running-list order
         self.swapped: deque[int] = deque()
         self.swapped_blocks = np.zeros(len(table), dtype=np.int64)  # [rows] blocks parked in CPU memory
         self.num_cpu_blocks_used = 0
         self._is_leaving = np.zeros(len(table), dtype=bool)  # [rows] scratch mask for remove_finished
-        self.use_fast_path = True  # tests turn this off to check the vectorised path against the plain loop
+        self.use_fast_path = True  # sim/scheduler_fast.py first; tests turn it off to compare with the plain loop
         # Every running request generated a token in the last step, so each needs exactly one token now. The
-        # engine sets it after each step; it lets the running phase skip working out what everyone needs.
+        # engine sets it after each step; it lets the fast path skip working out what everyone needs.
         self.all_decoding = False
-        self._ones = np.ones(config.max_num_seqs, dtype=np.int64)  # [max_num_seqs] a decode step's num_tokens
-        self._ones.flags.writeable = False  # handed out as views: nobody may change them
+        # [max_num_seqs] int64 ones, read-only: a decode step's num_tokens, handed out as views by the fast path
+        self.decode_num_tokens = np.ones(config.max_num_seqs, dtype=np.int64)
+        self.decode_num_tokens.flags.writeable = False
         self._step = 0
 
     # ---- the step --------------------------------------------------------------------------------------------
@@ -118,89 +117,15 @@ class Scheduler:
 
     # ---- phase 1: running ------------------------------------------------------------------------------------
     def _schedule_running(self, budget: int, out: SchedulerOutput, parts: list) -> int:
+        """vLLM's loop over the running list: each request gets the tokens it still needs, as far as the budget
+        goes; when the pool has too few free blocks for them, preempt victims until it fits or it preempted itself.
+        Returns the budget left. The fast path makes the same decisions with array operations."""
         if not len(self.running):
             return budget
-        if not self.use_fast_path:
-            return self._schedule_running_loop(budget, out, parts)
-        t, kv = self.table, self.kv
-        run = self.running
-        if self.all_decoding and len(run) <= budget and not kv.enable_caching and self._schedule_decoders(out, parts):
-            return budget - len(self.running)  # (what is left of the running list after any preemption all ran)
-        seq_len = t.num_tokens[run]
-        computed = t.num_computed_tokens[run]
-        need = seq_len - computed  # >= 1 for every running request
-        k = len(run)
-        used = int(_sum(need))  # tokens scheduled: sum(sched)
-        all_emit = used <= budget
-        if all_emit:  # the common case: everybody gets all it needs
-            sched, after = need, seq_len
-        else:  # the budget runs out part-way down the running list
-            cum = _cumsum(need)
-            sched = np.minimum(need, np.maximum(budget - (cum - need), 0))
-            k = int(np.count_nonzero(sched))
-            sched, computed, seq_len = sched[:k], computed[:k], seq_len[:k]
-            after = computed + sched
-            used = budget
-        rows = run[:k]
-        held = kv.num_blocks_held[rows]
-        new_blocks = kv.blocks_for(after) - held
-        total = int(_sum(new_blocks))
-        if total > kv.pool.num_free:
-            if self.config.policy is Policy.PRIORITY:  # victims may come from anywhere in the list
-                return self._schedule_running_loop(budget, out, parts)
-            cum_blocks = _cumsum(new_blocks)
-            k = self._preempt_from_tail(cum_blocks, k, out)
-            total = int(cum_blocks[k - 1]) if k else 0
-            sched, computed, seq_len, after, new_blocks, held = (
-                sched[:k], computed[:k], seq_len[:k], after[:k], new_blocks[:k], held[:k])
-            rows = self.running[:k]
-            used = int(_sum(sched))
-        kv.grow_many(rows, new_blocks, held, total, np.minimum(after, seq_len) if kv.enable_caching else None)
-        parts.append((rows, sched, after, all_emit, False))
-        return budget - used
-
-    def _schedule_decoders(self, out: SchedulerOutput, parts: list) -> bool:
-        """The running phase when every running request decodes (``all_decoding``) and the budget covers them:
-        one token each, and one more block for each whose KV fills its last block; when the pool cannot give all
-        of those a block, victims from the tail of the running list, as the general path. Returns False, having
-        done nothing, when victims may come from anywhere in the list (``priority``: the general path's loop)."""
-        kv, run = self.kv, self.running
-        computed = self.table.num_computed_tokens[run]
-        fills = kv.fills_its_blocks(computed)
-        growing = fills.nonzero()[0]  # (np.flatnonzero adds two Python wrappers)
-        if len(growing) > kv.pool.num_free:
-            if self.config.policy is Policy.PRIORITY:
-                return False
-            k = self._preempt_from_tail(_cumsum(fills), len(run), out)  # (a bool cumsum counts in int64)
-            run, computed = self.running, computed[:k]  # the first k run: all that is left of the list
-            growing = growing[: growing.searchsorted(k)]
-        if len(growing):
-            kv.grow_by_one_block(run[growing], computed[growing])
-        parts.append((run, self._ones[:len(run)], computed + ONE, True, True))
-        return True
-
-    def _preempt_from_tail(self, cum_blocks: np.ndarray, k: int, out: SchedulerOutput) -> int:
-        """vLLM's loop, vectorised: find the first running request whose blocks do not fit, preempt the tail of
-        the running list, and repeat; returns how many leading requests get scheduled."""
-        run = self.running
-        n, start = len(run), 0
-        while True:
-            lim = min(k, n)
-            # (searchsorted as a method, side given positionally: the function and the keyword cost ~0.7 us)
-            i = start + int(cum_blocks[start:lim].searchsorted(self.kv.num_free_blocks, "right"))
-            if i >= lim:
-                break
-            n -= 1
-            self._preempt(int(run[n]), out, needed_by=int(run[i]))
-            if n == i:  # the request preempted itself: nothing after it runs this step
-                k = i
-                break
-            start = i
-        self.running = run[:n]
-        return min(k, n)
-
-    def _schedule_running_loop(self, budget: int, out: SchedulerOutput, parts: list) -> int:
-        """The plain per-request loop of vLLM's scheduler (used for ``priority`` victims and as a reference)."""
+        if self.use_fast_path:
+            left = scheduler_fast.schedule_running(self, budget, out, parts)
+            if left is not None:  # (None: a case it leaves to this loop; it changed nothing)
+                return left
         t, kv = self.table, self.kv
         running = self.running.tolist()
         scheduled: dict[int, int] = {}
@@ -216,7 +141,7 @@ class Scheduler:
                     budget += scheduled.pop(victim)
                     i -= 1
                 running.remove(victim)
-                self._preempt(victim, out, needed_by=row)
+                self.preempt(victim, out, needed_by=row)
                 if victim == row:
                     fits = False
                     break
@@ -233,52 +158,10 @@ class Scheduler:
         parts.append((rows, num_new, after, bool((after == t.num_tokens[rows]).all()), False))
         return budget
 
-    def _victim(self, running: list[int]) -> int:
-        if self.config.policy is Policy.PRIORITY:
-            t = self.table
-            # NOTE: vLLM takes the largest (priority, arrival_time); its arrival times are distinct. Ours are whole
-            # steps, so a tie goes to the later row: within a step rows arrive in file order, so it is the later
-            # arrival, as vLLM's clock would have it.
-            return max(running, key=lambda r: (t.priority[r], t.arrival_step[r], r))
-        return running[-1]
-
-    # ---- preemption -----------------------------------------------------------------------------------------
-    def _preempt(self, row: int, out: SchedulerOutput, needed_by: int) -> None:
-        t, cfg = self.table, self.config
-        held = self.kv.num_blocks_held.item(row)
-        # A victim scheduled earlier in this step (priority) also holds the block just allocated for this step's
-        # token, which it will not compute: a swap copies only the blocks holding computed KV.
-        kv_blocks = cdiv(t.num_computed_tokens.item(row), self.kv.block_size)
-        self.kv.free(row)
-        out.num_preempted += 1
-        t.num_preemptions[row] += 1
-        t.preempted_at_steps[row].append(self._step)
-        swap_room = cfg.num_cpu_blocks - self.num_cpu_blocks_used
-        # NOTE: vLLM V1 only recomputes; swap is V0's option (its victims resumed before any waiting request), and
-        # its copy is costed per block here (config.CostModel.swap_ms), not per layer as V0 copied.
-        if cfg.preemption_mode is PreemptionMode.SWAP and kv_blocks <= swap_room:
-            t.status[row] = RequestStatus.SWAPPED
-            t.swapped_out_at_steps[row].append(self._step)
-            self.swapped_blocks[row] = kv_blocks
-            self.num_cpu_blocks_used += kv_blocks
-            out.num_swap_blocks += kv_blocks
-            self.swapped.append(row)
-            out.events.append(events.swapped_out(self._step, row, needed_by, kv_blocks))
-            return
-        if cfg.preemption_mode is PreemptionMode.SWAP:  # no room in CPU memory: recompute instead
-            event = events.preempted(self._step, row, needed_by, held, kv_blocks, swap_room)
-        else:
-            event = events.preempted(self._step, row, needed_by, held)
-        t.status[row] = RequestStatus.PREEMPTED
-        t.is_decoding[row] = False  # it prefills everything again
-        t.computed_at_preemption[row] = t.num_computed_tokens[row]
-        t.num_computed_tokens[row] = 0
-        t.wait_start_step[row] = self._step
-        self.waiting.prepend(row)
-        out.events.append(event)
-
     # ---- phase 2: swapped -----------------------------------------------------------------------------------
     def _schedule_swapped(self, budget: int, out: SchedulerOutput, parts: list) -> int:
+        """Swap preempted requests back in, oldest first, while their blocks fit (swap mode; no prefill to check:
+        they computed their prompts). Returns the budget left."""
         t, kv = self.table, self.kv
         rows: list[int] = []
         toks: list[int] = []
@@ -316,28 +199,10 @@ class Scheduler:
                           False))
         return budget
 
-    def admission_check(self, row: int, num_running: int, budget: int,
-                        free: int) -> tuple[admission.Refusal | None, np.ndarray, int]:
-        """Can waiting request ``row`` start now? Returns (why not, or None; its prefix-cache hits; first chunk):
-        the rules of ``sim.admission`` with ``free`` free blocks and ``budget`` tokens left, on what the request
-        needs once its cached blocks are found."""
-        kv, rules = self.kv, self.rules
-        if budget <= 0 or num_running >= rules.max_num_seqs:  # (slot_or_budget's test, inline: a call saved on
-            return rules.slot_or_budget(num_running, budget), _NO_BLOCKS, 0  # each of ~13,000 checks a run)
-        num_tokens = self.table.num_tokens.item(row)
-        if kv.enable_caching:
-            hits = kv.find_cached_blocks(row, num_tokens)
-            num_new = num_tokens - len(hits) * kv.block_size
-            # Cached blocks nobody holds sit in the free queue: taking them uses up free blocks too.
-            num_evictable_hits = int(np.count_nonzero(kv.pool.ref_cnt[hits] == 0)) if len(hits) else 0
-            need = cdiv(num_tokens, kv.block_size) - len(hits) + num_evictable_hits
-        else:
-            hits, num_new, need = _NO_BLOCKS, num_tokens, cdiv(num_tokens, kv.block_size)
-        refusal = rules.prefill_or_room(num_new, budget, need, free, num_running)
-        return refusal, hits, (0 if refusal else min(num_new, budget))
-
     # ---- phase 3: waiting -----------------------------------------------------------------------------------
     def _schedule_waiting(self, budget: int, out: SchedulerOutput, parts: list) -> int:
+        """Admit waiting requests in queue order, stopping at the first that cannot start (its refusal is logged).
+        Returns the budget left."""
         t, kv, queue = self.table, self.kv, self.waiting
         promoted = queue.on_step(self._step)  # (a starvation guard's promotions: usually none)
         if promoted:
@@ -371,11 +236,25 @@ class Scheduler:
             parts.append((r, num_tokens, num_computed, all_emit, False))
         return budget
 
-    def promotion_events(self, step: int, rows: list[int]) -> list[RawEvent]:
-        """The starvation guard's promotions of ``rows`` at ``step``, with how long each waited (the fast-forward
-        logs them too)."""
-        wait_start = self.table.wait_start_step
-        return [events.promoted(step, row, step - wait_start.item(row)) for row in rows]
+    def admission_check(self, row: int, num_running: int, budget: int,
+                        free: int) -> tuple[admission.Refusal | None, np.ndarray, int]:
+        """Can waiting request ``row`` start now? Returns (why not, or None; its prefix-cache hits; first chunk):
+        the rules of ``sim.admission`` with ``free`` free blocks and ``budget`` tokens left, on what the request
+        needs once its cached blocks are found."""
+        kv, rules = self.kv, self.rules
+        if budget <= 0 or num_running >= rules.max_num_seqs:  # (slot_or_budget's test, inline: a call saved on
+            return rules.slot_or_budget(num_running, budget), _NO_BLOCKS, 0  # each of ~13,000 checks a run)
+        num_tokens = self.table.num_tokens.item(row)
+        if kv.enable_caching:
+            hits = kv.find_cached_blocks(row, num_tokens)
+            num_new = num_tokens - len(hits) * kv.block_size
+            # Cached blocks nobody holds sit in the free queue: taking them uses up free blocks too.
+            num_evictable_hits = int(np.count_nonzero(kv.pool.ref_cnt[hits] == 0)) if len(hits) else 0
+            need = cdiv(num_tokens, kv.block_size) - len(hits) + num_evictable_hits
+        else:
+            hits, num_new, need = _NO_BLOCKS, num_tokens, cdiv(num_tokens, kv.block_size)
+        refusal = rules.prefill_or_room(num_new, budget, need, free, num_running)
+        return refusal, hits, (0 if refusal else min(num_new, budget))
 
     def _start_running(self, row: int, num_hit_tokens: int, chunk: int, out: SchedulerOutput) -> None:
         t = self.table
@@ -387,14 +266,65 @@ class Scheduler:
         out.num_admitted += 1
         if t.first_scheduled_step.item(row) == NO_STEP:
             t.first_scheduled_step[row] = self._step
-            c = t.client.item(row)
-            charge = self._admission_charge.item(row)
-            self.counters[c] += charge
-            self.service[c] += charge
+            self.vtc.charge_prompt(row)
         if is_resume:
             t.resumed_at_steps[row].append(self._step)
             t.num_recomputed_tokens[row] += max(t.computed_at_preemption.item(row) - num_hit_tokens, 0)
         out.events.append(events.admitted(self._step, row, is_resume, t.num_tokens.item(row), chunk, num_hit_tokens))
+
+    def promotion_events(self, step: int, rows: list[int]) -> list[RawEvent]:
+        """The starvation guard's promotions of ``rows`` at ``step``, with how long each waited (the fast-forward
+        logs them too)."""
+        wait_start = self.table.wait_start_step
+        return [events.promoted(step, row, step - wait_start.item(row)) for row in rows]
+
+    # ---- victim choice and preemption ------------------------------------------------------------------------
+    def _victim(self, running: list[int]) -> int:
+        """The request to preempt: ``fcfs`` the tail of the running list; ``priority`` the largest (priority,
+        arrival)."""
+        if self.config.policy is Policy.PRIORITY:
+            t = self.table
+            # NOTE: vLLM takes the largest (priority, arrival_time); its arrival times are distinct. Ours are whole
+            # steps, so a tie goes to the later row: within a step rows arrive in file order, so it is the later
+            # arrival, as vLLM's clock would have it.
+            return max(running, key=lambda r: (t.priority[r], t.arrival_step[r], r))
+        return running[-1]
+
+    def preempt(self, row: int, out: SchedulerOutput, needed_by: int) -> None:
+        """Preempt running request ``row`` (to make room for ``needed_by``): free its blocks and swap it out, or send
+        it back to the waiting queue to recompute."""
+        t, cfg = self.table, self.config
+        held = self.kv.num_blocks_held.item(row)
+        # A victim scheduled earlier in this step (priority) also holds the block just allocated for this step's
+        # token, which it will not compute: a swap copies only the blocks holding computed KV.
+        kv_blocks = cdiv(t.num_computed_tokens.item(row), self.kv.block_size)
+        self.kv.free(row)
+        out.num_preempted += 1
+        t.num_preemptions[row] += 1
+        t.preempted_at_steps[row].append(self._step)
+        swap_room = cfg.num_cpu_blocks - self.num_cpu_blocks_used
+        # NOTE: vLLM V1 only recomputes; swap is V0's option (its victims resumed before any waiting request), and
+        # its copy is costed per block here (config.CostModel.swap_ms), not per layer as V0 copied.
+        if cfg.preemption_mode is PreemptionMode.SWAP and kv_blocks <= swap_room:
+            t.status[row] = RequestStatus.SWAPPED
+            t.swapped_out_at_steps[row].append(self._step)
+            self.swapped_blocks[row] = kv_blocks
+            self.num_cpu_blocks_used += kv_blocks
+            out.num_swap_blocks += kv_blocks
+            self.swapped.append(row)
+            out.events.append(events.swapped_out(self._step, row, needed_by, kv_blocks))
+            return
+        if cfg.preemption_mode is PreemptionMode.SWAP:  # no room in CPU memory: recompute instead
+            event = events.preempted(self._step, row, needed_by, held, kv_blocks, swap_room)
+        else:
+            event = events.preempted(self._step, row, needed_by, held)
+        t.status[row] = RequestStatus.PREEMPTED
+        t.is_decoding[row] = False  # it prefills everything again
+        t.computed_at_preemption[row] = t.num_computed_tokens[row]
+        t.num_computed_tokens[row] = 0
+        t.wait_start_step[row] = self._step
+        self.waiting.prepend(row)
+        out.events.append(event)
 
     # ---- removal (finish, abort) ----------------------------------------------------------------------------
     def remove(self, row: int) -> None:
@@ -420,29 +350,3 @@ class Scheduler:
         self._is_leaving[rows] = True
         self.running = self.running[~self._is_leaving[self.running]]
         self._is_leaving[rows] = False
-
-    def _output_tokens_and_charge(self, rows: np.ndarray) -> tuple[np.ndarray | None, np.ndarray | float]:
-        """One generated token for each of ``rows``: (tokens per client, what they add to the counters), the
-        charge being ``output_weight`` per token (the first included) divided by the client's weight. With one
-        client: (None, a plain float), which the hot path adds to the counters without numpy's array overhead."""
-        if len(self._client_weights) == 1:
-            return None, len(rows) * self.config.output_weight / self._client_weights[0]
-        per_client = np.bincount(self.table.client[rows], minlength=len(self.counters))
-        return per_client, per_client * self._output_charge_per_token
-
-    def output_charge(self, rows: np.ndarray) -> np.ndarray:
-        """[clients] what one token for each of ``rows`` adds to the counters (charged later by the caller)."""
-        per_client, charge = self._output_tokens_and_charge(rows)
-        return np.array([charge]) if per_client is None else charge
-
-    def charge_output(self, rows: np.ndarray) -> np.ndarray | None:
-        """Charge one generated token for each of ``rows``; returns the [clients] token counts (None with one
-        client)."""
-        per_client, charge = self._output_tokens_and_charge(rows)
-        if per_client is None:
-            self.counters[0] += charge
-            self.service[0] += charge
-        elif len(rows):
-            self.counters += charge
-            self.service += charge
-        return per_client

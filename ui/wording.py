@@ -75,7 +75,8 @@ def as_code(text: str, limit: int = 80) -> str:
     return f"`{cut.replace('`', chr(39))}`"
 
 
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+\-.!|~$:])")
+# (the text sits inside a sentence, never at a line's start: "-", "+", "#" and "1." cannot start a list or heading)
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()!|~$:])")
 _AUTOLINK = re.compile(r"(\\:|www|@)", re.IGNORECASE)  # where GFM starts a link by itself (once escaped)
 
 

@@ -7,9 +7,12 @@ chunked prefill on and off, prefix caching on and off.
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sim import scheduler_fast
+from sim.kv_cache_manager import KVCacheManager
 from tests.sim.factories import assert_same_trace, config, req, run
 from tests.sim.strategies import ALL_POLICIES, scenarios
 
@@ -48,3 +51,25 @@ def test_fast_path_equals_plain_loop_for_block_sizes_not_a_power_of_two(block_si
     reqs = [req(f"r{i}", i % 4, 2 + i % 5, 8 + 3 * i) for i in range(8)]
     cfg = config(num_blocks=num_blocks, block_size=block_size, max_num_seqs=6, policy=policy)
     assert_same_trace(run(cfg, *reqs, fast_path=True), run(cfg, *reqs, fast_path=False))
+
+
+@pytest.mark.parametrize("fast_path", [True, False])
+def test_use_fast_path_switches_between_the_two(monkeypatch, fast_path):
+    # The equivalence tests above mean something only if the flag really picks the path: count the calls into
+    # sim/scheduler_fast.py and the plain loop's own work (it grows requests one at a time, KVCacheManager.grow).
+    calls = {"fast": 0, "plain": 0}
+    fast, grow = scheduler_fast.schedule_running, KVCacheManager.grow
+
+    def counting_fast(*args):
+        calls["fast"] += 1
+        return fast(*args)
+
+    def counting_grow(*args):
+        calls["plain"] += 1
+        return grow(*args)
+
+    monkeypatch.setattr(scheduler_fast, "schedule_running", counting_fast)
+    monkeypatch.setattr(KVCacheManager, "grow", counting_grow)
+    run(config(), req("a", 0, 4, 6), req("b", 0, 4, 6), fast_path=fast_path)
+    # Both are admitted in step 0 and decode in steps 1 to 5: five running phases, on one path only.
+    assert (calls["fast"], calls["plain"] > 0) == ((5, False) if fast_path else (0, True))

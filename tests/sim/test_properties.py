@@ -178,7 +178,7 @@ def test_a_client_returning_while_nobody_waits_is_lifted_and_the_bound_holds():
     (lambda e: e.table.num_computed_tokens.__iadd__(e.kv.block_size), "block count other than"),
     (lambda e: setattr(e.scheduler, "running", e.scheduler.running[1:]), "queue lengths"),  # dropped from the batch
     (lambda e: setattr(e, "num_done", e.num_done - 1), "a request was lost"),
-    (lambda e: e.scheduler.counters.__isub__(1.0), "a virtual counter decreased"),
+    (lambda e: e.scheduler.vtc.counters.__isub__(1.0), "a virtual counter decreased"),
 ])
 def test_the_invariant_check_catches_a_broken_state(corrupt, message):
     # The property tests above rely on this check raising: it must see each kind of breakage.

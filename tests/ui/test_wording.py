@@ -44,7 +44,7 @@ def test_plain_text_is_escaped_cut_and_never_links_by_itself():
     from ui.wording import plain
 
     zw = "\u200b"  # the zero-width space that keeps a bare URL, www. or an address from becoming a link
-    assert plain("**M** [l](https://e.com) <b>") == f"\\*\\*M\\*\\* \\[l\\]\\(https\\:{zw}//e\\.com\\) \\<b\\>"
-    assert plain("$x$ :red[r] WWW.e.com a@e.com") == f"\\$x\\$ \\:{zw}red\\[r\\] WWW{zw}\\.e\\.com a@{zw}e\\.com"
+    assert plain("**M** [l](https://e.com) <b>") == f"\\*\\*M\\*\\* \\[l\\]\\(https\\:{zw}//e.com\\) \\<b\\>"
+    assert plain("$x$ :red[r] WWW.e.com a@e.com") == f"\\$x\\$ \\:{zw}red\\[r\\] WWW{zw}.e.com a@{zw}e.com"
     assert plain("one\ntwo   three") == "one two three"
     assert plain("x" * 500, limit=10) == "x" * 10 + "…"

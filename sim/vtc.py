@@ -1,0 +1,102 @@
+"""Virtual token counters (VTC, Sheng et al., OSDI '24): per-client counters, their charges and the lift, one class.
+
+A client's counter grows by what it is served (DESIGN.md section 2, ``vtc``):
+- ``input_weight`` x prompt tokens at a request's first admission (a preempted request is not charged again);
+- ``output_weight`` per generated token, the first included (recomputed tokens are not charged again);
+each divided by the client's weight, so a client of weight 2 is charged half and gets twice the service.
+``service`` adds the same charges and nothing else; ``counters`` add the lifts too: when a client's queue goes from
+empty to non-empty (VTC; LCF has no lift) its counter becomes max(own, the lowest counter among the other clients
+with waiting requests), or, with nobody waiting, max(own, the counter of the last client to leave the queue): the
+paper's Algorithm 2.
+
+Who calls: the scheduler charges prompts at admission, the engine charges each step's tokens, the fast-forward
+charges a quiet stretch in bulk, and the VTC/LCF queue asks for the lift and orders clients by ``counters``. Every
+policy keeps the counters (the Fairness lesson draws FCFS's too); only VTC and LCF read them.
+
+Invariants: counters and service only grow, and ``counters - service`` is the sum of the lifts. The arrays are
+updated in place, never replaced (the queue holds ``counters``). Float arithmetic: one addition per charge, in the
+step loop's order, so the fast-forward's bulk charges give the step loop's floats bit for bit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+from .config import EngineConfig, Policy
+from .npfast import add_accumulate as _cumsum
+from .request import RequestTable
+
+
+class VirtualCounters:
+    def __init__(self, config: EngineConfig, table: RequestTable):
+        num_clients = len(table.client_ids)
+        self.counters = np.zeros(num_clients, dtype=np.float64)  # [clients] virtual token counters (with lifts)
+        self.service = np.zeros(num_clients, dtype=np.float64)  # [clients] weighted tokens served (no lifts)
+        self.has_lift = config.policy is Policy.VTC
+        weights = [float(config.client_weight(c)) for c in table.client_ids]
+        self.client_weight = np.array(weights, dtype=np.float64)  # [clients]
+        self._client = table.client  # [rows] int64 client index, shared with the request table
+        self._output_weight = config.output_weight
+        # With one client the charges are plain floats: the same arithmetic, without numpy's per-call overhead.
+        self._only_weight = weights[0] if num_clients == 1 else None
+        self._output_charge_per_token = config.output_weight / self.client_weight  # [clients]
+        # [rows] what a request's first admission adds to its client's counter: its prompt, weighted
+        self.prompt_charge = config.input_weight * table.prompt_len / self.client_weight[table.client]
+
+    # ---- charges --------------------------------------------------------------------------------------------
+    def charge_prompt(self, row: int) -> None:
+        """Charge request ``row``'s prompt to its client: call at its first admission only."""
+        c = self._client.item(row)
+        charge = self.prompt_charge.item(row)
+        self.counters[c] += charge
+        self.service[c] += charge
+
+    def charge_output(self, rows: np.ndarray) -> np.ndarray | None:
+        """Charge one generated token for each of ``rows`` (every step, the engine); returns the [clients] int64
+        token counts (None with one client)."""
+        if self._only_weight is not None:
+            charge = len(rows) * self._output_weight / self._only_weight
+            self.counters[0] += charge
+            self.service[0] += charge
+            return None
+        per_client = np.bincount(self._client[rows], minlength=len(self.counters))
+        if len(rows):
+            charge = per_client * self._output_charge_per_token
+            self.counters += charge
+            self.service += charge
+        return per_client
+
+    def output_charge(self, rows: np.ndarray) -> np.ndarray:
+        """[clients] what one token for each of ``rows`` would add to the counters (``charge_steps`` adds it)."""
+        if self._only_weight is not None:
+            return np.array([len(rows) * self._output_weight / self._only_weight])
+        return np.bincount(self._client[rows], minlength=len(self.counters)) * self._output_charge_per_token
+
+    def charge_steps(self, charge: np.ndarray, num_steps: int) -> tuple[np.ndarray, np.ndarray]:
+        """Add ``charge`` ([clients], from ``output_charge``) once a step for ``num_steps`` steps, one addition a step
+        in order (a running sum: the step loop's floats exactly). Returns the counters and the service after each
+        step, [num_steps, clients] float64 each."""
+        after = []
+        for total in (self.counters, self.service):
+            steps = np.empty((num_steps + 1, len(total)))
+            steps[0], steps[1:] = total, charge
+            _cumsum(steps, axis=0, out=steps)
+            total[:] = steps[-1]
+            after.append(steps[1:])
+        return after[0], after[1]
+
+    # ---- the lift -------------------------------------------------------------------------------------------
+    def lift(self, client: int, waiting_clients: Iterable[int], last_left: int | None) -> None:
+        """``client``'s queue goes from empty to non-empty: lift its counter to the lowest of ``waiting_clients``
+        (the others with waiting requests), or with none, to that of ``last_left`` (the client whose last waiting
+        request left the queue most recently; None: nobody yet). Only VTC lifts."""
+        if not self.has_lift:
+            return
+        counters = self.counters
+        others = [counters[o] for o in waiting_clients if o != client]
+        if others:
+            counters[client] = max(counters[client], min(others))
+        elif last_left is not None:
+            counters[client] = max(counters[client], counters[last_left])
