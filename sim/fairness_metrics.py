@@ -63,7 +63,8 @@ def pending_service(trace: Trace) -> np.ndarray:
 
 def request_charges(trace: Trace) -> np.ndarray:
     """[requests] float64: each request's full VTC charge before its client's weight, ``input_weight * prompt_len +
-    output_weight * target_len`` (the answer at its full length)."""
+    output_weight * target_len``: what ``sim.vtc.VirtualCounters`` will have charged it (times the client's weight)
+    once its answer is complete."""
     r, cfg = trace.requests, trace.config
     return cfg.input_weight * r["prompt_len"] + cfg.output_weight * r["target_len"]
 
@@ -233,11 +234,12 @@ def _longest_run(mask: np.ndarray) -> int:
 
 
 def lifts(trace: Trace, waiting: np.ndarray | None = None) -> dict[str, Any]:
-    """VTC's lifts: where a client's counter grew by more than the service it was charged (``counter - service``
-    jumps). ``{"count": 0}`` without any; else ``count`` and the largest: its ``step``, ``client``, ``amount``, the
-    counter ``before`` and ``after``, and at the end of the step before (when the returning client's request
-    arrived) every client's counter (``others``), whether it had requests ``waiting`` and ``running``: the lift goes
-    to the lowest waiting counter, or with nobody waiting to the last client to leave the queue."""
+    """VTC's lifts (the rule: ``sim.vtc.VirtualCounters.lift``), found where a client's counter grew by more than
+    the service it was charged (``counter - service`` jumps). ``{"count": 0}`` without any; else ``count`` and the
+    largest: its ``step``, ``client``, ``amount``, the counter ``before`` and ``after``, and at the end of the step
+    before (when the returning client's request arrived) every client's counter (``others``), whether it had
+    requests ``waiting`` and ``running``: the lift goes to the lowest waiting counter, or with nobody waiting to the
+    last client to leave the queue."""
     counters, service = trace.clients["client_counters"], trace.clients["client_service"]
     lifted = counters - service  # [steps, clients] cumulative lifts
     jumps = np.diff(np.vstack([np.zeros((1, lifted.shape[1])), lifted]), axis=0)
