@@ -14,6 +14,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+MAX_CPU_BLOCKS = 100_000_000  # the most CPU swap blocks a config may have (num_cpu_blocks)
+
 
 class Policy(enum.StrEnum):
     """Waiting-queue orders. ``fcfs`` and ``priority`` are vLLM's; the rest are teaching extensions."""
@@ -233,7 +235,7 @@ class EngineConfig:
                 raise ValueError(f"{name}: must be true or false, got {getattr(self, name)!r}")
         # (vLLM's range, [0, 1): near 1 nothing is admitted while anything runs, which the runs then show)
         check_float("watermark", self.watermark, 0.0, 1.0, hi_open=True)
-        check_int("num_cpu_blocks", self.num_cpu_blocks, 0, 100_000_000)
+        check_int("num_cpu_blocks", self.num_cpu_blocks, 0, MAX_CPU_BLOCKS)
         check_int("disconnect_detect_delay_steps", self.disconnect_detect_delay_steps, 0)
         check_int("timeout_steps", self.timeout_steps, 0)
         check_float("prediction_error_sigma", self.prediction_error_sigma, 0.0, 5.0)

@@ -16,7 +16,7 @@ from sim.scenario import Scenario
 from sim.workload import WorkloadSpec, generate
 
 from .controls import Knob
-from .wording import count, fmt_gib
+from .wording import count, fmt_binary_size, fmt_gib, plain
 
 _BUDGETS = (256, 512, 1024, 2048, 4096, 8192, 16384)
 
@@ -42,10 +42,10 @@ def apply_engine(config: EngineConfig, values: dict[str, Any]) -> EngineConfig:
 
 def pool_caption(config: EngineConfig) -> str:
     gib = gib_for_blocks(config.num_blocks, config.model, config.block_size)
-    per_block_mib = config.block_bytes / 2**20
-    return (f"KV pool: **{count(config.num_blocks, 'block')} = {fmt_gib(gib)}** ({per_block_mib:g} MiB per block "
-            f"of {count(config.block_size, 'token')}, {config.model.name}: "
-            f"{config.model.kv_bytes_per_token // 1024} KiB per token)")
+    return (f"KV pool: **{count(config.num_blocks, 'block')} = {fmt_gib(gib)}** "
+            f"({fmt_binary_size(config.block_bytes)} per block of {count(config.block_size, 'token')}, "
+            f"{plain(config.model.name, 60)}: "
+            f"{fmt_binary_size(config.model.kv_bytes_per_token)} per token)")
 
 
 def workload_knobs(workload: WorkloadSpec) -> list[Knob]:

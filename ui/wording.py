@@ -31,11 +31,20 @@ def fmt_fixed(value: float, decimals: int = 2) -> str:
 
 
 def fmt_gib(gib: float) -> str:
-    """A memory size given in GiB, for people: "1.95 GiB", three digits under 1 GiB ("0.125 GiB"), or in MiB
-    below 0.1 GiB ("64 MiB", "0.125 MiB")."""
+    """A memory size given in GiB, for people: "1.95 GiB", three digits under 1 GiB ("0.125 GiB"), or in the unit
+    that fits below 0.1 GiB ("64 MiB", "0.125 MiB", "128 KiB", "96 B")."""
     if gib >= 1:
         return f"{fmt_fixed(gib)} GiB"
-    return f"{gib:.3g} GiB" if gib >= 0.1 else f"{gib * 1024:,.3g} MiB"
+    return f"{gib:.3g} GiB" if gib >= 0.1 else fmt_binary_size(gib * 2**30)
+
+
+def fmt_binary_size(num_bytes: float) -> str:
+    """A memory size for people, in the binary unit that fits: "96 B", "128 KiB", "2 MiB", "1.5 GiB" (three
+    significant digits; any model size, a one-layer toy's 2 bytes a token included)."""
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if num_bytes >= size:
+            return f"{num_bytes / size:,.3g} {unit}"
+    return f"{num_bytes:,.0f} B" if num_bytes >= 1 else f"{num_bytes:.3g} B"
 
 
 def pct_change(before: float, after: float) -> str:

@@ -169,3 +169,18 @@ def test_a_one_run_preset_names_the_policy_it_runs():
     labels = [m.label for m in at.metric]
     assert "priority: preemptions" in labels and "FCFS: preemptions" not in labels
     assert "FCFS: preemptions" in [m.label for m in open_page(PAGE, {"preset": "sizing"}).metric]
+
+
+def test_an_uploaded_toy_model_runs_and_its_sizes_read_in_bytes():
+    # One layer, one KV head of dimension 1, one byte a value: 2 bytes a token, 32 a block. The swap knob's
+    # default 4 GiB is ~134 million such blocks, past the engine's limit: it is capped, not an "Invalid setting".
+    uploaded = {"name": "toy model", "config": {"num_blocks": 16, "block_size": 16, "max_num_seqs": 4,
+                                                 "model": {"name": "toy", "num_layers": 1, "num_kv_heads": 1,
+                                                           "head_dim": 1, "dtype_bytes": 1}},
+                "requests": [{"id": f"r{i}", "arrival_step": 0, "prompt_len": 40, "output_len": 60}
+                             for i in range(4)]}
+    at = open_page(PAGE, session={"preemption.uploaded": uploaded})
+    assert_clean(at)
+    assert not at.error
+    captions = " ".join(c.value for c in at.sidebar.caption)
+    assert "32 B per block of 16 tokens" in captions and "toy: 2 B per token" in captions

@@ -27,7 +27,7 @@ def test_pool_caption_counts_blocks_and_tokens_in_the_right_number():
     from ui.knobs import pool_caption
 
     assert pool_caption(EngineConfig(num_blocks=1, block_size=1)).startswith(
-        "KV pool: **1 block = 0.125 MiB** (0.125 MiB per block of 1 token")
+        "KV pool: **1 block = 128 KiB** (128 KiB per block of 1 token")
     assert pool_caption(EngineConfig(num_blocks=999)).startswith("KV pool: **999 blocks = 1.95 GiB** (2 MiB per block "
                                                                  "of 16 tokens")
 
@@ -48,3 +48,11 @@ def test_plain_text_is_escaped_cut_and_never_links_by_itself():
     assert plain("$x$ :red[r] WWW.e.com a@e.com") == f"\\$x\\$ \\:{zw}red\\[r\\] WWW{zw}.e.com a@{zw}e.com"
     assert plain("one\ntwo   three") == "one two three"
     assert plain("x" * 500, limit=10) == "x" * 10 + "…"
+
+
+def test_sizes_of_any_model_read_in_a_unit_that_fits():
+    from ui.wording import fmt_binary_size, fmt_gib
+
+    assert [fmt_binary_size(n) for n in (2, 1023, 1024, 131_072, 2**21, 3 * 2**29)] == [
+        "2 B", "1,023 B", "1 KiB", "128 KiB", "2 MiB", "1.5 GiB"]
+    assert fmt_gib(2 / 2**30) == "2 B" and fmt_gib(1.5) == "1.50 GiB"

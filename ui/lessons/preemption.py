@@ -22,7 +22,17 @@ from typing import Any
 import numpy as np
 
 from sim import metrics
-from sim.config import GIB, MODELS, CostModel, EngineConfig, cdiv, field_help, gib_for_blocks, num_blocks_for_gib
+from sim.config import (
+    GIB,
+    MAX_CPU_BLOCKS,
+    MODELS,
+    CostModel,
+    EngineConfig,
+    cdiv,
+    field_help,
+    gib_for_blocks,
+    num_blocks_for_gib,
+)
 from sim.engine import SimulationError, simulate
 from sim.events import EventKind
 from sim.preemption_metrics import Preemption, PreemptionCost, PreemptionKind, blocks_held, preemption_cost, preemptions
@@ -34,7 +44,7 @@ from sim.trace import Trace
 from ..controls import Knob
 from ..knobs import engine_knobs as shared_engine_knobs
 from ..lesson import Run as LessonRun
-from ..wording import count, event_line, fmt_fixed, fmt_gib, join_and, pct_change
+from ..wording import count, event_line, fmt_binary_size, fmt_fixed, fmt_gib, join_and, pct_change
 
 LESSON = "preemption"
 QUESTION = (
@@ -82,8 +92,8 @@ def engine_knobs(config: EngineConfig) -> list[Knob]:
     top = max(4 * gib, 8 * config.block_bytes / GIB)
     step, fmt = _gib_slider(gib, top)
     models = tuple(MODELS) + (("scenario",) if model_key(config) == "scenario" else ())
-    labels = {k: f"{m.name} ({m.kv_bytes_per_token // 1024} KiB per token)" for k, m in MODELS.items()}
-    labels["scenario"] = f"{config.model.name} ({config.model.kv_bytes_per_token // 1024} KiB per token)"
+    labels = {k: f"{m.name} ({fmt_binary_size(m.kv_bytes_per_token)} per token)" for k, m in MODELS.items()}
+    labels["scenario"] = f"{config.model.name[:60]} ({fmt_binary_size(config.model.kv_bytes_per_token)} per token)"
     sizes = tuple(sorted({*BLOCK_SIZES, config.block_size}))
     shared = [k for k in shared_engine_knobs(config) if k.key != "num_blocks"]
     return [
@@ -184,7 +194,9 @@ def apply(config: EngineConfig, engine: dict[str, Any], own: dict[str, Any], swa
         "model": model, "block_size": block_size,
         "num_blocks": max(1, num_blocks_for_gib(float(engine["pool_gib"]), model, block_size)),
         "max_num_seqs": int(engine["max_num_seqs"]), "max_num_batched_tokens": int(engine["max_num_batched_tokens"]),
-        "num_cpu_blocks": (num_blocks_for_gib(float(swap["cpu_swap_gib"]), model, block_size)
+        # (capped at the engine's limit: a toy model's few bytes a block make GiBs into billions of blocks, more
+        # than any victim can fill)
+        "num_cpu_blocks": (min(num_blocks_for_gib(float(swap["cpu_swap_gib"]), model, block_size), MAX_CPU_BLOCKS)
                            if swap["cpu_swap_gib"] > 0 else 0),
         "cost": dataclasses.replace(config.cost, swap_bandwidth_gb_s=float(swap["swap_bandwidth_gb_s"]),
                                     swap_overhead_per_block_us=float(swap["swap_overhead_us"])),
@@ -337,8 +349,9 @@ def cost_caption(cost: PreemptionCost, config: EngineConfig, what: str) -> str:
         "this victim falls back to recompute.")
     per_layer = 2 * config.model.num_layers  # K and V of every layer: one copy each per block in vLLM V0
     return (
-        f"For {what}: {cost.num_tokens:,} tokens of KV at {config.model.kv_bytes_per_token // 1024} KiB per token. "
-        f"Swap copies whole blocks, {cost.num_blocks:,} copies of {config.block_bytes / 2**20:g} MiB each way: "
+        f"For {what}: {cost.num_tokens:,} tokens of KV at {fmt_binary_size(config.model.kv_bytes_per_token)} per "
+        f"token. Swap copies whole blocks, {cost.num_blocks:,} copies of {fmt_binary_size(config.block_bytes)} each "
+        f"way: "
         f"{fmt_fixed(cost.swap_transfer_ms)} ms at the peak {c.swap_bandwidth_gb_s:g} GB/s plus "
         f"{fmt_fixed(cost.swap_overhead_ms)} ms of per-copy overhead, an effective {cost.effective_gb_s:,.1f} GB/s "
         f"(smaller blocks, lower). vLLM's V0 engine, which had swap, copied each block layer by layer with K and V "
