@@ -15,14 +15,14 @@ import streamlit as st
 
 from sim import metrics
 from sim import scenario as scenario_io
-from sim.events import EventKind, RejectReason
+from sim.events import EventKind, RejectReason, describe
 from sim.scenario import Scenario, ScenarioError
 from sim.trace import SCHED_DECODE, SCHED_PREFILL, SCHED_PREFILL_DONE, SCHED_WASTED, Trace
 
 from . import runner
 from .page import table_height
 from .theme import ChartStyle
-from .wording import as_code, count, event_line
+from .wording import as_code, count, event_line, safe_ids
 
 _KIND_TEXT = {SCHED_PREFILL: "prefill chunk (no token yet)", SCHED_PREFILL_DONE: "prefill done, first/next token",
               SCHED_DECODE: "decode 1 token", SCHED_WASTED: "token for nobody (wasted)"}
@@ -234,15 +234,16 @@ def _show_step(scenario: Scenario, trace: Trace, step: int, style: ChartStyle) -
     with right:
         st.markdown("**Waiting queue after the step** (admission order, head first)")
         waiting = queues["waiting"]
-        st.write(", ".join(waiting[:40]) + (f" … and {len(waiting) - 40} more" if len(waiting) > 40 else "")
-                 if waiting else "empty")
+        st.markdown(", ".join(safe_ids(waiting[:40])) + (f" … and {len(waiting) - 40} more" if len(waiting) > 40
+                                                          else "") if waiting else "empty")
         if queues["swapped"]:
-            st.markdown("**Swapped to CPU:** " + ", ".join(queues["swapped"]))
-    arrivals = [trace.request_ids[e.row] for e in happened if e.kind is EventKind.ARRIVE]
+            st.markdown("**Swapped to CPU:** " + ", ".join(safe_ids(queues["swapped"])))
+    ids = safe_ids(trace.request_ids)  # (ids come from files: shown as typed, never as Markdown)
+    arrivals = [ids[e.row] for e in happened if e.kind is EventKind.ARRIVE]
     st.markdown("**Why** (the scheduler's decisions this step)")
-    swapped = set(queues["swapped"])
-    ids = trace.request_ids
-    lines = [f"- {event_line(ids[e.row], e.kind, trace.describe(e), swapped=ids[e.row] in swapped)}" for e in events]
+    swapped = set(safe_ids(queues["swapped"]))
+    lines = [f"- {event_line(ids[e.row], e.kind, describe(e, ids, trace.config), swapped=ids[e.row] in swapped)}"
+             for e in events]
     if arrivals:
         lines.insert(0, f"- arrived: {', '.join(arrivals)}")
     if not lines:

@@ -62,9 +62,16 @@ _EVENT_LABELS = {"arrive": "arrived", "resume": "resumed", "preempt": "preempted
 
 def event_line(request_id: str, kind: str, why: str, *, swapped: bool = False) -> str:
     """One trace event for people: "**D** preempted: KV pool full: ...". ``swapped``: a "blocked" event of a
-    request waiting in CPU memory (it is not in the waiting queue, so it is not "next in line")."""
+    request waiting in CPU memory (it is not in the waiting queue, so it is not "next in line"). The id, and any
+    id in ``why``, must be Markdown-safe already (``safe_ids``)."""
     label = "is not swapped back in yet" if kind == "blocked" and swapped else _EVENT_LABELS.get(kind)
     return f"**{request_id}** {label}: {why}" if label else f"**{request_id}** {why}"
+
+
+def safe_ids(ids: Sequence[str]) -> list[str]:
+    """Request (or client) ids from a file, made safe for a Markdown sentence (``plain``, cut to 40 characters):
+    "r12" stays "r12", "[x](https://...)" is shown as typed."""
+    return [plain(i, 40) for i in ids]
 
 
 def file_slug(*parts: str) -> str:

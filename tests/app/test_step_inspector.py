@@ -30,6 +30,9 @@ def _inspect(case: str, step: int | None = None) -> AppTest:
                                           R("M", 1, 10, 5, priority=0))),
                 "late": Scenario("late", EngineConfig(num_blocks=100), (R("only", 2, 8, 3),)),
                 "one_step": Scenario("one", EngineConfig(num_blocks=100), (R("x", 0, 8, 1),)),
+                # ids from a file are shown as typed: one slot, so the second waits behind the first at step 0
+                "markdown_ids": Scenario("md", EngineConfig(num_blocks=100, max_num_seqs=1),
+                                         (R("[a](https://e.com)", 0, 8, 2), R("**b**", 0, 8, 2))),
             }[case]
             label = case
         sections.step_inspector({label: (scenario, simulate(scenario.config, scenario.requests))}, "t",
@@ -88,3 +91,10 @@ def test_a_swapped_request_that_cannot_come_back_is_not_called_next_in_line():
     assert "copying KV blocks" not in at.markdown[0].value
     headline = _inspect("recompute_vs_swap", 102).markdown[0].value  # the swap-out: why the step is long
     assert "(from 621.3 ms to 632.9 ms, 11.62 ms long, 5.87 ms of it copying KV blocks between GPU and CPU)" in headline
+
+
+def test_request_ids_from_a_file_are_shown_as_typed_not_as_markdown():
+    at = _inspect("markdown_ids", step=0)
+    text = " ".join(m.value for m in at.markdown)
+    assert "\\[a\\]\\(https\\:\u200b//e.com\\)" in text  # escaped: no link is drawn
+    assert "- **\\*\\*b\\*\\*** is next in line" in text  # the id in bold, its own asterisks as typed

@@ -34,7 +34,7 @@ from sim.config import (
     num_blocks_for_gib,
 )
 from sim.engine import SimulationError, simulate
-from sim.events import EventKind
+from sim.events import EventKind, describe
 from sim.preemption_metrics import Preemption, PreemptionCost, PreemptionKind, blocks_held, preemption_cost, preemptions
 from sim.presets import Preset
 from sim.request import RequestStatus
@@ -44,7 +44,7 @@ from sim.trace import Trace
 from ..controls import Knob
 from ..knobs import engine_knobs as shared_engine_knobs
 from ..lesson import Run as LessonRun
-from ..wording import count, event_line, fmt_binary_size, fmt_fixed, fmt_gib, join_and, pct_change
+from ..wording import count, event_line, fmt_binary_size, fmt_fixed, fmt_gib, join_and, pct_change, safe_ids
 
 LESSON = "preemption"
 QUESTION = (
@@ -635,7 +635,8 @@ _STEP_EVENT_KINDS = (EventKind.PREEMPT, EventKind.SWAP_OUT, EventKind.RESUME, Ev
 
 def step_events(trace: Trace, step: int) -> list[str]:
     """What happened to requests in ``step``, one line each: "D preempted: KV pool full: ..."."""
-    return [event_line(trace.request_ids[e.row], e.kind, trace.describe(e)) for e in trace.events_at(step)
+    ids = safe_ids(trace.request_ids)  # (ids come from files: shown as typed, never as Markdown)
+    return [event_line(ids[e.row], e.kind, describe(e, ids, trace.config)) for e in trace.events_at(step)
             if e.kind in _STEP_EVENT_KINDS]
 
 
