@@ -386,7 +386,7 @@ class Engine:
             self.recorder.snapshots[step] = (kv.owner_map(), self._cached_free_mask())
         self.finish(step, done.finished)
         free_blocks_after, num_finished = kv.num_free_blocks, num_aborted + len(done.finished)
-        cached_free_blocks = int(self._cached_free_mask().sum()) if cfg.enable_prefix_caching else 0
+        cached_free_blocks = self._num_cached_free_blocks()
         # A StepRecord's fields as a plain tuple of the locals named after them, in field order (a test checks the
         # names): StepRecord(...) by keyword costs ~1 us a step, ~3% of a run, and even positionally ~0.4 us.
         record = (step_ms, swap_ms, num_running, num_waiting, num_swapped, num_scheduled, num_prefill_tokens,
@@ -417,6 +417,10 @@ class Engine:
             client_running=np.bincount(client_run, minlength=nc), client_output_tokens=output_tokens,
             client_prefill_tokens=prefill_tokens, client_counters=counters.copy(), client_service=service.copy())
 
+    def _num_cached_free_blocks(self) -> int:
+        """Free blocks still holding prefix-cache content (0 without prefix caching)."""
+        return int(self._cached_free_mask().sum()) if self.config.enable_prefix_caching else 0
+
     def _cached_free_mask(self) -> np.ndarray:
         pool = self.kv.pool
         return (pool.ref_cnt == 0) & (pool.block_hash != NO_HASH)
@@ -430,7 +434,7 @@ class Engine:
             num_wasted_tokens=0, used_blocks=kv.pool.num_used, kv_tokens=0, orphan_blocks=0, orphan_kv_tokens=0,
             cpu_blocks_used=s.num_cpu_blocks_used, num_preempted=0, num_admitted=0,
             free_blocks_after=kv.num_free_blocks, num_finished=0,
-            cached_free_blocks=int(self._cached_free_mask().sum()) if self.config.enable_prefix_caching else 0)
+            cached_free_blocks=self._num_cached_free_blocks())
         if self._scalar_client_values:  # (the shapes the busy steps record)
             none, counters, service = 0, s.vtc.counters.item(0), s.vtc.service.item(0)
         else:

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 
+from sim.config import cdiv
 from sim.events import EventKind
 from sim.trace import SCHED_DECODE, SCHED_PREFILL, SCHED_PREFILL_DONE, SCHED_WASTED, Trace
 
@@ -43,7 +44,7 @@ def engine_step(trace: Trace, step: int, queues: dict[str, list[str]], style: Ch
                                 strict=True)]
     _column(data, notes, _RUNNING_X, ran, [color[r] for r in ran], doing, size, "running")
     _blocks(data, notes, trace, step, color, block_columns, size)
-    rows = max(len(queues["waiting"]), len(ran), -(-trace.config.num_blocks // block_columns), 1)
+    rows = max(len(queues["waiting"]), len(ran), cdiv(trace.config.num_blocks, block_columns), 1)
     top = 1.2
     # Short header lines: the chart is often half a projector wide. The queue's header starts at its squares' left
     # edge (centred on them it ran off a narrow chart's left side).

@@ -18,6 +18,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from sim import fairness_metrics
+from sim.config import cdiv
 from sim.trace import Trace
 from ui import theme
 from ui.charts.layout import (
@@ -63,7 +64,7 @@ def _side_by_side(labels: Sequence[str], style: ChartStyle, *, title: str, x_tit
     The axes are laid out directly rather than with ``make_subplots``, which costs ~15 ms a figure."""
     n = max(len(labels), 1)
     cols = min(n, 3)
-    rows = -(-n // cols)
+    rows = cdiv(n, cols)
     gap_x, gap_y = 0.035, 0.16 if rows > 1 else 0.0
     width, tall = (1 - gap_x * (cols - 1)) / cols, (1 - gap_y * (rows - 1)) / rows
     layout: dict[str, Any] = {"annotations": []}

@@ -24,6 +24,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.subplots import make_subplots
 
+from sim.config import cdiv
 from sim.trace import Trace
 from ui import theme
 from ui.theme import ChartStyle
@@ -199,7 +200,7 @@ def downsample(
     n = len(x)
     if n <= max_points:
         return (x.copy(), *(np.asarray(y).copy() for y in ys))
-    size = -(-n // max_points)  # bucket length, steps
+    size = cdiv(n, max_points)  # bucket length, steps
     starts = np.arange(0, n, size)
     reduce = np.maximum.reduceat if how == "max" else np.add.reduceat
     counts = np.diff(np.append(starts, n))
@@ -220,7 +221,7 @@ def envelope(x: np.ndarray, y: np.ndarray, max_points: int = MAX_POINTS) -> tupl
     n = len(y)
     if n <= max_points:
         return x.copy(), y.copy()
-    size = -(-n // (max_points // 2))  # bucket length, steps
+    size = cdiv(n, max_points // 2)  # bucket length, steps
     starts = np.arange(0, n, size)
     rows = np.concatenate([y, np.full(len(starts) * size - n, np.nan)]).reshape(-1, size)  # one bucket a row
     missing = np.isnan(rows)

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 
+from sim.config import cdiv
 from sim.preemption_metrics import PreemptionCost
 from sim.trace import Trace
 from ui import theme
@@ -53,7 +54,7 @@ def aggregate_cells(codes: np.ndarray, per_cell: int) -> tuple[np.ndarray, np.nd
     """Group blocks ``per_cell`` at a time: (dominant code, its count, blocks in use) per cell, each [cells].
     The dominant code is the most frequent one in the cell; on a tie the largest code, so a request beats free."""
     n = len(codes)
-    cells = -(-n // per_cell)
+    cells = cdiv(n, per_cell)
     padded = np.full(cells * per_cell, EMPTY, dtype=np.int64)
     padded[:n] = codes
     grid = np.sort(padded.reshape(cells, per_cell), axis=1)
@@ -121,11 +122,11 @@ def block_map(trace: Trace, step: int, style: ChartStyle, *, title: str | None =
     recorded, owner, cached = snap
     codes = block_codes(owner, cached)
     n = len(codes)
-    per_cell = max(1, -(-n // max_cells))
+    per_cell = max(1, cdiv(n, max_cells))
     dominant, count, used = aggregate_cells(codes, per_cell)
     cells = len(dominant)
     cols = _grid_columns(cells, plot_px)
-    rows = -(-cells // cols)
+    rows = cdiv(cells, cols)
     victims = [r for r, steps in enumerate(trace.preempted_at_steps) if recorded in steps]
     freed = np.zeros(cells, dtype=bool)
     if per_cell == 1:
@@ -297,7 +298,7 @@ def _kv_by_request(trace: Trace, style: ChartStyle, parts: Sequence[tuple[str, i
     shape, note = pool_line(pool, unit, style)
     # Legend entries in two even columns (one per request would otherwise wrap into a tall single column in a
     # half-width chart and squeeze the plot); the chart grows by a row of legend beyond three.
-    legend_rows = -(-(len(series) + 2) // 2)
+    legend_rows = cdiv(len(series) + 2, 2)
     return data, styled_layout(style, title=title, x_title=time_title(x_unit), y_title=y_title,
                                height=420 + 22 * max(legend_rows - 3, 0), hovermode="x unified",
                                xaxis={"rangemode": "tozero"}, yaxis={"range": [0, pool * 1.12]},

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from sim import metrics
-from sim.config import EngineConfig, StopCheck, field_help
+from sim.config import EngineConfig, StopCheck, cdiv, field_help
 from sim.events import EventKind
 from sim.presets import Preset
 from sim.request import NO_STEP, RequestSpec, RequestStatus, StopType
@@ -168,7 +168,7 @@ def mb(tokens: float, config: EngineConfig) -> float:
 
 
 def blocks_for(tokens: int, config: EngineConfig) -> int:
-    return -(-int(tokens) // config.block_size)
+    return cdiv(int(tokens), config.block_size)
 
 
 def is_prompt_abort(config: EngineConfig) -> bool:
