@@ -25,8 +25,8 @@ class StepRecord(NamedTuple):
     """One engine step as the trace records it: the one declaration of the per-step columns (``Trace.steps``).
     Each field is a column, of the dtype its annotation names. Values describe the step as it ran (after
     scheduling, before finished requests free their blocks) unless the name says "after". Every path fills it by
-    name: the step loop and idle stretches build one per step, the fast-forward a [steps, fields] array indexed by
-    ``StepRecord._fields``."""
+    name: idle stretches by keyword, the busy step as a plain tuple of locals named after the fields (a test checks
+    the names), the fast-forward a [steps, fields] array indexed by ``StepRecord._fields``."""
     step_ms: np.float64  # duration of the step (cost model), swap transfers included
     swap_ms: np.float64  # part of step_ms spent copying blocks to or from CPU memory
     num_running: np.int32  # requests in the running batch
@@ -71,8 +71,8 @@ SCHED_WASTED = 3  # generated a token nobody reads (client gone, or past the ans
 
 
 class TraceRecorder:
-    """Collects the trace as the run goes. The step loop appends one StepRecord and one ClientRecord per step
-    (appending to a list is the cheapest thing a Python loop can do); a quiet
+    """Collects the trace as the run goes. The step loop appends one StepRecord and one ClientRecord per step, or
+    plain tuples of their fields in order (appending to a list is the cheapest thing a Python loop can do); a quiet
     stretch appends whole arrays (``append_block``). ``finish`` joins everything into arrays."""
 
     def __init__(self, num_clients: int):
@@ -88,7 +88,7 @@ class TraceRecorder:
         self._sched_counts: list[int] = []
         self.snapshots: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
-    def append(self, values: StepRecord, client_values: ClientRecord, sched_rows: np.ndarray, sched_tokens: np.ndarray,
+    def append(self, values: tuple, client_values: tuple, sched_rows: np.ndarray, sched_tokens: np.ndarray,
                sched_kind: np.ndarray) -> None:
         self._rows.append(values)
         self._client_rows.append(client_values)

@@ -195,17 +195,16 @@ def unservable_message(scenario: Scenario, trace: Trace) -> str:
         parts.append(f"{who(too_big, 'needs', 'need')} {up_to}{need:,} KV blocks at the longest (prompt + answer), "
                      f"more than the pool's {count(cfg.num_blocks, 'block')} ({cfg.num_blocks * cfg.block_size:,} "
                      f"tokens): enlarge the KV pool to run {'it' if len(too_big) == 1 else 'them'}")
+    def prompts(rows: list[int], over: str) -> str:
+        longest = max(scenario.requests[i].prompt_len for i in rows)
+        up_to = "" if len(rows) == 1 else "up to "
+        return f"{who(rows, 'has', 'have')} a prompt of {up_to}{longest:,} tokens, {over}"
+
     if too_long:
-        longest = max(scenario.requests[i].prompt_len for i in too_long)
-        up_to = "" if len(too_long) == 1 else "up to "
-        parts.append(f"{who(too_long, 'has', 'have')} a prompt of {up_to}{longest:,} tokens, more than the step's "
-                     f"token budget (max_num_batched_tokens {cfg.max_num_batched_tokens:,}), and chunked prefill "
-                     f"is off")
+        parts.append(prompts(too_long, f"more than the step's token budget (max_num_batched_tokens "
+                                       f"{cfg.max_num_batched_tokens:,}), and chunked prefill is off"))
     if over_len:
-        longest = max(scenario.requests[i].prompt_len for i in over_len)
-        up_to = "" if len(over_len) == 1 else "up to "
-        parts.append(f"{who(over_len, 'has', 'have')} a prompt of {up_to}{longest:,} tokens, longer than "
-                     f"max_model_len ({cfg.effective_max_model_len:,} tokens)")
+        parts.append(prompts(over_len, f"longer than max_model_len ({cfg.effective_max_model_len:,} tokens)"))
     rejected = len(too_big) + len(too_long) + len(over_len)
     verb = "was" if rejected == 1 else "were"
     return (f"**{rejected:,} of {count(n, 'request')} can never run on this engine and {verb} rejected on arrival**: "

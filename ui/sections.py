@@ -87,8 +87,8 @@ def _for_this_app(data: bytes) -> Scenario:
     if len(scenario.requests) > APP_MAX_REQUESTS:
         raise ScenarioError(f"it has {len(scenario.requests):,} requests, and this app runs at most "
                             f"{APP_MAX_REQUESTS:,}; {cli}")
-    stop = scenario.config.stop_check
-    tokens = sum(r.prompt_len + r.generated_len(stop) for r in scenario.requests)
+    stop, max_model_len = scenario.config.stop_check, scenario.config.effective_max_model_len
+    tokens = sum(r.prompt_len + r.generated_len(stop, max_model_len) for r in scenario.requests)
     if tokens > APP_MAX_TOKENS:
         raise ScenarioError(f"its requests hold {tokens:,} tokens (prompts plus answers), and this app runs at most "
                             f"{APP_MAX_TOKENS:,} a scenario; {cli}")

@@ -87,8 +87,12 @@ def file_slug(*parts: str) -> str:
 def as_code(text: str, limit: int = 80) -> str:
     """Text from outside (a link's value, a file's name) for a Markdown message: shown as code, so it cannot turn
     into a link or formatting, and cut to ``limit`` characters."""
-    cut = text[:limit] + ("…" if len(text) > limit else "")
-    return f"`{cut.replace('`', chr(39))}`"
+    return f"`{_cut(text, limit).replace('`', chr(39))}`"
+
+
+def _cut(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, with an ellipsis where it was cut."""
+    return text[:limit] + ("…" if len(text) > limit else "")
 
 
 # (the text sits inside a sentence, never at a line's start: "-", "+", "#" and "1." cannot start a list or heading)
@@ -101,6 +105,5 @@ def plain(text: str, limit: int = 300) -> str:
     every character Markdown, HTML, LaTeX or Streamlit's :directives: would act on is escaped (no link, image, tag
     or formula), an invisible zero-width space breaks what the renderer would turn into a link by itself (a bare
     URL, www., an e-mail address), line breaks become spaces, and it is cut to ``limit`` characters."""
-    cut = text[:limit] + ("…" if len(text) > limit else "")
-    escaped = _MARKDOWN_SPECIAL.sub(r"\\\1", " ".join(cut.split()))
+    escaped = _MARKDOWN_SPECIAL.sub(r"\\\1", " ".join(_cut(text, limit).split()))
     return _AUTOLINK.sub("\\1\u200b", escaped)
