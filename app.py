@@ -74,8 +74,9 @@ st.markdown(
     "exactly what you see (an uploaded scenario file is the one thing a link cannot carry).\n"
     "- **Figures for notes**: each chart's camera button saves a PNG at 3x resolution, or an SVG (choose under "
     "*Display* in the sidebar, next to **presentation mode** for projectors).\n"
-    "- **Step inspector**: each lesson can walk through a schedule step by step, with the reason for every "
-    "admission, refusal and preemption.\n"
+    "- **Step player**: each lesson plays its schedule step by step (play, pause, step, jump to the next "
+    "decision; arrow keys and space), with the batch, the queue, the KV pool and the reason for every admission, "
+    "refusal and preemption; a cursor moves on every chart, and the step is in the link.\n"
     "- **Scenarios** download as JSON, can be edited and uploaded again, and run from the command line with "
     "`python -m sim run scenario.json`."
 )

@@ -44,6 +44,7 @@ page.notice(lesson.notices(runs, unit) + lesson.sigma_notice(
     if sigma_sweep and sigma_sweep.is_complete else None))
 
 st.subheader("Who ran when")
+lp.player(runs, unit)
 longest = lesson.longest_wait(runs[0].trace)
 # Outlined in the first run's chart: the head-of-line blockers, or (behind a stream, as under SJF) the request
 # that waited longest. No notes beside the bars: they would narrow this chart against its neighbours.
@@ -52,16 +53,16 @@ outlined = [] if longest is None else [who for who, _ in longest.blockers] or [l
 payers = {run.label: run.trace.request_ids[price.row] for run in runs[1:]
           if (price := lesson.price_payer(runs[0], run, unit)) is not None}
 x_max = charts.time_extent([run.trace for run in runs], unit)
-
-
-def draw_gantt(label: str) -> None:
-    run = next(r for r in runs if r.label == label)
-    highlight = outlined if run is runs[0] else [payers[label]] if label in payers else []
-    fig = charts.gantt(run.trace, style, x_unit=unit, title=f"{label}", highlight_ids=highlight, x_max=x_max)
-    page.show_chart(fig, f"gantt-{label}", style)
-
-
-page.grid([run.label for run in runs], draw_gantt, columns=2 if len(runs) <= 4 else 3)
+columns = 2 if len(runs) <= 4 else 3
+page.run_grid(runs, lambda run: charts.gantt(
+    run.trace, style, x_unit=unit, title=run.label, x_max=x_max,
+    highlight_ids=outlined if run is runs[0] else [payers[run.label]] if run.label in payers else []),
+    "gantt", style, unit, columns)
+st.subheader("Who holds the KV cache")
+st.caption("Blocks in use during each step: a long request admitted first holds its blocks, and its batch slot, "
+           "until its last token.")
+page.run_grid(runs, lambda run: charts.kv_occupancy(run.trace, style, x_unit=unit, title=f"{run.label}: KV cache "
+                                                    "in use"), "kv", style, unit, columns)
 
 left, right = st.columns(2)
 with left:
@@ -69,7 +70,7 @@ with left:
                     "finish-time-distribution", style)
 with right:
     page.show_chart(charts.queue_and_batch({run.label: run.trace for run in runs}, style, x_unit=unit),
-                    "queue-and-batch", style)
+                    "queue-and-batch", style, cursor_runs=[run.label for run in runs], x_unit=unit)
 
 if sigma_sweep is not None:
     st.subheader("Prediction error: from SJF toward FCFS")

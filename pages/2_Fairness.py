@@ -83,18 +83,28 @@ if weight_sweep is not None:
         chosen=vtc_scenario.config.output_weight), "output-weight-sweep", style))
 
 traces = {run.label: run.trace for run in runs}
+labels, panels = list(traces), [f"x{i + 1 if i else ''}" for i in range(len(traces))]  # one panel per policy
+st.subheader("Who ran when, coloured by client")
+lp.player(runs, unit)
+page.pick_one(f"{lesson.LESSON}.gantt_policy", labels, lambda label: page.show_chart(
+    charts.gantt(traces[label], style, x_unit=unit, title=f"{label}: each request over time", color_by="client"),
+    f"gantt-{label}", style, key="chart-gantt", cursor_runs=[label], x_unit=unit))
+st.subheader("Who holds the KV cache")
+page.run_grid(runs, lambda run: charts.kv_occupancy(run.trace, style, by="client", x_unit=unit,
+                                                    title=f"{run.label}: KV cache per client"), "kv", style, unit)
 st.subheader("Virtual token counters")
 st.caption(lesson.COUNTERS_CAPTION)
-page.show_chart(fairness_charts.counters_by_policy(traces, style, x_unit=unit), "counters", style)
+page.show_chart(fairness_charts.counters_by_policy(traces, style, x_unit=unit), "counters", style,
+                cursor_runs=labels, x_unit=unit, cursor_axes=panels)
 
 st.subheader("Service per client over time")
 page.show_chart(fairness_charts.client_rates_by_policy(traces, style, window_steps=own["window"], x_unit=unit),
-                "tokens-per-client", style)
+                "tokens-per-client", style, cursor_runs=labels, x_unit=unit, cursor_axes=panels)
 
 left, right = st.columns(2)
 with left:
     page.show_chart(fairness_charts.total_throughput(traces, style, window_steps=own["window"], x_unit=unit),
-                    "total-throughput", style)
+                    "total-throughput", style, cursor_runs=labels, x_unit=unit)
 with right:
     page.show_chart(charts.latency_by_client(traces, style, unit="ms", colors=fairness_charts.policy_colors(traces)),
                     "latency-per-client", style)
@@ -104,25 +114,8 @@ if pair:
     st.subheader("The fairness bound")
     st.caption(lesson.BOUND_CAPTION)
     page.show_chart(fairness_charts.service_gap_chart(traces, style, a=pair[0], b=pair[1], x_unit=unit,
-                                                      precomputed=lesson.gap_inputs(runs)), "service-gap", style)
-
-st.subheader("Who ran when, coloured by client")
-
-
-@st.fragment
-def gantt() -> None:
-    """One policy at a time, full width: switching reruns only this section."""
-    key = f"{lesson.LESSON}.gantt_policy"
-    if st.session_state.get(key) not in traces:
-        st.session_state[key] = next(iter(traces))
-    label = st.segmented_control("Policy", list(traces), key=key, help="Which run's schedule to draw.") or \
-        next(iter(traces))
-    fig = charts.gantt(traces[label], style, x_unit=unit, title=f"{label}: each request over time",
-                       color_by="client")
-    page.show_chart(fig, f"gantt-{label}", style, key="chart-gantt")
-
-
-gantt()
+                                                      precomputed=lesson.gap_inputs(runs)), "service-gap", style,
+                    cursor_runs=labels, x_unit=unit)
 
 st.subheader("Metrics")
 page.show_table(lesson.policy_table(runs), style, index=True)

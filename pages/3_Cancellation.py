@@ -42,20 +42,14 @@ page.notice(lesson.notices(runs, story, unit))
 
 st.subheader("KV memory: who is it for?")
 page.show_chart(cancel_charts.kv_for_nobody({run.label: run.trace for run in runs}, style, x_unit=unit),
-                "kv-for-nobody", style)
+                "kv-for-nobody", style, cursor_runs=[run.label for run in runs], x_unit=unit)
 
 st.subheader("Who ran when")
+lp.player(runs, unit, start_step=lesson.inspector_step)
 x_max = charts.time_extent([run.trace for run in runs], unit)
-
-
-def draw_gantt(label: str) -> None:
-    run = next(r for r in runs if r.label == label)
-    fig = charts.gantt(run.trace, style, x_unit=unit, title=label, highlight_ids=lesson.gantt_notes(run, story),
-                       x_max=x_max)
-    page.show_chart(fig, f"gantt-{label}", style)
-
-
-page.grid([run.label for run in runs], draw_gantt, columns=lesson.gantt_columns(runs))
+page.run_grid(runs, lambda run: charts.gantt(run.trace, style, x_unit=unit, title=run.label, x_max=x_max,
+                                             highlight_ids=lesson.gantt_notes(run, story)),
+              "gantt", style, unit, lesson.gantt_columns(runs))
 
 st.subheader("What the waste costs")
 page.show_chart(cancel_charts.waste_bars(summaries, style, styles=styles), "work-for-nobody", style)
@@ -66,9 +60,9 @@ with cols[0]:
 with cols[-1]:
     page.show_chart(charts.queue_and_batch({run.label: run.trace for run in runs}, style, x_unit=unit,
                                            colors={label: color for label, (color, _) in styles.items()}),
-                    "queue-and-batch", style)
+                    "queue-and-batch", style, cursor_runs=[run.label for run in runs], x_unit=unit)
 
 st.subheader("Metrics")
 page.show_metrics(summaries, style, ("served", "aborted", "wasted", "wasted_gpu", "goodput", "throughput", "peak_kv"))
 
-lp.footer(runs, start_step=lesson.inspector_step)
+lp.footer(runs)

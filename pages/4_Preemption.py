@@ -39,16 +39,13 @@ page.notice(lesson.notices(runs))
 def show_timeline() -> None:
     st.subheader("Who was evicted, and when")
     st.caption("Red triangles: a preemption; green (or purple) triangles: the request came back, re-prefilled "
-               "(or copied back from CPU memory). Hover a triangle for the details.")
+               "(or copied back from CPU memory). Hover a triangle for the details. The player shows the pool "
+               "block by block at each step.")
+    lp.player(runs, unit, block_map=True)
     x_max = time_extent([r.trace for r in runs], unit)
-
-    def draw(label: str) -> None:
-        run = next(r for r in runs if r.label == label)
-        fig = charts.gantt_with_resumes(run.trace, style, notes=lesson.gantt_notes(run.preempted), x_unit=unit,
-                                        title=label, x_max=x_max)
-        page.show_chart(fig, f"preemption-gantt-{label}", style)
-
-    page.grid(labels, draw, columns=columns)
+    page.run_grid(runs, lambda run: charts.gantt_with_resumes(
+        run.trace, style, notes=lesson.gantt_notes(run.preempted), x_unit=unit, title=run.label, x_max=x_max),
+        "preemption-gantt", style, unit, columns)
 
 
 def show_kv() -> None:
@@ -58,56 +55,9 @@ def show_kv() -> None:
                    "pool (they do not count against the pool line).")
     view = KnobPanel(f"{lesson.LESSON}.kv", lesson.KV_VIEW_KNOBS, lp.scope).render(st.container(horizontal=True))
 
-    def draw(label: str) -> None:
-        run = next(r for r in runs if r.label == label)
-        parts = lesson.kv_parts(run.trace) if view["kv_by"] == "request" else ()
-        fig = charts.kv_over_time(run.trace, style, by=view["kv_by"], x_unit=unit, unit=view["kv_unit"], parts=parts,
-                                  title=f"{label}: KV cache in use")
-        page.show_chart(fig, f"preemption-kv-{label}", style)
-
-    page.grid(labels, draw, columns=columns)
-
-
-def show_block_map() -> None:
-    st.subheader("The block map, step by step")
-    st.caption("Each square is one KV block, coloured by the request holding it; pale red with a cross: a block a "
-               "preemption gave up in this very step. Drag the slider (only the maps rerun) or jump between "
-               "preemptions and resumes.")
-    traces = [run.trace for run in runs]
-    events = lesson.event_steps(traces)
-    panel = KnobPanel(f"{lesson.LESSON}.map", [lesson.map_step_knob(traces)],
-                      f"{lp.scope}|{runner.scenario_key(scenario)}")
-    state_key = panel.state_key(panel.knobs[0])
-
-    def jump(direction: int) -> None:
-        target = lesson.neighbour_event(events, st.session_state[state_key], direction)
-        if target is not None:
-            st.session_state[state_key] = target
-
-    @st.fragment
-    def block_map() -> None:
-        row = st.container(horizontal=True, vertical_alignment="bottom")  # buttons as wide as their labels
-        row.button("Prev", key=f"{lesson.LESSON}.map.prev", on_click=jump, args=(-1,), width="content",
-                   icon=":material/skip_previous:", help="Jump to the previous preemption or resume")
-        row.button("Next", key=f"{lesson.LESSON}.map.next", on_click=jump, args=(1,), width="content",
-                   icon=":material/skip_next:", help="Jump to the next preemption or resume")
-        step = panel.render(row)["map_step"]  # the slider takes the rest of the row
-
-        def draw(label: str) -> None:
-            run = next(r for r in runs if r.label == label)
-            if step >= run.trace.num_steps:
-                st.info(f"{label}: every request had finished by step {run.trace.num_steps - 1:,}.")
-                return
-            partial = runner.run_until(run.scenario, step, lesson.map_steps_for(run.trace, step))
-            page.show_chart(charts.block_map(partial, step, style, plot_px=1000 if columns == 1 else 480),
-                            f"preemption-block-map-{label}-step-{step}", style, key=f"block-map-{label}")
-            lines = lesson.step_events(run.trace, step)
-            st.markdown(f"**{label}**, step {step:,}:\n" + ("\n".join(f"- {line}" for line in lines) if lines
-                                                             else "\n- no admission, preemption or finish"))
-
-        page.grid(labels, draw, columns=columns)
-
-    block_map()
+    page.run_grid(runs, lambda run: charts.kv_over_time(
+        run.trace, style, by=view["kv_by"], x_unit=unit, unit=view["kv_unit"], title=f"{run.label}: KV cache in use",
+        parts=lesson.kv_parts(run.trace) if view["kv_by"] == "request" else ()), "preemption-kv", style, unit, columns)
 
 
 def show_cost() -> None:
@@ -179,7 +129,7 @@ def show_sweep() -> None:
     page.notice(lesson.sweep_notices(sweep, pool, config.max_num_seqs))
 
 
-SECTIONS = {"timeline": show_timeline, "kv": show_kv, "block_map": show_block_map, "cost": show_cost,
+SECTIONS = {"timeline": show_timeline, "kv": show_kv, "cost": show_cost,
             "hits": show_hits, "sweep": show_sweep}
 for name in lesson.section_order(preset):
     SECTIONS[name]()

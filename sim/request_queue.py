@@ -19,6 +19,7 @@ keyed orders (as vLLM's priority queue), the front of its client's queue for VTC
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections import deque
 from collections.abc import Callable
 
@@ -53,9 +54,9 @@ class RequestQueue:
     def remove(self, row: int) -> None:
         self._dq.remove(row)
 
-    def order(self) -> list[int]:
-        """Rows in the order they would be admitted if nothing changed."""
-        return list(self._dq)
+    def order(self, limit: int | None = None) -> list[int]:
+        """Rows in the order they would be admitted if nothing changed (the first ``limit`` of them)."""
+        return list(self._dq if limit is None else itertools.islice(self._dq, limit))
 
     def on_step(self, step: int) -> list[int]:
         """Called before admission each step (time-driven orders use it); returns the rows it promoted."""
@@ -143,9 +144,11 @@ class KeyedQueue(RequestQueue):
         else:
             self._promoted.remove(row)
 
-    def order(self) -> list[int]:
-        live = sorted(e for e in self._heap if self._entry[e[-1]] == e[-2])
-        return list(self._promoted) + [e[-1] for e in live]
+    def order(self, limit: int | None = None) -> list[int]:
+        live = (e for e in self._heap if self._entry[e[-1]] == e[-2])
+        first = list(self._promoted if limit is None else itertools.islice(self._promoted, limit))
+        rest = sorted(live) if limit is None else heapq.nsmallest(max(limit - len(first), 0), live)
+        return first + [e[-1] for e in rest]
 
     def on_step(self, step: int) -> list[int]:
         promoted: list[int] = []
@@ -232,13 +235,14 @@ class VTCQueue(RequestQueue):
         if not self._queues[c]:
             self._last_left = c
 
-    def order(self) -> list[int]:
+    def order(self, limit: int | None = None) -> list[int]:
         """Rows in the order they would be admitted if nothing else changed: each admission charges its prompt
-        to its client's counter, so the next pick may be another client's (counters also move as tokens flow)."""
+        to its client's counter, so the next pick may be another client's (counters also move as tokens flow).
+        ``limit``: only the first that many."""
         counters = self._counters.copy()
         queues = [deque(q) for q in self._queues]
         rows: list[int] = []
-        for _ in range(self._size):
+        for _ in range(self._size if limit is None else min(self._size, limit)):
             c = min((c for c, q in enumerate(queues) if q), key=lambda c: (counters[c], queues[c][0]))
             row = queues[c].popleft()
             if self._first_scheduled_step.item(row) == NO_STEP:  # a resumed request was charged the first time

@@ -98,6 +98,13 @@ class TraceRecorder:
         self._sched_counts.append(len(sched_rows))
         self.num_steps += 1
 
+    def last_step_rows(self) -> np.ndarray:
+        """The rows the last recorded step scheduled (empty if it scheduled none): the step just run, when the
+        engine advances one step at a time (sim/playback.py)."""
+        if not self._sched_counts or not self._sched_counts[-1]:
+            return np.zeros(0, dtype=np.int64)
+        return self._sched_rows[-1][-self._sched_counts[-1]:]
+
     def append_idle(self, num_steps: int, values: StepRecord, client_values: ClientRecord) -> None:
         """``num_steps`` steps in which nothing ran (the clock ticks one base step each)."""
         self._rows.extend([values] * num_steps)

@@ -2,7 +2,8 @@
 engine and the workload, and the runs of the policy variants it compares.
 
 A page is then: ``lp = open_lesson(...)``, its knobs (``lp.panel(...)``), ``lp.show_changes()`` once the sidebar
-is drawn, ``run_variants(...)``, its charts and notices, and ``lp.footer(runs)``.
+is drawn, ``run_variants(...)``, the step player (``lp.player(runs, unit)``) beside its Gantt charts, its other
+charts and notices, and ``lp.footer(runs)``.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from sim.scenario import Scenario
 from sim.trace import Trace
 from sim.workload import WorkloadSpec
 
-from . import knobs, page, runner, sections
+from . import knobs, page, player, runner, sections
 from .controls import Knob, KnobPanel, preset_picker
 from .theme import ChartStyle
 from .wording import count, file_slug, join_and, plain
@@ -47,6 +48,7 @@ class LessonPage:
     started_s: float  # time.perf_counter() when this rerun of the page began (a sweep's time budget counts from it)
     changes_slot: Any = None  # a place under the preset's description for show_changes()
     panels: list[tuple[KnobPanel, str]] = field(default_factory=list)  # the sidebar panels so far (and whose)
+    deferred: list[Callable[[], None]] = field(default_factory=list)  # drawn last, in their slots (the player)
 
     def panel(self, title: str, key: str, knob_list: list[Knob]) -> dict[str, Any]:
         """A titled group of knobs in the sidebar; returns their values."""
@@ -78,21 +80,25 @@ class LessonPage:
                       on_click=_reset_panels, args=(tuple(p for p, _ in self.panels),), icon=":material/undo:",
                       width="content")
 
-    def footer(self, runs: Sequence[Run], start_step: Callable[[Trace], int] | None = None) -> None:
-        """The end of every lesson page: the step inspector, then each run's scenario and trace to download."""
+    def player(self, runs: Sequence[Run], unit: str, *, block_map: bool = False,
+               start_step: Callable[[Trace], int] | None = None) -> None:
+        """The step player for the runs compared (``ui/player.py``), here on the page: one step drives every column
+        and every chart shown with ``cursor_runs``. ``start_step(trace)``: where it starts on a fresh preset. It is
+        filled in by ``footer()``, after the charts: re-running the queues for it never delays them."""
+        slot = st.container()
+        self.deferred.append(lambda: player.show(runs, self.preset.lesson, unit, scope=self.scope,
+                                                 block_map=block_map, start_step=start_step, container=slot))
+
+    def footer(self, runs: Sequence[Run]) -> None:
+        """The end of every lesson page: each run's scenario and trace to download; then the step player."""
         lesson = self.preset.lesson
-        st.subheader("Step inspector")
-        # Opt-in: showing the queue at a step re-runs the engine up to it, which costs nothing while this is off.
-        if st.toggle("Walk through the schedule step by step", key=f"{lesson}.inspector",
-                     help="Pick a step: who ran with how many tokens, the waiting queue in order, and why each "
-                          "request was admitted, refused or preempted."):
-            sections.step_inspector({run.label: (run.scenario, run.trace) for run in runs}, lesson, self.style,
-                                    start_step=start_step, scope=self.scope)
         st.subheader("Take it with you")
         for run in runs:
             st.caption(run.label)
             sections.downloads(run.scenario, run.trace, file_slug(self.style.file_prefix, run.label),
                                key=f"{lesson}.{run.label}")
+        for draw in self.deferred:
+            draw()
 
     def workload(self, lesson: str, workload: WorkloadSpec | None = None) -> WorkloadSpec | None:
         """The shared workload knobs for a generated workload (``workload``, default the base scenario's)."""

@@ -77,9 +77,15 @@ def setup(title: str) -> ChartStyle:
     return ChartStyle(presentation=values["present"], export_format=values["export"])
 
 
-def show_chart(fig: go.Figure, name: str, style: ChartStyle, key: str | None = None) -> None:
+def show_chart(fig: go.Figure, name: str, style: ChartStyle, key: str | None = None, *,
+               cursor_runs: Sequence[str] = (), x_unit: str = "steps", cursor_axes: Sequence[str] = ()) -> None:
     """Render a figure; its camera button downloads ``<style.file_prefix>-<name>.png`` (or .svg), e.g.
-    ``scheduler-lab-queueing-busy_server-gantt-FCFS.png``."""
+    ``scheduler-lab-queueing-busy_server-gantt-FCFS.png``. ``cursor_runs``: the runs (by label) whose steps the
+    figure's x axis shows, in ``x_unit`` (steps or ms): the step player draws its cursor there for each; on the
+    x axis ``cursor_axes[i]`` ("x2") for run i when the figure has a panel per run."""
+    if cursor_runs:
+        cursor = {"runs": list(cursor_runs), "unit": x_unit, **({"axes": list(cursor_axes)} if cursor_axes else {})}
+        fig.update_layout(meta={"cursor": cursor})
     # theme=None: the figure's own fonts and colours (Streamlit's theme would grey and shrink the tick labels).
     st.plotly_chart(fig, config=plotly_config(file_slug(style.file_prefix, name), style), key=key or f"chart-{name}",
                     theme=None)
@@ -136,6 +142,32 @@ def grid(labels: Sequence[str], draw: Callable[[str], None], columns: int = 2) -
         for col, label in zip(cols, labels[start : start + columns], strict=False):
             with col:
                 draw(label)
+
+
+def run_grid(runs: Sequence[Any], build: Callable[[Any], go.Figure], name: str, style: ChartStyle, x_unit: str,
+             columns: int = 2) -> None:
+    """One chart per run (``build(run)``, each run with a ``label``), side by side, each with the step player's
+    cursor on that run's steps; saved as ``<name>-<label>``."""
+    by_label = {run.label: run for run in runs}
+
+    def draw(label: str) -> None:
+        show_chart(build(by_label[label]), f"{name}-{label}", style, cursor_runs=[label], x_unit=x_unit)
+
+    grid(list(by_label), draw, columns=columns)
+
+
+def pick_one(key: str, labels: Sequence[str], draw: Callable[[str], None], what: str = "Policy",
+             help: str = "Which run's chart to draw.") -> None:
+    """One run at a time, full width, picked with a row of buttons: switching reruns only this section (a
+    fragment); the pick is kept in the session under ``key``."""
+
+    @st.fragment
+    def _picked() -> None:
+        if st.session_state.get(key) not in labels:
+            st.session_state[key] = labels[0]
+        draw(st.segmented_control(what, list(labels), key=key, help=help) or labels[0])
+
+    _picked()
 
 
 def guarded(fn: Callable[[], Any], on_stop: Callable[[], None] | None = None) -> Any:

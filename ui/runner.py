@@ -7,7 +7,6 @@ is passed unhashed (leading underscore).
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import hashlib
 import threading
@@ -18,7 +17,7 @@ from typing import Any
 import streamlit as st
 
 from sim import SimulationError, metrics, presets
-from sim.engine import Engine, queues_after_step, simulate
+from sim.engine import queues_after_step, simulate
 from sim.scenario import Scenario
 from sim.trace import Trace
 
@@ -155,7 +154,8 @@ def _queues(key: str, _scenario: Scenario, step: int) -> dict[str, list[str]]:
 
 
 def queues_at(scenario: Scenario, step: int) -> dict[str, list[str]]:
-    """Waiting queue (admission order), running list and swapped queue at the end of ``step`` (cached)."""
+    """Waiting queue (admission order), running list and swapped queue at the end of ``step`` (cached): the home
+    page's picture of one step."""
     return _queues(scenario_key(scenario), scenario, step)
 
 
@@ -192,23 +192,3 @@ def measure(scenario: Scenario, fn: Callable[..., Any], *args: Any, trace: Trace
 def presets_for(lesson: str) -> list[presets.Preset]:
     """A lesson's presets (cached: building them generates every preset's workload, ~20 ms a rerun)."""
     return presets.presets_for(lesson)
-
-
-@st.cache_data(max_entries=256, show_spinner=False)
-def _run_until(key: str, _scenario: Scenario, step: int, map_steps: tuple[int, ...]) -> Trace:
-    sc, snapshots = _scenario, {}
-    for t in sorted({*map_steps, step}):
-        # A stride of t records step t (and 0); the run stops there, fast-forwarding through the quiet stretches.
-        every = max(t, 1) if t in map_steps else 0
-        trace = Engine(sc.config, sc.requests, name=sc.name, snapshot_every_steps=every).run(until_step=t)
-        if t in trace.snapshots:
-            snapshots[t] = trace.snapshots[t]
-    return dataclasses.replace(trace, snapshots=snapshots)  # the last run is the one through ``step``
-
-
-def run_until(scenario: Scenario, step: int, map_steps: tuple[int, ...] = ()) -> Trace:
-    """The run through ``step`` only (a partial trace) with block-map snapshots at ``map_steps`` (each <= step;
-    a step where nothing ran has none), cached: one step's block map without recording every step's."""
-    if any(t > step or t < 0 for t in map_steps):
-        raise ValueError(f"map_steps: each must be between 0 and step={step}, got {map_steps}")
-    return _run_until(scenario_key(scenario), scenario, step, tuple(sorted(set(map_steps))))

@@ -1,12 +1,7 @@
-"""Page sections every lesson shares: scenario upload and downloads, and the step inspector.
-
-The inspector lets a class walk through a schedule: pick a step and see who ran with how many tokens, the queues
-after the step (in admission order), and why each admission, preemption or refusal happened (the trace's events).
-"""
+"""Page sections every lesson shares: scenario upload and downloads (the step player is ui/player.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -15,18 +10,11 @@ import streamlit as st
 
 from sim import metrics
 from sim import scenario as scenario_io
-from sim.events import EventKind, RejectReason, describe
+from sim.events import RejectReason
 from sim.scenario import Scenario, ScenarioError
-from sim.trace import SCHED_DECODE, SCHED_PREFILL, SCHED_PREFILL_DONE, SCHED_WASTED, Trace
+from sim.trace import Trace
 
-from . import runner
-from .page import table_height
-from .theme import ChartStyle
-from .wording import as_code, count, event_line, safe_ids
-
-_KIND_TEXT = {SCHED_PREFILL: "prefill chunk (no token yet)", SCHED_PREFILL_DONE: "prefill done, first/next token",
-              SCHED_DECODE: "decode 1 token", SCHED_WASTED: "token for nobody (wasted)"}
-
+from .wording import as_code
 
 UPLOAD_PARAM = "uploaded"  # in the URL while a file is uploaded: the scenario's name (its start)
 UPLOAD_PARAM_MAX_CHARS = 80
@@ -161,92 +149,3 @@ def requests_csv(scenario: Scenario, trace: Trace) -> str:
     for col in ("first_scheduled_step", "first_token_step", "finish_step", "disconnect_step"):
         requests[col] = pd.array(requests[col], dtype="Int64")
     return requests.to_csv(index=False)
-
-
-def step_inspector(runs: dict[str, tuple[Scenario, Trace]], page: str, style: ChartStyle,
-                   start_step: Callable[[Trace], int] | None = None, scope: str = "") -> None:
-    """Walk a schedule step by step (a fragment: moving its slider reruns only this section). The slider starts
-    at ``start_step(trace)`` (default: the first preemption, else the first refusal to admit, else the first
-    admission); a new ``scope`` (another preset) starts it there again."""
-
-    @st.fragment
-    def _inspector() -> None:
-        labels = list(runs)
-        label = st.selectbox("Policy", labels, key=f"{page}.inspect_label") if len(labels) > 1 else labels[0]
-        scenario, trace = runs[label]
-        last = trace.num_steps - 1
-        if last <= 0:
-            st.caption("The whole run is one engine step, step 0.")
-            _show_step(scenario, trace, 0, style)
-            return
-        key = f"{page}.inspect_step.{scope}.{label}"
-        if key not in st.session_state or st.session_state[key] > last:
-            st.session_state[key] = min((start_step or _interesting_step)(trace), last)
-        step = st.slider("Engine step", 0, last, key=key, help="Drag to walk through the schedule.")
-        _show_step(scenario, trace, step, style)
-
-    _inspector()
-
-
-def _interesting_step(trace: Trace) -> int:
-    """The first step with a preemption, else the first with a refusal to admit, else the first admission (else
-    step 0)."""
-    for kinds in ((EventKind.PREEMPT, EventKind.SWAP_OUT), (EventKind.BLOCKED,), (EventKind.ADMIT,)):
-        for e in trace.events:
-            if e.kind in kinds:
-                return e.step
-    return 0
-
-
-def _show_step(scenario: Scenario, trace: Trace, step: int, style: ChartStyle) -> None:
-    s, num_blocks = trace.steps, trace.config.num_blocks
-    t0, t1 = float(trace.start_ms(step)), float(trace.end_ms(step))
-    swap_ms = float(s["swap_ms"][step])
-    swapping = f", {swap_ms:.2f} ms of it copying KV blocks between GPU and CPU" if swap_ms else ""
-    st.markdown(f"**Step {step:,}** (from {t0:,.1f} ms to {t1:,.1f} ms, {t1 - t0:.2f} ms long{swapping}): "
-                f"{count(int(s['num_scheduled'][step]), 'request')} computed "
-                f"{count(int(s['num_prefill_tokens'][step]), 'prefill token')} and "
-                f"{count(int(s['num_decode_reqs'][step]), 'decode token')}; "
-                f"{int(s['used_blocks'][step]):,} of {count(num_blocks, 'KV block')} in use during the step, "
-                f"{num_blocks - int(s['free_blocks_after'][step]):,} after it.")
-    queues = runner.queues_at(scenario, step)
-    lo, hi = trace.sched_offsets[step], trace.sched_offsets[step + 1]
-    ids = [trace.request_ids[r] for r in trace.sched_rows[lo:hi]]
-    # Running requests the step gave no tokens: the budget ran out, or scheduling stopped at a preemption.
-    idle = [rid for rid in queues["running"] if rid not in set(ids)]
-    why_idle = ("no tokens: scheduling stopped at a preemption" if s["num_preempted"][step]
-                else "no tokens: the step's token budget ran out")
-    scheduled = pd.DataFrame({
-        "request": ids + idle,
-        "tokens": [*trace.sched_tokens[lo:hi].tolist(), *[0] * len(idle)],
-        "what": [_KIND_TEXT[int(k)] for k in trace.sched_kind[lo:hi]] + [why_idle] * len(idle),
-    })
-    happened = trace.events_at(step)
-    events = [e for e in happened if e.kind is not EventKind.ARRIVE]
-    left, right = st.columns(2)
-    with left:
-        st.markdown("**Running batch this step** (running-list order)")
-        if len(scheduled):
-            st.dataframe(scheduled, hide_index=True, height=table_height(len(scheduled), style, 320))
-        else:
-            st.caption("Nothing ran this step." if events or queues["waiting"] or queues["swapped"] else
-                       "Nothing ran: the engine was idle.")
-    with right:
-        st.markdown("**Waiting queue after the step** (admission order, head first)")
-        waiting = queues["waiting"]
-        st.markdown(", ".join(safe_ids(waiting[:40])) + (f" … and {len(waiting) - 40} more" if len(waiting) > 40
-                                                          else "") if waiting else "empty")
-        if queues["swapped"]:
-            st.markdown("**Swapped to CPU:** " + ", ".join(safe_ids(queues["swapped"])))
-    ids = safe_ids(trace.request_ids)  # (ids come from files: shown as typed, never as Markdown)
-    arrivals = [ids[e.row] for e in happened if e.kind is EventKind.ARRIVE]
-    st.markdown("**Why** (the scheduler's decisions this step)")
-    swapped = set(safe_ids(queues["swapped"]))
-    lines = [f"- {event_line(ids[e.row], e.kind, describe(e, ids, trace.config), swapped=ids[e.row] in swapped)}"
-             for e in events]
-    if arrivals:
-        lines.insert(0, f"- arrived: {', '.join(arrivals)}")
-    if not lines:
-        lines = ["- Nothing changed: everybody kept running." if len(scheduled) else
-                 "- Nothing to decide: no request was waiting or running."]
-    st.markdown("\n".join(lines))

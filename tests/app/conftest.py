@@ -80,3 +80,21 @@ def assert_clean(at: AppTest) -> None:
 @pytest.fixture
 def page_runner():
     return open_page
+
+
+def player_data(at: AppTest) -> dict:
+    """The step player's data as the browser gets it (ui/player.py's component)."""
+    players = [e for e in at.get("bidi_component") if e.proto.component_name == "scheduler_lab.step_player"]
+    assert len(players) == 1, f"expected one step player, found {len(players)}"
+    return json.loads(players[0].proto.json)
+
+
+def chart_cursors(at: AppTest) -> dict[str, dict]:
+    """Chart title -> the player's cursor settings of every chart that has one (layout.meta.cursor)."""
+    out = {}
+    for c in at.get("plotly_chart"):
+        layout = json.loads(c.proto.spec)["layout"]
+        cursor = layout.get("meta", {}).get("cursor")
+        if cursor:
+            out[layout.get("title", {}).get("text", "")] = cursor
+    return out

@@ -4,7 +4,7 @@ by key (pool, block size, bandwidth, CPU swap space, model, policy), and URL set
 import pytest
 
 from sim import presets
-from tests.app.conftest import assert_clean, metric_values, open_page
+from tests.app.conftest import assert_clean, metric_values, open_page, player_data
 
 PAGE = "pages/4_Preemption.py"
 
@@ -23,9 +23,13 @@ def test_every_preset_runs(preset):
     assert {"Recompute: GPU time", "Swap: copied each way", "Swap: time each way",
             "Swap: CPU RAM parked"} <= set(values)
     assert "What to notice" in notices(at)
-    # The block map opens at the runs' first preemption (the toy pool's D at step 113; sizing's at step 25).
+    # The player opens at the runs' first preemption (the toy pool's D at step 113; sizing's at step 25), with
+    # each run's block map.
     first_preemption = {"toy_pool": 113, "recompute_vs_swap": 102, "prefix_cache": 33, "sizing": 25}
-    assert at.slider(key="preemption.map.map_step").value == first_preemption[preset]
+    data = player_data(at)
+    assert data["default_step"] == first_preemption[preset]
+    assert [r["label"] for r in data["runs"]] == [label for label, _ in p.variants]
+    assert all(r["blocks"] is not None for r in data["runs"])
 
 
 def test_toy_pool_names_the_victims_and_the_blocked_request():
@@ -37,7 +41,7 @@ def test_toy_pool_names_the_victims_and_the_blocked_request():
     assert "evicted D, the last request in the running list" in text
     assert "E (1 block) waited behind it" in text
     assert "evicted C, the running request with the lowest priority" in text
-    assert at.slider(key="preemption.map.map_step").value == 113  # the block map opens at the first preemption
+    assert player_data(at)["default_step"] == 113  # the player opens at the first preemption
 
 
 def test_recompute_vs_swap_shows_the_articles_numbers():
@@ -121,16 +125,11 @@ def test_policy_and_mode_knobs_when_not_compared():
     assert "swap" in notices(at)
 
 
-def test_url_map_step_applies_and_bad_values_warn():
-    at = open_page(PAGE, {"map_step": "118"})
-    assert_clean(at)
-    assert at.slider(key="preemption.map.map_step").value == 118
-    at = open_page(PAGE, {"map_step": "99999", "pool_gib": "banana"})
+def test_a_linked_step_past_the_end_is_warned_about_with_the_other_bad_values():
+    at = open_page(PAGE, {"step": "99999", "pool_gib": "banana"})
     assert_clean(at)
     warnings = " ".join(w.value for w in at.warning)
-    assert "map_step=99999" in warnings and "pool_gib=banana" in warnings
-    assert at.slider(key="preemption.map.map_step").value == 113
-
+    assert "step 99,999 is past the end of these runs (step 286)" in warnings and "pool_gib=banana" in warnings
 
 def test_no_run_chosen_asks_for_one():
     at = open_page(PAGE)

@@ -5,7 +5,16 @@ import json
 import pytest
 
 from sim import presets
-from tests.app.conftest import assert_clean, metric_values, notice_text, open_page, settle_sweeps, sweep_running
+from tests.app.conftest import (
+    assert_clean,
+    chart_cursors,
+    metric_values,
+    notice_text,
+    open_page,
+    player_data,
+    settle_sweeps,
+    sweep_running,
+)
 from ui import sweeps
 
 PAGE = "pages/1_Queueing.py"
@@ -82,22 +91,26 @@ def test_no_policy_chosen_asks_for_one():
     assert any("at least one policy" in w.value for w in at.warning)
 
 
-def test_step_inspector_explains_the_schedule():
-    at = open_page(PAGE)
-    at.toggle(key="queueing.inspector").set_value(True).run()
+def test_the_player_gets_each_run_and_opens_where_the_link_says():
+    at = open_page(PAGE, {"step": "1000"})
     assert_clean(at)
-    # The FCFS run opens at its first refusal to admit: step 0, where short1 and short2 find the one slot taken.
-    assert at.slider(key="queueing.inspect_step.article_hol.FCFS").value == 0
-    text = " ".join(m.value for m in at.markdown)
-    assert "the only batch slot (max_num_seqs = 1) is taken" in text
-    # Step 0: long's 4-token prompt is the only work (5.75 + 4 x 0.016 ms), in the singular where it is one.
-    assert ("1 request computed 4 prefill tokens and 0 decode tokens; 1 of 999 KV blocks in use during the step, "
-            "1 after it") in text
-    at.slider(key="queueing.inspect_step.article_hol.FCFS").set_value(1000).run()
-    assert_clean(at)
-    text = " ".join(m.value for m in at.markdown)
-    assert "**short1** admitted with a first chunk of 4 tokens" in text
+    data = player_data(at)
+    assert [r["label"] for r in data["runs"]] == ["FCFS", "SJF (true lengths)"]
+    assert data["default_step"] == 0  # the first refusal to admit: short1 and short2 find the one slot taken
+    assert all(r["first"] == 0 and r["end"] == r["num_steps"] == 1200 for r in data["runs"])  # one window holds it
+    # The Gantt charts and the queue chart carry the player's cursor, each on its own run's steps.
+    cursors = chart_cursors(at)
+    assert cursors["FCFS"] == {"runs": ["FCFS"], "unit": "steps"}
+    assert cursors["SJF (true lengths): KV cache in use"] == {"runs": ["SJF (true lengths)"], "unit": "steps"}
+    assert cursors["Waiting queue and running batch"]["runs"] == ["FCFS", "SJF (true lengths)"]
 
+
+def test_a_bad_step_in_the_link_is_warned_about():
+    at = open_page(PAGE, {"step": "soon"})
+    assert_clean(at)
+    assert any("step `soon` was ignored" in w.value for w in at.warning)
+    at = open_page(PAGE, {"step": "99999"})
+    assert any("past the end of these runs (step 1,199)" in w.value for w in at.warning)
 
 def _sweep_chart(at) -> dict:
     specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]

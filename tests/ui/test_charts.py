@@ -375,7 +375,6 @@ def lesson_figures(toy, toy_swap, abandoned, fairness) -> dict[str, go.Figure]:
         "waiting_others_lose": cancellation.waiting_others_lose(summaries, STYLE, styles=styles),
         "kv_by_request": preemption.kv_over_time(toy_swap, STYLE, parts=[("A", 0, toy_swap.steps["used_blocks"])]),
         "kv_by_state": preemption.kv_over_time(toy, STYLE, by="state", unit="%"),
-        "block_map": preemption.block_map(snapped, 113, STYLE),
         "gantt_with_resumes": preemption.gantt_with_resumes(toy_swap, STYLE),
         "cost_bars": preemption.cost_bars(cost, STYLE, bandwidth_gb_s=25),
         "reprefill_hits": preemption.reprefill_hits([("C @ 200", 64, 97)], STYLE),

@@ -6,15 +6,12 @@ per request and the costs themselves: tests/sim/test_preemption_metrics.py.)"""
 from __future__ import annotations
 
 import numpy as np
-import plotly.graph_objects as go
 import pytest
 
 from sim import metrics, presets
 from sim.config import MODELS, EngineConfig, gib_for_blocks
-from sim.engine import Engine, queues_after_step, simulate
+from sim.engine import queues_after_step, simulate
 from sim.preemption_metrics import preemption_cost
-from sim.request import RequestSpec
-from sim.scenario import Scenario
 from ui.charts import preemption as charts
 from ui.lessons import preemption as lesson
 from ui.theme import ChartStyle
@@ -200,61 +197,6 @@ def test_compared_fields_are_left_to_the_variants():
         sizing, sizing.scenario.config)}
     modes = [sc.config.preemption_mode.value for _, sc in lesson.variants(p, p.scenario, ["swap"])]
     assert modes == ["swap"]
-
-
-def test_block_map_steps_and_event_navigation():
-    fcfs = run_of("toy_pool", "FCFS victim").trace
-    assert lesson.first_map_step([fcfs]) == 113
-    events = lesson.event_steps([fcfs])
-    assert events == [113, 145, 200]
-    assert lesson.neighbour_event(events, 113, +1) == 145 and lesson.neighbour_event(events, 113, -1) is None
-    assert lesson.map_steps_for(fcfs, 113) == (112, 113) and lesson.map_steps_for(fcfs, 114) == (114,)
-    assert any(line.startswith("**D** preempted: KV pool full") for line in lesson.step_events(fcfs, 113))
-
-
-# ---- figures ---------------------------------------------------------------------------------------------------------
-def _partial(key: str, step: int, map_steps: tuple[int, ...], **config):
-    p = presets.get(key)
-    c = p.scenario.config.replace(**config)
-    traces = [Engine(c, p.scenario.requests, snapshot_every_steps=max(t, 1)).run(until_step=t) for t in map_steps]
-    last = traces[-1]
-    last.snapshots = {t: tr.snapshots[t] for t, tr in zip(map_steps, traces, strict=True)}
-    return last
-
-
-def test_block_map_colours_blocks_by_owner_and_marks_the_freed_ones():
-    trace = _partial("toy_pool", 113, (112, 113))
-    fig = charts.block_map(trace, 113, STYLE)
-    heat = fig.data[0]
-    assert isinstance(heat, go.Heatmap) and np.asarray(heat.z).size == 32
-    labels = [t for row in heat.text for t in row]
-    assert labels.count("D") == 0 and labels.count("A") == 9  # D's 8 blocks are gone; A took one of them
-    # D gave up 8 blocks this step: A, B and C took 3 of them at once (a new block each), 5 are free and crossed.
-    assert labels.count("\u00d7") == 5
-    assert int((np.asarray(heat.z) == 2.5).sum()) == 5  # the "freed this step" colour
-    assert fig.layout.title.text == "Step 113: 84% in use"
-    assert "27 of 32 blocks held" in fig.layout.annotations[0].text
-    assert "freed by D, 3 reused at once" in fig.layout.annotations[0].text
-    assert all(isinstance(c, str) for _, c in heat.colorscale)
-
-
-def test_block_map_of_a_large_pool_sends_at_most_max_cells():
-    # 6,000 blocks at step 0 of a one-request run: aggregated 3 blocks a cell (2,000 cells).
-    sc = Scenario("big", EngineConfig(num_blocks=6000), (RequestSpec("a", 0, 3000, 10),))
-    trace = Engine(sc.config, sc.requests, snapshot_every_steps=1).run(until_step=0)
-    fig = charts.block_map(trace, 0, STYLE)
-    z = np.asarray(fig.data[0].z, dtype=float)
-    assert np.isfinite(z).sum() == 2000 <= charts.MAX_CELLS
-    assert "(a cell = 3 blocks)" in fig.layout.annotations[0].text
-    assert len(fig.to_json()) < 400_000
-
-
-def test_aggregate_cells_takes_the_majority_and_breaks_ties_for_the_request():
-    codes = np.array([0, 0, -1, 3, -1, -1, -2, 5])  # cells of 4: [0, 0, free, 3], [free, free, cached, 5]
-    dominant, count, used = charts.aggregate_cells(codes, 4)
-    assert dominant.tolist() == [0, -1] and count.tolist() == [2, 2] and used.tolist() == [3, 1]
-    tie = charts.aggregate_cells(np.array([2, 2, -1, -1]), 4)[0]
-    assert tie.tolist() == [2]
 
 
 def test_kv_chart_stacks_requests_with_preemption_marks_and_cpu_swap():

@@ -1,17 +1,15 @@
-"""Figures for the Preemption lesson: the block map at one step, KV occupancy stacked per request (or per state)
-with preemption markers and CPU swap use, the Gantt chart with resume markers, the recompute-vs-swap cost bars,
-the prefix-cache hits of each re-prefill, and the sizing-sweep heatmaps.
+"""Figures for the Preemption lesson: KV occupancy stacked per request (or per state) with preemption markers and
+CPU swap use, the Gantt chart with resume markers, the recompute-vs-swap cost bars, the prefix-cache hits of each
+re-prefill, and the sizing-sweep heatmaps. (The block map, step by step, is the step player's: ui/player.js.)
 
 Pure builders: each takes a trace (or plain numbers) and a ``ChartStyle`` and returns a ``go.Figure``; none calls
 Streamlit or mutates its inputs; ``layout.styled_layout`` sets the look, and the figure is made once from trace and
-layout dicts (``layout.trusted_figure``). A request keeps one colour (its row's series colour) in the block map and
-the per-request KV chart. Block maps send only the step being looked at, and pools larger than ``MAX_CELLS`` blocks
-are drawn as cells of several blocks each.
+layout dicts (``layout.trusted_figure``). A request keeps one colour (its row's series colour) in the per-request
+KV chart and the player's block map.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -27,147 +25,6 @@ from ui.charts.layout import NO_FILL, downsample, step_axis, styled_layout, time
 from ui.charts.timeseries import KV_UNITS, kv_occupancy_parts, pool_line
 from ui.theme import ChartStyle
 
-MAX_CELLS = 2048  # block-map cells drawn at most; a larger pool is aggregated, several blocks per cell
-MAX_LEGEND_REQUESTS = 8  # more requests than this: colours cycle, the key explains instead of listing
-KEY_PX = 400  # the width a block map's key may use on one line (a half-width column, in presentation mode too)
-FREE, CACHED, EMPTY = -1, -2, -3  # block codes besides request rows (EMPTY pads the last aggregated cell)
-GRID_COLOR = "#8C8C8C"  # the lines between blocks (the plot background showing through the cell gaps)
-
-
-# ---- block map -------------------------------------------------------------------------------------------------------
-def snapshot_at(trace: Trace, step: int) -> tuple[int, np.ndarray, np.ndarray] | None:
-    """(recorded step, owner, cached) of the latest block-map snapshot at or before ``step``; None if none."""
-    recorded = [s for s in trace.snapshots if s <= step]
-    if not recorded:
-        return None
-    s = max(recorded)
-    owner, cached = trace.snapshots[s]
-    return s, owner, cached
-
-
-def block_codes(owner: np.ndarray, cached: np.ndarray) -> np.ndarray:
-    """[num_blocks] int64: the owning request row, FREE, or CACHED (free but still holding a prefix)."""
-    return np.where(owner >= 0, owner, np.where(cached, CACHED, FREE)).astype(np.int64)
-
-
-def aggregate_cells(codes: np.ndarray, per_cell: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Group blocks ``per_cell`` at a time: (dominant code, its count, blocks in use) per cell, each [cells].
-    The dominant code is the most frequent one in the cell; on a tie the largest code, so a request beats free."""
-    n = len(codes)
-    cells = cdiv(n, per_cell)
-    padded = np.full(cells * per_cell, EMPTY, dtype=np.int64)
-    padded[:n] = codes
-    grid = np.sort(padded.reshape(cells, per_cell), axis=1)
-    used = (grid >= 0).sum(axis=1)
-    flat = grid.ravel()
-    cell = np.repeat(np.arange(cells), per_cell)
-    new = np.ones(len(flat), dtype=bool)
-    new[1:] = (flat[1:] != flat[:-1]) | (cell[1:] != cell[:-1])
-    starts = np.flatnonzero(new)
-    lengths = np.diff(np.append(starts, len(flat)))
-    run_cell, run_code = cell[starts], flat[starts]
-    lengths = np.where(run_code == EMPTY, 0, lengths)  # padding never dominates
-    # Per cell the longest run; among equal lengths the last in sort order (the largest code: a request row).
-    order = np.lexsort((run_code, lengths, run_cell))
-    last = np.append(np.flatnonzero(np.diff(run_cell[order])), len(order) - 1)
-    best = order[last]
-    return run_code[best], lengths[best], used
-
-
-def _grid_columns(num_cells: int, plot_px: int = 480) -> int:
-    """A power of two near sqrt(n x plot_px / 120), between 8 and 128: a grid about plot_px / 120 times as wide as
-    tall (four times in a half-width column), so its cells come out about square."""
-    return int(np.clip(2 ** round(np.log2(max(np.sqrt(num_cells * plot_px / 120), 1))), 8, 128))
-
-
-FREED_FILL = "#F8CBB4"  # a pale vermillion: free now, given up by a preemption in this very step (also marked "x")
-PLOT_PX = 480  # the narrowest block map expected (a half-width column): decides whether ids fit in their cells
-
-
-def _color_index(code: np.ndarray, freed: np.ndarray) -> np.ndarray:
-    """Colour category per cell: 0 free, 1 cached, 2 freed this step, 3.. a request colour (row mod palette)."""
-    idx = np.where(code == FREE, 0, np.where(code == CACHED, 1, 3 + np.mod(np.maximum(code, 0),
-                                                                           len(theme.REQUEST_COLORS))))
-    return np.where(freed & (code < 0), 2, idx)
-
-
-def _discrete_colorscale() -> list[list[Any]]:
-    colors = ["#FFFFFF", theme.LIGHT_GREY, FREED_FILL, *theme.REQUEST_COLORS]
-    n = len(colors)
-    scale = []
-    for k, c in enumerate(colors):
-        scale += [[k / n, c], [(k + 1) / n, c]]
-    return scale
-
-
-def _labels_fit(trace: Trace, cols: float, style: ChartStyle) -> bool:
-    longest = max((len(r) for r in trace.request_ids), default=1)
-    return longest * 0.62 * max(style.font_size - 3, 9) <= PLOT_PX / cols - 4
-
-
-def block_map(trace: Trace, step: int, style: ChartStyle, *, title: str | None = None,
-              max_cells: int = MAX_CELLS, plot_px: int = PLOT_PX) -> go.Figure:
-    """The KV pool at ``step`` as a grid of blocks coloured by the request holding them (white = free, grey =
-    free but still caching a prefix, pale red with a cross = given up by a preemption in this step). Needs a trace
-    recorded with block-map snapshots; uses the latest one at or before ``step``. Pools over ``max_cells`` blocks
-    are drawn several blocks per cell (the cell takes the colour of the request holding most of its blocks).
-    ``plot_px``: about how wide the chart will be drawn, for square cells and ids that fit."""
-    snap = snapshot_at(trace, step)
-    if snap is None:
-        note = {"text": "No block map for this step: nothing ran (the engine was idle)", "showarrow": False,
-                "x": 0.5, "y": 0.5, "xref": "paper", "yref": "paper"}
-        return trusted_figure([], styled_layout(
-            style, title=title or f"Step {step:,}", x_title=None, y_title=None, height=200, legend=False,
-            xaxis={"visible": False}, yaxis={"visible": False}, layout={"annotations": [note]}))
-    recorded, owner, cached = snap
-    codes = block_codes(owner, cached)
-    n = len(codes)
-    per_cell = max(1, cdiv(n, max_cells))
-    dominant, count, used = aggregate_cells(codes, per_cell)
-    cells = len(dominant)
-    cols = _grid_columns(cells, plot_px)
-    rows = cdiv(cells, cols)
-    victims = [r for r, steps in enumerate(trace.preempted_at_steps) if recorded in steps]
-    freed = np.zeros(cells, dtype=bool)
-    if per_cell == 1:
-        freed[freed_blocks(trace, recorded, victims)] = True
-    z = np.full(rows * cols, np.nan)  # cells past the last block stay empty (the grey background)
-    z[:cells] = _color_index(dominant, freed) + 0.5
-    hover = np.full(rows * cols, "", dtype=object)
-    hover[:cells] = _cell_hover(trace, dominant, count, used, per_cell, n)
-    text = np.full(rows * cols, "", dtype=object)
-    if per_cell == 1 and _labels_fit(trace, cols * PLOT_PX / plot_px, style):
-        ids = np.asarray(trace.request_ids, dtype=object)
-        text[:cells] = np.where(dominant >= 0, ids[np.maximum(dominant, 0)], "")
-    text[:cells] = np.where(freed & (dominant < 0), "\u00d7", text[:cells])
-    gap = 2 if cols <= 16 else 1 if cols <= 32 else 0  # grid lines only while a block is big enough to see
-    cells_trace = {
-        "type": "heatmap", "z": z.reshape(rows, cols), "text": text.reshape(rows, cols),
-        "customdata": hover.reshape(rows, cols), "texttemplate": "%{text}",
-        "textfont": {"size": max(style.font_size - 3, 9)}, "colorscale": _discrete_colorscale(), "zmin": 0,
-        "zmax": 3 + len(theme.REQUEST_COLORS), "showscale": False, "xgap": gap, "ygap": gap,
-        "hovertemplate": "%{customdata}<extra></extra>", "hoverongaps": False, "name": "blocks", "showlegend": False,
-    }
-    head = title or _map_title(trace, step, recorded, codes, per_cell)
-    lines = _key_lines(trace, codes, victims if freed.any() else [], int((freed & (dominant >= 0)).sum()),
-                       per_cell, style)
-    key = "<br>".join(f"<span style='font-size:{style.font_size - 1}px'>{line}</span>" for line in lines)
-    # NOTE: the key is a line of text above the cells, not a plotly legend: a legend pushing the margin makes
-    # plotly draw the heatmap at the size it had before the push (a band of background around the cells). Nor is
-    # it a second title line: plotly lifts a two-line title's first line out of the figure.
-    key_note = {"text": key, "x": 0, "y": 1, "xref": "paper", "yref": "paper", "xanchor": "left",
-                "yanchor": "bottom", "yshift": 4, "showarrow": False, "align": "left"}
-    return trusted_figure([cells_trace], styled_layout(
-        style, title=head, x_title=None, y_title=None, height=_map_height(rows, cols * PLOT_PX / plot_px),
-        legend=False,
-        xaxis={"visible": False, "automargin": False, "range": [-0.5, cols - 0.5]},
-        yaxis={"visible": False, "automargin": False, "range": [rows - 0.5, -0.5]},
-        layout={"plot_bgcolor": GRID_COLOR, "annotations": [key_note],
-                "shapes": [{"type": "rect", "xref": "paper", "yref": "paper", "x0": 0, "x1": 1, "y0": 0, "y1": 1,
-                            "line": {"color": GRID_COLOR, "width": 1}, "fillcolor": NO_FILL}],
-                **fixed_margins(left=12, right=12, top=style.title_size + len(lines) * (style.font_size + 5) + 34,
-                                bottom=12)}))
-
 
 def fixed_margins(*, left: int, right: int, top: int, bottom: int) -> dict[str, Any]:
     """Layout settings for a heatmap figure with its margins set outright (give its axes automargin=False too).
@@ -177,79 +34,6 @@ def fixed_margins(*, left: int, right: int, top: int, bottom: int) -> dict[str, 
     sets one, which frames the cells with a band of the plot background."""
     return {"margin": {"l": left, "r": right, "t": top, "b": bottom, "pad": 0, "autoexpand": False},
             "title": {"automargin": False}}
-
-
-def freed_blocks(trace: Trace, step: int, victims: Sequence[int]) -> np.ndarray:
-    """Blocks the ``victims`` held in the previous recorded map that they no longer hold at ``step``."""
-    if not victims:
-        return np.zeros(0, dtype=np.int64)
-    earlier = [s for s in trace.snapshots if s < step]
-    if not earlier:
-        return np.zeros(0, dtype=np.int64)
-    before, now = trace.snapshots[max(earlier)][0], trace.snapshots[step][0]
-    return np.flatnonzero(np.isin(before, victims) & (now != before))
-
-
-def _map_height(rows: int, cols: float) -> int:
-    """About square cells in a half-width column, at most ~440 px of them."""
-    return int(120 + rows * np.clip(min(PLOT_PX / cols, 440 / max(rows, 1)), 6, 40))
-
-
-def _map_title(trace: Trace, step: int, recorded: int, codes: np.ndarray, per_cell: int) -> str:
-    n = len(codes)
-    used = int((codes >= 0).sum())
-    when = f"Step {step:,}" if recorded == step else f"Step {step:,} (map of step {recorded:,})"
-    return f"{when}: {used / n:.0%} in use"
-
-
-def _swatch(color: str, text: str, symbol: str = "\u25a0") -> str:
-    return f"<span style='color:{color}'>{symbol}</span>\u2009{text}"
-
-
-def _key_lines(trace: Trace, codes: np.ndarray, victims: Sequence[int], retaken: int, per_cell: int,
-               style: ChartStyle) -> list[str]:
-    """The map's key as lines of text that fit a half-width column: blocks in use, then each request present
-    (when few), free, cached, and the blocks a preemption freed."""
-    present = np.unique(codes[codes >= 0])
-    used = int((codes >= 0).sum())
-    items = [f"{used:,} of {len(codes):,} blocks held" + (f" (a cell = {per_cell} blocks)" if per_cell > 1 else "")]
-    if 0 < len(present) <= MAX_LEGEND_REQUESTS:
-        items += [_swatch(theme.request_color(int(r)), trace.request_ids[r]) for r in present]
-    elif len(present):
-        items.append(_swatch(theme.REQUEST_COLORS[0], f"{len(present)} requests (hover for ids)"))
-    items.append(_swatch(theme.GREY, "free", "\u25a1"))
-    if (codes == CACHED).any():
-        items.append(_swatch(theme.LIGHT_GREY, "free, caching a prefix"))
-    if victims:
-        names = ", ".join(trace.request_ids[v] for v in victims)
-        again = f", {retaken} reused at once" if retaken else ""
-        items.append(_swatch(FREED_FILL, f"\u00d7 freed by {names}{again}"))
-    budget = int(KEY_PX / (0.56 * (style.font_size - 1)))  # characters per line
-    lines: list[str] = []
-    width = 0
-    for item in items:
-        visible = len(re.sub(r"<[^>]+>", "", item)) + 2
-        if lines and width + visible <= budget:
-            lines[-1] += "  " + item
-            width += visible
-        else:
-            lines.append(item)
-            width = visible
-    return lines
-
-
-def _cell_hover(trace: Trace, dominant: np.ndarray, count: np.ndarray, used: np.ndarray, per_cell: int,
-                n: int) -> list[str]:
-    ids = trace.request_ids
-    names = [ids[c] if c >= 0 else theme.CACHED_FREE_LABEL if c == CACHED else "free" for c in dominant]
-    bs = trace.config.block_size
-    if per_cell == 1:
-        return [f"block {i:,} ({bs} tokens): {name}" for i, name in enumerate(names)]
-    out = []
-    for i, (name, k, u) in enumerate(zip(names, count, used, strict=True)):
-        lo, hi = i * per_cell, min((i + 1) * per_cell, n) - 1
-        out.append(f"blocks {lo:,}-{hi:,}: mostly {name} ({k} of {hi - lo + 1}); {u} in use")
-    return out
 
 
 # ---- KV occupancy over time ------------------------------------------------------------------------------------------

@@ -34,7 +34,7 @@ from sim.config import (
     num_blocks_for_gib,
 )
 from sim.engine import SimulationError, simulate
-from sim.events import EventKind, describe
+from sim.events import EventKind
 from sim.preemption_metrics import Preemption, PreemptionCost, PreemptionKind, blocks_held, preemption_cost, preemptions
 from sim.presets import Preset
 from sim.request import RequestStatus
@@ -44,7 +44,7 @@ from sim.trace import Trace
 from ..controls import Knob
 from ..knobs import engine_knobs as shared_engine_knobs
 from ..lesson import Run as LessonRun
-from ..wording import count, event_line, fmt_binary_size, fmt_fixed, fmt_gib, join_and, pct_change, safe_ids
+from ..wording import count, fmt_binary_size, fmt_fixed, fmt_gib, join_and, pct_change
 
 LESSON = "preemption"
 QUESTION = (
@@ -575,7 +575,7 @@ def sweep_notices(sweep: Sweep, pool: float, seqs: int) -> list[str]:
 
 
 # ---- page helpers ----------------------------------------------------------------------------------------------------
-SECTIONS = ("timeline", "kv", "block_map", "cost", "hits", "sweep")
+SECTIONS = ("timeline", "kv", "cost", "hits", "sweep")
 _FIRST = {"recompute_vs_swap": "cost", "prefix_cache": "hits", "sizing": "sweep"}  # the preset's point first
 
 
@@ -584,60 +584,12 @@ def section_order(preset: Preset) -> tuple[str, ...]:
     return ((first,) if first else ()) + tuple(s for s in SECTIONS if s != first)
 
 
-def event_steps(traces: Sequence[Trace], kinds: tuple[EventKind, ...] = (
-        EventKind.PREEMPT, EventKind.SWAP_OUT, EventKind.RESUME, EventKind.SWAP_IN)) -> list[int]:
-    """Steps at which any of these runs preempted or brought a request back, sorted."""
-    return sorted({e.step for t in traces for e in t.events if e.kind in kinds})
-
-
 # How the KV-over-time charts are drawn (a row of buttons above them).
 KV_VIEW_KNOBS = [
     Knob("kv_by", "Stack by", "choice", "request", options=("request", "state"),
          labels={"request": "request", "state": "state (held / cached)"}, widget="segmented"),
     Knob("kv_unit", "Unit", "choice", "blocks", options=("blocks", "GiB", "%"), widget="segmented"),
 ]
-
-
-def map_step_knob(traces: Sequence[Trace]) -> Knob:
-    """The block map's step slider: every step of the longest run, starting at ``first_map_step``."""
-    last = max(t.num_steps for t in traces) - 1
-    return Knob("map_step", "Engine step", "int", first_map_step(traces), min=0, max=max(last, 1), step=1,
-                help="The map shows the pool during this step, after scheduling (as the step inspector counts it).")
-
-
-def first_map_step(traces: Sequence[Trace]) -> int:
-    """Where the block map starts: the first preemption of these runs, else the step the first run's pool was
-    fullest."""
-    pre = event_steps(traces, (EventKind.PREEMPT, EventKind.SWAP_OUT))
-    if pre:
-        return pre[0]
-    return int(np.argmax(traces[0].steps["used_blocks"])) if traces and traces[0].num_steps else 0
-
-
-def neighbour_event(events: Sequence[int], current: int, direction: int) -> int | None:
-    """The next (direction +1) or previous (-1) step with a preemption or resume, from ``current``."""
-    ahead = [e for e in events if (e > current if direction > 0 else e < current)]
-    return (ahead[0] if direction > 0 else ahead[-1]) if ahead else None
-
-
-def map_steps_for(trace: Trace, step: int) -> tuple[int, ...]:
-    """The block maps to record for looking at ``step``: the step itself, and the step before when something was
-    preempted in it (the map crosses out the blocks the victims just gave up)."""
-    if step >= trace.num_steps:
-        return ()
-    preempted = any(step in steps for steps in trace.preempted_at_steps)
-    return (step - 1, step) if preempted and step > 0 else (step,)
-
-
-_STEP_EVENT_KINDS = (EventKind.PREEMPT, EventKind.SWAP_OUT, EventKind.RESUME, EventKind.SWAP_IN, EventKind.ADMIT,
-                     EventKind.FINISH)  # what the block map shows
-
-
-def step_events(trace: Trace, step: int) -> list[str]:
-    """What happened to requests in ``step``, one line each: "D preempted: KV pool full: ..."."""
-    ids = safe_ids(trace.request_ids)  # (ids come from files: shown as typed, never as Markdown)
-    return [event_line(ids[e.row], e.kind, describe(e, ids, trace.config)) for e in trace.events_at(step)
-            if e.kind in _STEP_EVENT_KINDS]
 
 
 def readmissions(preempted: Sequence[Preemption]) -> list[tuple[str, int, int]]:

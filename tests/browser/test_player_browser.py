@@ -1,0 +1,121 @@
+"""The step player on every lesson, in Chromium: it steps, plays, jumps, keeps the compared columns on one step,
+moves the charts' cursors, opens where a link says and puts the step it pauses on in the link. Prints the time a
+step button takes to show the new step, and the bytes a page load receives (figures, not assertions)."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from tests.browser.helpers import assert_no_exception, open_app, screenshot
+
+# lesson -> (a preset with two or more runs, how many runs it compares)
+LESSONS = {"Queueing": ("article_hol", 2), "Fairness": ("article_fairness", 3),
+           "Cancellation": ("article_abandon", 2), "Preemption": ("toy_pool", 2)}
+
+
+def _player(page):
+    return page.locator('[data-testid="step-player"]')
+
+
+def _step(page) -> int:
+    return int(_player(page).locator(".runs").get_attribute("data-step"))
+
+
+def _wait_step(page, predicate, timeout_s: float = 15) -> int:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        step = _step(page)
+        if predicate(step) or time.monotonic() > deadline:
+            return step
+        page.wait_for_timeout(50)
+
+
+def _column_steps(page) -> list[int]:
+    """The step each run's column explains ("Step 123 · ...")."""
+    texts = _player(page).locator('[data-testid="player-when"]').all_text_contents()
+    return [int(re.match(r"Step ([\d,]+)", t).group(1).replace(",", "")) for t in texts]
+
+
+def _cursors(page) -> list[tuple[str, float]]:
+    return [(c.get_attribute("data-run"), float(c.get_attribute("data-x")))
+            for c in page.locator(".sl-cursor").all()]
+
+
+def _open(page, base: str, lesson: str, query: str = "") -> int:
+    received = [0]
+    page.on("websocket", lambda ws: ws.on("framereceived", lambda f: received.__setitem__(
+        0, received[0] + len(f))))
+    preset, _ = LESSONS[lesson]
+    open_app(page, f"{base}/{lesson}?preset={preset}{query}", timeout_ms=120_000)
+    _player(page).wait_for(timeout=60_000)
+    assert_no_exception(page)
+    return received[0]
+
+
+@pytest.mark.parametrize("lesson", list(LESSONS))
+def test_the_player_steps_plays_and_drives_every_column_and_cursor(app_server, page, lesson):
+    received = _open(page, app_server, lesson)
+    _player(page).scroll_into_view_if_needed()
+    start = _step(page)
+    num_runs = LESSONS[lesson][1]
+    assert _column_steps(page) == [start] * num_runs  # one step for every compared run
+    cursors_before = _cursors(page)
+    assert len({run for run, _ in cursors_before}) == num_runs  # each run's charts carry a cursor
+    why_before = _player(page).locator('[data-testid="player-why"]').all_text_contents()
+
+    times = []
+    for k in range(1, 4):
+        t0 = time.perf_counter()
+        _player(page).locator('[data-testid="player-fwd"]').click()
+        assert _wait_step(page, lambda s, k=k: s == start + k) == start + k
+        times.append(time.perf_counter() - t0)
+    assert _column_steps(page) == [start + 3] * num_runs
+    after = _cursors(page)
+    assert len(after) == len(cursors_before) and any(b[1] != a[1] for b, a in zip(cursors_before, after,
+                                                                                   strict=True))
+    print(f"\n{lesson}: step button to new step shown: {', '.join(f'{t * 1000:.0f} ms' for t in times)}; "
+          f"page load received {received / 1e6:.2f} MB over the websocket")
+
+    # The next decision: the explained decisions are that step's.
+    _player(page).locator('[data-testid="player-next-event"]').click()
+    jumped = _wait_step(page, lambda s: s > start + 3)
+    assert jumped > start + 3
+    assert _player(page).locator('[data-testid="player-why"]').all_text_contents() != why_before
+
+    # Play for 2 s: at least 15 steps at the default 10 steps/s.
+    _player(page).locator('[data-testid="player-play"]').click()
+    page.wait_for_timeout(2000)
+    _player(page).locator('[data-testid="player-play"]').click()
+    played = _step(page)
+    assert played - jumped >= 15
+    assert set(_column_steps(page)) == {played}  # (a run that has ended by then says so instead)
+    # Paused: the step is put in the link (the player tells the server once it stops).
+    page.wait_for_function("(s) => new URLSearchParams(location.search).get('step') === String(s)", arg=played,
+                           timeout=15_000)
+    if lesson == "Preemption":  # each run's pool, block by block
+        assert _player(page).locator('[data-testid="player-block-map"] canvas').count() == num_runs
+    assert_no_exception(page)
+    screenshot(page, f"player-{lesson}")
+
+
+@pytest.mark.parametrize("lesson", list(LESSONS))
+def test_a_link_with_a_step_opens_the_player_there(app_server, page, lesson):
+    _open(page, app_server, lesson, "&step=57")
+    assert _step(page) == 57
+    assert _column_steps(page) == [57] * LESSONS[lesson][1]
+
+
+def test_the_keyboard_steps_and_plays(app_server, page):
+    _open(page, app_server, "Queueing", "&step=10")
+    page.locator("h1").first.click()  # focus on the page, not on a widget
+    page.keyboard.press("ArrowRight")
+    assert _wait_step(page, lambda s: s == 11) == 11
+    page.keyboard.press("Shift+ArrowLeft")
+    assert _wait_step(page, lambda s: s == 1) == 1
+    page.keyboard.press(" ")
+    page.wait_for_timeout(1000)
+    page.keyboard.press(" ")
+    assert _step(page) >= 6

@@ -1,0 +1,434 @@
+// The step player (ui/player.py mounts it): controls, the step explained for each compared run, an optional
+// block map, and one cursor on every chart of the page that carries `layout.meta.cursor`. Everything moves in the
+// browser from data sent once per window of steps; the server hears the step only when the player pauses (to keep
+// it in the URL) or leaves the window (to send the next one). Data is written as text, never as HTML.
+
+const PLAYERS = (window.__schedLabPlayers ||= {});
+const SPEEDS = [2, 5, 10, 20, 50];
+const MAX_BATCH_ROWS = 6;
+const MAX_QUEUE_IDS = 10;
+const MAX_MAP_CELLS = 1024;
+const COMMIT_AFTER_MS = 400;
+const COMMIT_WHILE_PLAYING_MS = 3000;
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === "class") node.className = v;
+    else if (k === "text") node.textContent = v;
+    else node.setAttribute(k, v);
+  }
+  for (const c of children) if (c != null) node.append(c);
+  return node;
+}
+
+const fmt = (n) => Number(n).toLocaleString("en-US");
+const fmtMs = (v) => Number(v).toLocaleString("en-US", { maximumFractionDigits: v < 10 ? 2 : 1 });
+
+// ---- per-run data, resolved once per window ----------------------------------------------------------------
+function carried(sparse, n, empty) {
+  const out = new Array(n);
+  let last = empty;
+  for (let i = 0; i < n; i++) {
+    const v = sparse[String(i)];
+    if (v !== undefined) last = v;
+    out[i] = last;
+  }
+  return out;
+}
+
+function unrun(pairs) {  // [value, times, value, times, ...] (ui/timeline.py's run_lengths) -> the values
+  const out = [];
+  for (let j = 0; j < pairs.length; j += 2) for (let k = 0; k < pairs[j + 1]; k++) out.push(pairs[j]);
+  return out;
+}
+
+function prepare(run) {
+  const n = run.end - run.first;
+  const r = { ...run, n };
+  r.counts = Object.fromEntries(Object.entries(run.counts).map(([k, v]) => [k, unrun(v)]));
+  r.step_ms = unrun(run.step_ms);
+  r.batchAt = carried(run.batch, n, []);
+  r.waitingAt = carried(run.queues.waiting_head, n, []);
+  r.swappedAt = carried(run.queues.swapped, n, []);
+  r.idleAt = carried(run.queues.idle_running, n, []);
+  if (run.blocks) {
+    // checkpoints of the block codes every 100 steps: any step is at most 99 change lists away
+    r.checkpoints = [];
+    let codes = Int32Array.from(run.blocks.first);
+    for (let i = 0; i < n; i++) {
+      const ch = run.blocks.changes[String(i)];
+      if (ch) for (let j = 0; j < ch.length; j += 2) codes[ch[j]] = ch[j + 1];
+      if (i % 100 === 0) r.checkpoints.push(Int32Array.from(codes));
+    }
+  }
+  return r;
+}
+
+function codesAt(run, i) {
+  const base = Math.floor(i / 100);
+  const codes = Int32Array.from(run.checkpoints[base]);
+  for (let k = base * 100 + 1; k <= i; k++) {
+    const ch = run.blocks.changes[String(k)];
+    if (ch) for (let j = 0; j < ch.length; j += 2) codes[ch[j]] = ch[j + 1];
+  }
+  return codes;
+}
+
+// ---- the player ---------------------------------------------------------------------------------------------
+export default function (component) {
+  const { data, key, parentElement, setStateValue } = component;
+  let p = PLAYERS[key];
+  if (!p) {
+    p = PLAYERS[key] = { step: null, playing: false, speed: 10, timer: null, lastCommitted: null, commitTimer: null };
+  }
+  p.data = data;
+  p.runs = data.runs.map(prepare);
+  p.setStateValue = setStateValue;
+  p.maxStep = Math.max(...data.runs.map((r) => r.num_steps)) - 1;
+  // A new scenario (another preset, a knob moved) starts where the link says; a new window of the same runs
+  // keeps the step the player is on.
+  const runsId = String(data.id).split("#")[0];
+  if (p.step === null || p.runsId !== runsId) {
+    p.step = initialStep(data, p.maxStep);
+    p.runsId = runsId;
+  }
+  p.step = Math.max(0, Math.min(p.step, p.maxStep));
+
+  // (the root also holds the component's <style>: only our own box is replaced)
+  parentElement.querySelector(":scope > .player")?.remove();
+  const box = el("div", { class: "player", "data-testid": "step-player" });
+  parentElement.append(box);
+  p.ui = buildControls(p, box);
+  p.explain = el("div", { class: "runs" });
+  box.append(p.explain);
+  render(p);
+  if (p.playing) startTimer(p);
+
+  const onKey = (ev) => keyHandler(p, ev);
+  document.addEventListener("keydown", onKey);
+  const scan = setInterval(() => drawCursors(p), 700);
+  const onResize = () => drawCursors(p);
+  window.addEventListener("resize", onResize);
+  return () => {
+    document.removeEventListener("keydown", onKey);
+    window.removeEventListener("resize", onResize);
+    clearInterval(scan);
+    stopTimer(p, false);
+  };
+}
+
+function initialStep(data, maxStep) {
+  const raw = new URLSearchParams(window.location.search).get("step");
+  const n = raw !== null && /^\d+$/.test(raw) ? parseInt(raw, 10) : NaN;
+  if (Number.isFinite(n) && n <= maxStep) return n;
+  return Math.min(data.default_step, maxStep);
+}
+
+function buildControls(p, box) {
+  const bar = el("div", { class: "controls", role: "toolbar", "aria-label": "Step player" });
+  const button = (id, text, title, fn) => {
+    const b = el("button", { type: "button", "data-testid": id, title, "aria-label": title, text });
+    b.addEventListener("click", fn);
+    bar.append(b);
+    return b;
+  };
+  button("player-back10", "−10", "Back 10 steps (Shift+←)", () => moveTo(p, p.step - 10));
+  button("player-back", "◀", "Back 1 step (←)", () => moveTo(p, p.step - 1));
+  const play = button("player-play", "▶ Play", "Play / pause (space)", () => togglePlay(p));
+  button("player-fwd", "▶|", "Forward 1 step (→)", () => moveTo(p, p.step + 1));
+  button("player-fwd10", "+10", "Forward 10 steps (Shift+→)", () => moveTo(p, p.step + 10));
+  button("player-prev-event", "⇤ event", "Previous decision: admit, preempt, swap, resume, abort, finish, reject",
+         () => jump(p, -1));
+  button("player-next-event", "event ⇥", "Next decision: admit, preempt, swap, resume, abort, finish, reject",
+         () => jump(p, 1));
+  const speed = el("select", { "data-testid": "player-speed", title: "Playing speed", "aria-label": "Playing speed" });
+  for (const s of SPEEDS) speed.append(el("option", { value: String(s), text: `${s} steps/s` }));
+  speed.value = String(p.speed);
+  speed.addEventListener("change", () => {
+    p.speed = parseInt(speed.value, 10);
+    if (p.playing) { stopTimer(p, false); startTimer(p); }
+  });
+  bar.append(speed);
+  const label = el("label", { class: "step-label" }, "Step ");
+  const input = el("input", { type: "number", min: "0", max: String(p.maxStep), "data-testid": "player-step",
+                              "aria-label": "Engine step" });
+  input.addEventListener("change", () => moveTo(p, parseInt(input.value, 10) || 0));
+  label.append(input, el("span", { class: "of", text: ` of ${fmt(p.maxStep)}` }));
+  bar.append(label);
+  const slider = el("input", { type: "range", min: "0", max: String(p.maxStep), step: "1",
+                               "data-testid": "player-slider", "aria-label": "Engine step" });
+  slider.addEventListener("input", () => moveTo(p, parseInt(slider.value, 10)));
+  box.append(bar, slider);
+  return { play, input, slider };
+}
+
+function keyHandler(p, ev) {
+  const t = ev.target;
+  const tag = t && t.tagName ? t.tagName.toLowerCase() : "";
+  if (["input", "textarea", "select"].includes(tag) || (t && (t.isContentEditable || t.getAttribute?.("role") === "slider"))) {
+    return;
+  }
+  if (ev.key === "ArrowRight" || ev.key === "ArrowLeft") {
+    const by = (ev.shiftKey ? 10 : 1) * (ev.key === "ArrowRight" ? 1 : -1);
+    moveTo(p, p.step + by);
+    ev.preventDefault();
+  } else if (ev.key === " " && !(tag === "button")) {
+    togglePlay(p);
+    ev.preventDefault();
+  }
+}
+
+function togglePlay(p) {
+  if (p.playing) stopTimer(p, true);
+  else {
+    if (p.step >= p.maxStep) p.step = 0;
+    p.playing = true;
+    startTimer(p);
+  }
+  render(p);
+}
+
+function startTimer(p) {
+  clearInterval(p.timer);
+  p.timer = setInterval(() => {
+    if (p.step >= p.maxStep) { stopTimer(p, true); render(p); return; }
+    moveTo(p, p.step + 1, true);
+  }, 1000 / p.speed);
+}
+
+function stopTimer(p, commit) {
+  clearInterval(p.timer);
+  p.timer = null;
+  if (commit) { p.playing = false; scheduleCommit(p, COMMIT_AFTER_MS); }
+}
+
+function jump(p, direction) {
+  const all = new Set();
+  for (const r of p.runs) for (const s of r.jumps) all.add(s);
+  const steps = [...all].sort((a, b) => a - b);
+  const target = direction > 0 ? steps.find((s) => s > p.step) : [...steps].reverse().find((s) => s < p.step);
+  if (target !== undefined) moveTo(p, target);
+}
+
+function moveTo(p, step, fromTimer = false) {
+  p.step = Math.max(0, Math.min(Number.isFinite(step) ? step : 0, p.maxStep));
+  render(p);
+  const outside = p.runs.some((r) => p.step < r.num_steps && (p.step < r.first || p.step >= r.end));
+  if (outside) commit(p);
+  else scheduleCommit(p, fromTimer ? COMMIT_WHILE_PLAYING_MS : COMMIT_AFTER_MS, fromTimer);
+}
+
+function scheduleCommit(p, delay, onlyIfIdle = false) {
+  if (onlyIfIdle && p.commitTimer) return;
+  clearTimeout(p.commitTimer);
+  p.commitTimer = setTimeout(() => commit(p), delay);
+}
+
+function commit(p) {
+  clearTimeout(p.commitTimer);
+  p.commitTimer = null;
+  if (p.lastCommitted === p.step) return;
+  p.lastCommitted = p.step;
+  p.setStateValue("step", p.step);
+}
+
+// ---- drawing ------------------------------------------------------------------------------------------------
+function render(p) {
+  const { play, input, slider } = p.ui;
+  play.textContent = p.playing ? "❚❚ Pause" : "▶ Play";
+  play.setAttribute("aria-pressed", String(p.playing));
+  if (document.activeElement !== input) input.value = String(p.step);
+  slider.value = String(p.step);
+  p.explain.replaceChildren(...p.runs.map((r) => explainRun(p, r)));
+  p.explain.setAttribute("data-step", String(p.step));
+  drawCursors(p);
+}
+
+function explainRun(p, r) {
+  const col = el("section", { class: "run", "data-run": r.label });
+  col.append(el("h4", { text: r.label }));
+  const step = p.step;
+  if (step >= r.num_steps) {
+    col.append(el("p", { class: "muted", text: `Every request had ended by step ${fmt(r.num_steps - 1)}.` }));
+    return col;
+  }
+  const i = step - r.first;
+  if (i < 0 || i >= r.n) {
+    col.append(el("p", { class: "muted", text: "Loading this part of the run…" }));
+    return col;
+  }
+  const t0 = r.x_ms[i], t1 = r.x_ms[i + 1];
+  col.append(el("p", { class: "when", "data-testid": "player-when",
+    text: `Step ${fmt(step)} · ${fmtMs(t0)} → ${fmtMs(t1)} ms (${fmtMs(r.step_ms[i])} ms long)` }));
+  // KV pool
+  const used = r.counts.used[i], total = r.num_blocks, freeAfter = r.counts.free_after[i];
+  const bar = el("div", { class: "kvbar", title: `${fmt(used)} of ${fmt(total)} blocks in use during the step` });
+  bar.append(el("div", { class: "kvfill", style: `width:${Math.min(100, (100 * used) / Math.max(total, 1))}%` }));
+  col.append(el("div", { class: "kv", "data-testid": "player-kv" }, bar,
+    el("span", { text: `KV pool: ${fmt(used)} of ${fmt(total)} blocks in use during the step · ${fmt(freeAfter)} free after it` })));
+  // running batch
+  const batch = r.batchAt[i], idle = r.idleAt[i];
+  const nRun = batch.length / 3 + idle.length;
+  col.append(el("h5", { text: `Running batch: ${fmt(nRun)} request${nRun === 1 ? "" : "s"}, ` +
+    `${fmt(r.counts.prefill[i])} prefill + ${fmt(r.counts.decode[i])} decode tokens` }));
+  const table = el("table", { class: "batch", "data-testid": "player-batch" });
+  let shown = 0;
+  for (let j = 0; j < batch.length && shown < MAX_BATCH_ROWS; j += 3, shown++) {
+    const [row, tokens, kind] = [batch[j], batch[j + 1], batch[j + 2]];
+    table.append(el("tr", {}, el("td", { class: "id", text: r.ids[row] }),
+      el("td", { class: "num", text: fmt(tokens) }),
+      el("td", { text: `${tokens === 1 && kind === 2 ? "token" : "tokens"}: ${p.data.sched_words[String(kind)]}` })));
+  }
+  for (const row of idle) {
+    if (shown++ >= MAX_BATCH_ROWS) break;
+    const why = r.counts.preempted[i] ? "no tokens: scheduling stopped at a preemption" : "no tokens: the step's token budget ran out";
+    table.append(el("tr", { class: "idle" }, el("td", { class: "id", text: r.ids[row] }), el("td", { class: "num", text: "0" }),
+      el("td", { text: why })));
+  }
+  if (nRun > shown) table.append(el("tr", {}, el("td", { colspan: "3", class: "muted", text: `… and ${fmt(nRun - shown)} more` })));
+  if (nRun === 0) table.append(el("tr", {}, el("td", { class: "muted", text: "Nothing ran this step." })));
+  col.append(table);
+  // queues
+  const waiting = r.waitingAt[i], nWait = r.counts.waiting[i];
+  const q = el("p", { class: "queue", "data-testid": "player-waiting" },
+    el("b", { text: `Waiting queue after the step: ${fmt(nWait)}` }), nWait ? " (head first): " : "");
+  if (nWait) {
+    q.append(waiting.slice(0, MAX_QUEUE_IDS).map((row) => r.ids[row]).join(", "));
+    if (nWait > Math.min(waiting.length, MAX_QUEUE_IDS)) q.append(` … and ${fmt(nWait - Math.min(waiting.length, MAX_QUEUE_IDS))} more`);
+  }
+  col.append(q);
+  const swapped = r.swappedAt[i];
+  if (swapped.length) {
+    col.append(el("p", { class: "queue" }, el("b", { text: "Swapped to CPU: " }), swapped.map((row) => r.ids[row]).join(", ")));
+  }
+  // decisions
+  col.append(el("h5", { text: "Decisions this step" }));
+  const list = el("ul", { class: "why", "data-testid": "player-why" });
+  const arrived = r.arrived[String(i)];
+  if (arrived) list.append(el("li", {}, el("span", { class: "label", text: "arrived: " }), arrived.map((row) => r.ids[row]).join(", ")));
+  for (const [row, labelIdx, whyIdx, kindCode] of r.events[String(i)] || []) {
+    const label = r.texts[labelIdx];
+    const kind = p.data.kinds[kindCode];
+    list.append(el("li", { class: `ev-${kind}` }, el("b", { text: r.ids[row] }), label ? ` ${label}: ` : " ", r.texts[whyIdx]));
+  }
+  if (!list.children.length) {
+    list.append(el("li", { class: "muted", text: nRun ? "Nothing changed: everybody kept running." : "Nothing to decide: no request was waiting or running." }));
+  }
+  col.append(list);
+  if (r.blocks) col.append(blockMap(p, r, i));
+  return col;
+}
+
+function blockMap(p, r, i) {
+  const codes = codesAt(r, i);
+  const before = i > 0 ? codesAt(r, i - 1) : null;
+  const victims = new Set((r.events[String(i)] || []).filter(([, , , k]) => ["preempt", "swap_out"].includes(p.data.kinds[k])).map(([row]) => row));
+  const n = codes.length;
+  const per = Math.max(1, Math.ceil(n / MAX_MAP_CELLS));
+  const cells = Math.ceil(n / per);
+  const cols = Math.max(8, Math.ceil(Math.sqrt(cells * 2)));
+  const rows = Math.ceil(cells / cols);
+  const wrap = el("div", { class: "blockmap", "data-testid": "player-block-map" });
+  const canvas = el("canvas", { role: "img" });
+  const cssW = 460, cell = Math.max(3, Math.floor(cssW / cols));
+  const dpr = window.devicePixelRatio || 1;
+  canvas.width = cols * cell * dpr;
+  canvas.height = rows * cell * dpr;
+  canvas.style.width = "100%";  // (as wide as the column allows, square cells kept)
+  canvas.style.maxWidth = `${cols * cell}px`;
+  canvas.style.aspectRatio = `${cols} / ${rows}`;
+  const ctx = canvas.getContext("2d");
+  ctx.scale(dpr, dpr);
+  const pal = p.data.palette;
+  let freedCount = 0;
+  for (let c = 0; c < cells; c++) {
+    // the cell's code: its blocks' most common (a request beats free on a tie)
+    const tally = new Map();
+    let freed = false;
+    for (let b = c * per; b < Math.min(n, (c + 1) * per); b++) {
+      tally.set(codes[b], (tally.get(codes[b]) || 0) + 1);
+      if (before && codes[b] < 0 && victims.has(before[b])) freed = true;
+    }
+    let code = -1, best = -1;
+    for (const [k, v] of tally) if (v > best || (v === best && k > code)) { code = k; best = v; }
+    const x = (c % cols) * cell, y = Math.floor(c / cols) * cell;
+    const gap = cell >= 8 ? 1 : 0;
+    ctx.fillStyle = code >= 0 ? r.colors[code] || "#888" : freed ? pal.freed : code === -2 ? pal.cached : pal.free;
+    if (freed && code < 0) freedCount++;
+    ctx.fillRect(x + gap, y + gap, cell - 2 * gap, cell - 2 * gap);
+    ctx.strokeStyle = "#bbbbbb";
+    ctx.lineWidth = 0.5;
+    ctx.strokeRect(x + gap, y + gap, cell - 2 * gap, cell - 2 * gap);
+    if (freed && code < 0 && cell >= 8) {
+      ctx.strokeStyle = "#b03a10"; ctx.lineWidth = 1.2;
+      ctx.beginPath(); ctx.moveTo(x + 3, y + 3); ctx.lineTo(x + cell - 3, y + cell - 3);
+      ctx.moveTo(x + cell - 3, y + 3); ctx.lineTo(x + 3, y + cell - 3); ctx.stroke();
+    } else if (code >= 0 && cell >= 24 && per === 1) {
+      ctx.fillStyle = "#ffffff"; ctx.font = `${Math.min(12, cell / 2.5)}px sans-serif`;
+      ctx.textAlign = "center"; ctx.textBaseline = "middle";
+      ctx.fillText(String(r.ids[code]).slice(0, 4), x + cell / 2, y + cell / 2);
+    }
+  }
+  const inUse = Array.from(codes).filter((c) => c >= 0).length;
+  canvas.setAttribute("aria-label", `KV block map at step ${p.step}: ${inUse} of ${n} blocks held`);
+  const unit = per === 1 ? `one KV block (${r.block_size} tokens)` : `${per} KV blocks`;
+  wrap.append(el("p", { class: "muted", text: `Block map during the step: each square is ${unit}, coloured by the ` +
+    `request holding it; white: free; grey: free but still caching a prefix` +
+    (freedCount ? `; pale red with a cross: given up by a preemption in this step.` : ".") }), canvas);
+  return wrap;
+}
+
+// One cursor on every chart that asks for it: a plotly figure whose layout.meta.cursor = {runs: [labels], unit}.
+function drawCursors(p) {
+  for (const gd of document.querySelectorAll(".js-plotly-plot")) {
+    const meta = gd.layout && gd.layout.meta && gd.layout.meta.cursor;
+    const fl = gd._fullLayout;
+    if (!meta || !fl || !fl.xaxis || !fl._size) continue;
+    const axisOf = (k) => {  // a run's x axis (side-by-side panels: its own) and the height of its panel
+      const id = meta.axes ? meta.axes[k] : "x";
+      const ax = fl[`xaxis${id.slice(1)}`];
+      const ya = ax && ax.anchor && ax.anchor !== "free" ? fl[`yaxis${ax.anchor.slice(1)}`] : null;
+      return ax ? { ax, top: ya ? ya._offset : fl._size.t, height: ya ? ya._length : fl._size.h } : null;
+    };
+    let layer = gd.querySelector(":scope > .sl-cursor-layer");
+    if (!layer) {
+      layer = document.createElement("div");
+      layer.className = "sl-cursor-layer";
+      layer.setAttribute("data-testid", "player-cursor-layer");
+      layer.style.cssText = "position:absolute;left:0;top:0;width:100%;height:100%;pointer-events:none;z-index:5;";
+      if (getComputedStyle(gd).position === "static") gd.style.position = "relative";
+      gd.append(layer);
+    }
+    const lines = [];
+    meta.runs.forEach((label, k) => {
+      const r = p.runs.find((run) => run.label === label);
+      const where = axisOf(k);
+      if (!r || !where || p.step >= r.num_steps) return;
+      const { ax, top, height } = where;
+      const i = p.step - r.first;
+      if (i < 0 || i >= r.n) return;
+      const x0 = meta.unit === "ms" ? r.x_ms[i] : p.step;
+      const x1 = meta.unit === "ms" ? r.x_ms[i + 1] : p.step + 1;
+      const px0 = ax._offset + ax.l2p(x0), px1 = ax._offset + ax.l2p(x1);
+      if (!(px1 >= ax._offset && px0 <= ax._offset + ax._length)) return;
+      const w = Math.max(2, px1 - px0);
+      const line = document.createElement("div");
+      line.className = "sl-cursor";
+      line.setAttribute("data-run", label);
+      line.setAttribute("data-x", ((px0 + px1) / 2).toFixed(1));
+      const shared = meta.runs.length > 1 && !meta.axes;  // several runs' cursors on one axis: dashed after the first
+      line.style.cssText = `position:absolute;top:${top}px;height:${height}px;left:${(px0 + px1) / 2 - w / 2}px;` +
+        `width:${w}px;background:rgba(0,0,0,0.18);border-left:2px ${shared && k ? "dashed" : "solid"} rgba(0,0,0,0.8);`;
+      if (shared) {
+        const tag = document.createElement("span");
+        tag.textContent = label;
+        tag.style.cssText = "position:absolute;top:-1.1em;left:3px;font:11px sans-serif;white-space:nowrap;background:rgba(255,255,255,0.85);";
+        line.append(tag);
+      }
+      lines.push(line);
+    });
+    layer.replaceChildren(...lines);
+    layer.setAttribute("data-step", String(p.step));
+  }
+}

@@ -1,0 +1,100 @@
+"""The step player on every lesson: play, pause, step by 1 and by 10, jump between decisions, a speed, the step
+number; the step explained for each compared run (batch, queues, KV pool, decisions); one cursor on every chart
+whose figure was shown with ``cursor_runs``.
+
+The browser animates from data sent once per window of steps (``ui/timeline.py``, ``sim/playback.py``): a
+fragment reruns only when the player pauses (to put the step in the URL, so a copied link opens on the same
+moment) or leaves its window (to fetch the next one). The component's code is ``ui/player.js`` and
+``ui/player.css``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import streamlit as st
+
+from sim.playback import record_window, window_around
+from sim.scenario import Scenario
+from sim.trace import Trace
+
+from . import runner, timeline
+
+_HERE = Path(__file__).parent
+_COMPONENT = st.components.v2.component(
+    "scheduler_lab.step_player", css=(_HERE / "player.css").read_text(), js=(_HERE / "player.js").read_text())
+
+STEP_PARAM = "step"  # the URL's step: a copied link opens the player there
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def _window(key: str, label: str, _scenario: Scenario, _trace: Trace, first: int, end: int,
+            block_map: bool) -> dict[str, Any]:
+    playback = record_window(_scenario.config, _scenario.requests, first, end, block_map=block_map)
+    return timeline.run_payload(label, _trace, playback)
+
+
+def window_payload(label: str, scenario: Scenario, trace: Trace, step: int, block_map: bool) -> dict[str, Any]:
+    """One run's data for the window of steps around ``step`` (cached per run and window)."""
+    first, end = window_around(min(step, trace.num_steps - 1), trace.num_steps)
+    return _window(runner.scenario_key(scenario), label, scenario, trace, first, end, block_map)
+
+
+def linked_step(last_step: int) -> tuple[int | None, str]:
+    """The step the URL asks for (None if none) and a warning if its value is not a step of these runs."""
+    raw = st.query_params.get(STEP_PARAM)
+    if raw is None:
+        return None, ""
+    if not raw.isdigit():
+        return None, f"The link's step `{raw[:20]}` was ignored: it must be a whole number from 0 to {last_step:,}."
+    step = int(raw)
+    if step > last_step:
+        return last_step, (f"The link's step {step:,} is past the end of these runs (step {last_step:,}); showing "
+                           f"the last step.")
+    return step, ""
+
+
+def show(runs: Sequence[Any], page: str, unit: str, *, scope: str = "", block_map: bool = False,
+         start_step: Callable[[Trace], int] | None = None, container: Any = None) -> None:
+    """The player for ``runs`` (each with ``label``, ``scenario``, ``trace``), all driven by one step. ``unit``:
+    the time unit of the page's charts (their cursor's x). ``scope``: the preset (or upload) whose settings these
+    are: another one starts the player afresh, at ``start_step(first run's trace)`` (default: the first
+    preemption, refusal or admission). ``block_map``: draw each run's KV pool, block by block. ``container``: where
+    to draw it (default: here)."""
+    traces = [run.trace for run in runs]
+    last_step = max(t.num_steps for t in traces) - 1
+    default = min(start_step(traces[0]) if start_step else timeline.default_step(traces), last_step)
+    ident = hashlib.sha256("|".join(f"{run.label}={runner.scenario_key(run.scenario)}" for run in runs)
+                           .encode()).hexdigest()[:16]
+    key = f"{page}.player.{hashlib.sha256(scope.encode()).hexdigest()[:12]}"
+    scope_key = f"{page}.player_scope"
+    if st.session_state.get(scope_key, scope) != scope:  # another preset: its own start, not the last one's step
+        st.query_params.pop(STEP_PARAM, None)
+    st.session_state[scope_key] = scope
+    linked, warning = linked_step(last_step)
+    box = st.container() if container is None else container
+    if warning:
+        box.warning(warning, icon=":material/warning:")
+
+    @st.fragment
+    def _player() -> None:
+        held = st.session_state.get(key)
+        committed = held.get("step") if isinstance(held, dict) or hasattr(held, "get") else None
+        step = committed if isinstance(committed, int) and 0 <= committed <= last_step else (
+            linked if linked is not None else default)
+        if committed is not None and str(step) != st.query_params.get(STEP_PARAM):
+            st.query_params[STEP_PARAM] = str(step)  # the step the player paused on, for a copied link
+        window = [window_payload(run.label, run.scenario, run.trace, step, block_map) for run in runs]
+        spans = "|".join(f"{w['first']}-{w['end']}" for w in window)
+        data = {**timeline.payload_frame(unit, default), "runs": window, "id": f"{ident}#{spans}"}
+        _COMPONENT(key=key, data=data, default={"step": step}, on_step_change=_noop, height="content")
+
+    with box:
+        _player()
+
+
+def _noop() -> None:  # (a state the component sets must have a callback to be kept)
+    pass

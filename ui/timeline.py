@@ -1,0 +1,175 @@
+"""What the step player sends to the browser, once per window of steps: for each compared run, the state at every
+step of the window (the batch with each request's tokens, the waiting queue, swapped and idle requests, the KV
+pool's counts and with a block map its blocks) and the decisions taken, worded by ``sim.events.describe``.
+
+Built from the trace and ``sim.playback`` (the queues re-run), never from sentences. Lists that repeat the step
+before are left out (a sparse dict by step index), so a window of quiet decode steps costs a few bytes a step.
+Request ids are sent as data and written into the page as text (never as HTML or Markdown).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from sim.events import Event, EventKind, describe
+from sim.playback import JUMP_KINDS, Playback
+from sim.trace import SCHED_DECODE, SCHED_PREFILL, SCHED_PREFILL_DONE, SCHED_WASTED, Trace
+
+from . import theme
+from .wording import event_label
+
+# What a scheduled request did in a step, as the player names it (Trace.sched_kind).
+SCHED_WORDS = {SCHED_PREFILL: "prefill chunk", SCHED_PREFILL_DONE: "prefill done, first token",
+               SCHED_DECODE: "decode", SCHED_WASTED: "token for nobody"}
+MAX_JUMP_STEPS = 5_000  # steps of the whole run to jump between (past this, the window's own)
+_COUNT_COLUMNS = {"running": "num_running", "waiting": "num_waiting", "swapped": "num_swapped",
+                  "used": "used_blocks", "free_after": "free_blocks_after", "prefill": "num_prefill_tokens",
+                  "decode": "num_decode_reqs", "preempted": "num_preempted"}
+
+
+def run_payload(label: str, trace: Trace, playback: Playback) -> dict[str, Any]:
+    """One run's window as plain JSON-able data (see the module docstring)."""
+    lo, hi = playback.first_step, playback.end_step
+    steps = trace.steps
+    rows_seen: set[int] = set()
+    batch = _batches(trace, lo, hi, rows_seen)
+    texts: dict[str, int] = {}
+    events: dict[int, list[list[int]]] = {}
+    arrived: dict[int, list[int]] = {}
+    swapped_after = _swapped_by_step(playback)
+    worded: dict[Event, str] = {}  # the same decision at another step reads the same: word it once
+    for e in _events_in(trace, lo, hi):
+        i = e.step - lo
+        rows_seen.add(e.row)
+        if e.kind is EventKind.ARRIVE:
+            arrived.setdefault(i, []).append(e.row)
+            continue
+        label_text = event_label(e.kind.value, swapped=e.row in swapped_after(i))
+        same = e._replace(step=0)
+        why = worded.get(same)
+        if why is None:
+            why = worded[same] = describe(e, trace.request_ids, trace.config)
+        events.setdefault(i, []).append([e.row, texts.setdefault(label_text, len(texts)),
+                                         texts.setdefault(why, len(texts)), _KIND_CODE[e.kind]])
+    queues = {name: _sparse(getattr(playback, name), rows_seen)
+              for name in ("waiting_head", "swapped", "idle_running")}
+    return {
+        "label": label,
+        "first": lo, "end": hi, "num_steps": trace.num_steps,
+        "num_blocks": trace.config.num_blocks, "block_size": trace.config.block_size,
+        "x_ms": np.round(trace.start_ms(np.arange(lo, hi + 1)), 3).tolist(),
+        "counts": {key: run_lengths(steps[col][lo:hi].astype(int)) for key, col in _COUNT_COLUMNS.items()},
+        "step_ms": run_lengths(np.round(steps["step_ms"][lo:hi], 3)),
+        "batch": batch,
+        "queues": queues,
+        "events": {str(i): v for i, v in events.items()},
+        "arrived": {str(i): v for i, v in arrived.items()},
+        "texts": list(texts),
+        "jumps": _jump_steps(trace, lo, hi),
+        "blocks": _blocks(playback, rows_seen),
+        "ids": {str(r): trace.request_ids[r] for r in sorted(rows_seen)},
+        "colors": {str(r): theme.request_color(r) for r in sorted(rows_seen)},
+    }
+
+
+def run_lengths(values: np.ndarray) -> list[float | int]:
+    """``values`` as [value, how many times, value, how many times, ...]: a count that holds for hundreds of steps
+    is sent once."""
+    if not len(values):
+        return []
+    starts = np.flatnonzero(np.r_[True, values[1:] != values[:-1]])
+    lengths = np.diff(np.r_[starts, len(values)])
+    return np.column_stack((values[starts], lengths)).ravel().tolist()
+
+
+_KIND_CODE = {kind: i for i, kind in enumerate(EventKind)}
+KIND_NAMES = [kind.value for kind in EventKind]  # the player's code -> kind (for the "jump" kinds and styling)
+
+
+def _batches(trace: Trace, lo: int, hi: int, rows_seen: set[int]) -> dict[str, list[int]]:
+    """Per step of the window: the scheduled requests as [row, tokens, kind, ...] in the scheduler's order, only
+    where the step differs from the one before (every step decodes the same requests: nothing sent)."""
+    off = trace.sched_offsets[lo : hi + 1].tolist()
+    a0, b0 = off[0], off[-1]
+    flat = np.column_stack((trace.sched_rows[a0:b0], trace.sched_tokens[a0:b0],
+                            trace.sched_kind[a0:b0])).ravel().tolist()
+    out: dict[str, list[int]] = {}
+    before: list[int] | None = None
+    for t in range(lo, hi):
+        now = flat[3 * (off[t - lo] - a0) : 3 * (off[t - lo + 1] - a0)]
+        if now != before:
+            out[str(t - lo)] = now
+            rows_seen.update(now[0::3])
+        before = now
+    return out
+
+
+def _events_in(trace: Trace, lo: int, hi: int) -> list[Event]:
+    """The trace's events of steps ``lo`` to ``hi - 1`` (events are in step order)."""
+    events = trace.events
+    first = bisect.bisect_left(events, lo, key=lambda e: e.step)
+    end = bisect.bisect_left(events, hi, key=lambda e: e.step)
+    return events[first:end]
+
+
+def _sparse(entries: list[tuple[int, ...] | None], rows_seen: set[int]) -> dict[str, list[int]]:
+    out = {}
+    for i, rows in enumerate(entries):
+        if rows is not None:
+            out[str(i)] = list(rows)
+            rows_seen.update(rows)
+    return out
+
+
+def _swapped_by_step(playback: Playback):
+    """``fn(i)``: the rows parked in CPU memory after step ``first_step + i``."""
+    carried: list[tuple[int, ...]] = []
+    for rows in playback.swapped:
+        carried.append(carried[-1] if rows is None else rows)
+    return carried.__getitem__
+
+
+def _jump_steps(trace: Trace, lo: int, hi: int) -> list[int]:
+    """The steps with a decision worth stopping at (admit, preempt, swap, resume, abort, finish, reject): the
+    whole run's, or the window's when there are too many."""
+    steps = sorted({e.step for e in trace.events if e.kind in JUMP_KINDS})
+    if len(steps) > MAX_JUMP_STEPS:
+        steps = [s for s in steps if lo <= s < hi]
+    return steps
+
+
+def _blocks(playback: Playback, rows_seen: set[int]) -> dict[str, Any] | None:
+    if playback.first_block_codes is None or playback.block_changes is None:
+        return None
+    first = playback.first_block_codes.tolist()
+    rows_seen.update(c for c in first if c >= 0)
+    changes = {}
+    for i, moved in enumerate(playback.block_changes):
+        if moved:
+            changes[str(i)] = [v for pair in moved for v in pair]
+            rows_seen.update(code for _, code in moved if code >= 0)
+    return {"first": first, "changes": changes}
+
+
+def payload_frame(unit: str, default_step: int) -> dict[str, Any]:
+    """What the player needs besides the runs: the step to start on when the link names none, the time unit of the
+    page's charts, the words for the kinds of events and scheduled work, the block map's colours."""
+    return {
+        "default_step": default_step, "unit": unit,
+        "kinds": KIND_NAMES, "sched_words": {str(k): v for k, v in SCHED_WORDS.items()},
+        "palette": {"free": theme.WHITE, "cached": theme.LIGHT_GREY, "freed": "#F4C7B8"},
+    }
+
+
+def default_step(traces: Sequence[Trace]) -> int:
+    """Where a player starts: the first preemption in any run, else the first refusal to admit, else the first
+    admission (else step 0)."""
+    for kinds in ((EventKind.PREEMPT, EventKind.SWAP_OUT), (EventKind.BLOCKED,), (EventKind.ADMIT,)):
+        found = [e.step for trace in traces for e in trace.events if e.kind in kinds]
+        if found:
+            return min(found)
+    return 0
