@@ -229,9 +229,9 @@ def _queueing_average(rng: random.Random, seed: int) -> Problem:
 def _queueing_finish_of(rng: random.Random, seed: int) -> Problem:
     lengths = _one_slot_lengths(rng)
     policy, other = rng.choice([("fcfs", "sjf"), ("sjf", "fcfs")])
-    target = rng.randrange(3)
     requests = [RequestSpec(rid, 0, 4, n) for rid, n in zip("abc", lengths, strict=True)]
     trace, other_trace = _run(_one_slot(policy), requests), _run(_one_slot(other), requests)
+    target = rng.choice([i for i in range(3) if _starts(trace)[i] > 0])  # (one that waits: the question's point)
     rid = requests[target].request_id
     answer, start = _finish_steps(trace)[target], _starts(trace)[target]
     before = [trace.request_ids[i] for i in range(3) if _starts(trace)[i] < start]
