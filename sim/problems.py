@@ -417,7 +417,7 @@ def _next_after(trace: Trace, request_id: str) -> str:
 # ---- cancellation: a user leaves mid-answer, another request waits for the slot -----------------------------
 def _abandoned(rng: random.Random) -> tuple[list[RequestSpec], int, int]:
     length = rng.randrange(200, 1050, 50)
-    leave = rng.randrange(50, length - 40, 10)
+    leave = rng.randrange(50, length - 50, 10)  # (at least 60 tokens before the end: a late abort still comes first)
     requests = [RequestSpec("long", 0, 1, length, abort_step=leave), RequestSpec("next", 1, 1, 100)]
     return requests, length, leave
 
@@ -507,9 +507,15 @@ def _cancellation_next_start(rng: random.Random, seed: int) -> Problem:
 
 # ---- preemption: a 16-block pool, three answers growing together ---------------------------------------------
 def _pool_requests(rng: random.Random) -> list[RequestSpec]:
+    """A, B and C in a drawn order (the running list's order under FCFS: its last is FCFS's victim)."""
     priorities = rng.sample([0, 1, 2], 3)
-    return [RequestSpec(rid, 0, rng.randrange(8, 56, 8), rng.randrange(100, 210, 10), priority=p)
-            for rid, p in zip("ABC", priorities, strict=True)]
+    requests = [RequestSpec(rid, 0, rng.randrange(8, 56, 8), rng.randrange(100, 210, 10), priority=p)
+                for rid, p in zip("ABC", priorities, strict=True)]
+    return rng.sample(requests, 3)
+
+
+def _listed(requests: Sequence[RequestSpec]) -> str:
+    return _ids([r.request_id for r in requests])
 
 
 def _pool_config(policy: str = "fcfs") -> EngineConfig:
@@ -555,8 +561,9 @@ def _preemption_victim(rng: random.Random, seed: int) -> Problem:
         "preemption", seed, "victim",
         _scenario("preemption", seed, "victim", _pool_config(policy), requests,
                   f"Compare with \"policy\": \"{other}\"."),
-        f"A pool of 16 KV blocks of 16 tokens, policy {_POLICY_NAME[policy]}; A, B and C arrive at step 0 (in that "
-        f"order) and all start at once. Which request is preempted first?", list("ABC"), first.request_id, reasoning,
+        f"A pool of 16 KV blocks of 16 tokens, policy {_POLICY_NAME[policy]}; {_listed(requests)} arrive at step 0, "
+        f"in that order, and all start at once. Which request is preempted first?", list("ABC"), first.request_id,
+        reasoning,
         "Find the step the pool runs out, then apply the policy's victim rule.", mistakes)
 
 
@@ -572,8 +579,8 @@ def _preemption_step(rng: random.Random, seed: int) -> Problem:
     return _numeric(
         "preemption", seed, "first_step",
         _scenario("preemption", seed, "first_step", config, requests, "FCFS on a 16-block pool."),
-        "A pool of 16 KV blocks of 16 tokens, policy FCFS; A, B and C arrive at step 0 and all start at once (their "
-        "prompts are prefilled in step 0). In which step is the first request preempted?",
+        f"A pool of 16 KV blocks of 16 tokens, policy FCFS; {_listed(requests)} arrive at step 0, in that order, and "
+        f"all start at once (their prompts are prefilled in step 0). In which step is the first request preempted?",
         first.step, "step", reasoning, "Add up the blocks the three need step by step until one needs a 17th.",
         [(first.step - 1, f"in step {first.step - 1:,} every request still fits in the pool; the preemption comes in "
                           f"the first step in which they need more blocks than it has.")])
@@ -593,9 +600,9 @@ def _preemption_resume(rng: random.Random, seed: int) -> Problem:
     return _numeric(
         "preemption", seed, "resume_tokens",
         _scenario("preemption", seed, "resume_tokens", config, requests, "FCFS on a 16-block pool, recompute."),
-        "A pool of 16 KV blocks of 16 tokens, policy FCFS, preemption by recompute; A, B and C arrive at step 0 and "
-        f"all start at once. The first victim is {first.request_id}, in step {first.step:,}. How many tokens does "
-        f"it prefill when it resumes?", first.num_resume_tokens, "tokens", reasoning,
+        f"A pool of 16 KV blocks of 16 tokens, policy FCFS, preemption by recompute; {_listed(requests)} arrive at "
+        f"step 0 and all start at once. The first victim is {first.request_id}, in step {first.step:,}. How many "
+        f"tokens does it prefill when it resumes?", first.num_resume_tokens, "tokens", reasoning,
         "Recompute keeps the generated text, not its KV: the prompt and everything generated are prefilled again.",
         [(first.num_tokens, "that is the KV it held; its newest token was never fed back, so the re-prefill "
                             "computes it too."),
@@ -619,9 +626,9 @@ def _preemption_swap_mb(rng: random.Random, seed: int) -> Problem:
         "preemption", seed, "swap_mb",
         _scenario("preemption", seed, "swap_mb", config, requests, "FCFS on a 16-block pool; try swap."),
         f"A pool of 16 KV blocks of 16 tokens ({config.model.name}, {per_token:,} bytes of KV per token), policy "
-        f"FCFS; A, B and C arrive at step 0. The first victim, {first.request_id} in step {first.step:,}, holds "
-        f"{first.num_tokens:,} tokens of KV. Had it been swapped out, how many MB (10^6 bytes) would be copied to "
-        f"CPU memory?", answer, "MB", reasoning, "A swap copies the victim's whole blocks.",
+        f"FCFS; {_listed(requests)} arrive at step 0. The first victim, {first.request_id} in step {first.step:,}, "
+        f"holds {first.num_tokens:,} tokens of KV. Had it been swapped out, how many MB (10^6 bytes) would be copied "
+        f"to CPU memory?", answer, "MB", reasoning, "A swap copies the victim's whole blocks.",
         [(first.num_tokens * per_token / MB, "that counts its tokens; a swap copies whole blocks."),
          (cost.swap_bytes / 2**20, "that is in MiB (2^20 bytes); the question asks for MB (10^6).")],
         tolerance=0.1)

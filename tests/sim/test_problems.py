@@ -100,11 +100,12 @@ def test_the_article_shaped_problems_by_hand():
     p = problem_for("cancellation", 1)
     assert p.kind == "freed_mb" and p.answer == pytest.approx(230 * 131_072 / 1e6)
     assert "52.4 MB" in p.reasoning
-    # Preemption seed 1: FCFS; after step 48, A, B, C hold 56, 80, 96 tokens (4 + 5 + 6 = 15 blocks); in step 49
-    # they need 4 + 6 + 7 = 17 > 16 blocks: C, last of the running list, is the victim, in step 49.
+    # Preemption seed 1: FCFS, listed A, C, B; after step 48 they hold 56, 96, 80 tokens (4 + 6 + 5 = 15 blocks);
+    # in step 49 they need 4 + 7 + 6 = 17 > 16 blocks: B, last of the running list, is the victim, in step 49.
     p = problem_for("preemption", 1)
     assert (p.kind, p.answer) == ("first_step", 49.0)
-    assert "4 + 6 + 7 = 17" in p.reasoning
+    assert [r.request_id for r in p.scenario.requests] == ["A", "C", "B"]
+    assert "4 + 7 + 6 = 17" in p.reasoning and p.reasoning.endswith("the one admitted last): B.")
 
 
 @pytest.mark.parametrize("lesson", LESSONS)
@@ -178,11 +179,18 @@ def test_check_refuses_what_is_not_a_number():
 
 
 def test_check_of_a_choice_takes_the_option_or_its_letter_and_explains_a_wrong_one():
-    p = problem_for("preemption", 0)  # priority policy: B needs the block, C (priority 2) is evicted
+    # Priority policy; listed C, A, B (priorities 2, 1, 0): B is admitted first, needs the 17th block, and C
+    # (priority 2) is evicted. FCFS would evict B, the last of the list.
+    p = problem_for("preemption", 0)
     assert (p.kind, p.choices, p.answer) == ("victim", ("A", "B", "C"), "C")
+    assert [(r.request_id, r.priority) for r in p.scenario.requests] == [("C", 2), ("A", 1), ("B", 0)]
     assert p.check("C")[0] and p.check("c")[0] and p.check("C.")[0]
     ok, feedback = p.check("B")
-    assert not ok and feedback.startswith("Not B: B is the one that needed a block; the victim is chosen by the rule")
+    assert not ok and feedback.startswith("Not B: that is the FCFS victim; the priority policy evicts the running "
+                                          "request with the largest priority value")
+    ok, feedback = p.check("a")
+    assert not ok and feedback == ("Not A: the priority policy evicts the running request with the largest priority "
+                                   "value (ties: the later arrival), C.")
     ok, feedback = p.check("D")
     assert not ok and feedback == "'D' is not one of the options: A. A, B. B, C. C."
 
