@@ -1,4 +1,5 @@
-"""Command line: ``python -m sim run SCENARIO.json [--out RESULT.json] [--steps]`` and ``python -m sim bench``.
+"""Command line: ``python -m sim run SCENARIO.json [--out RESULT.json] [--steps]``, ``python -m sim bench`` and
+``python -m sim problems LESSON --seed N [--count K] [--answers] [--scenario-dir DIR]``.
 
 Exit codes: 0 ok, 2 invalid scenario (one line on stderr naming the field), 3 a run that cannot finish.
 """
@@ -11,7 +12,7 @@ import os
 import sys
 from typing import Any
 
-from . import metrics, scenario
+from . import metrics, problems, scenario
 from .engine import SimulationError, gc_paused, simulate
 from .trace import Trace
 
@@ -55,6 +56,46 @@ def _run(args: argparse.Namespace) -> int:
     s = result["summary"]
     return _print(f"{sc.name}: {s['num_requests']} requests, {s['num_steps']} steps, {s['num_preemptions']} "
                   f"preemptions, mean finish {s['finish_steps']['mean']:.1f} steps -> {args.out}", "the summary")
+
+
+MAX_PROBLEMS = 100  # problems one call prints at most
+
+
+def _whole_number(text: str, lo: int, hi: int) -> int | None:
+    """``text`` as a whole number from ``lo`` to ``hi``; None when it is not one."""
+    text = text.strip()
+    return int(text) if text.isdigit() and lo <= int(text) <= hi else None
+
+
+def _problems(args: argparse.Namespace) -> int:
+    """Print ``--count`` seeded problems as Markdown; each bad argument is one line on stderr and exit 2."""
+    seed = _whole_number(args.seed, 0, problems.MAX_SEED)
+    count = _whole_number(args.count, 1, MAX_PROBLEMS)
+    why = (f"lesson {args.lesson!r} is not one of: {', '.join(problems.LESSONS)}" if args.lesson not in problems.LESSONS
+           else f"--seed: must be a whole number from 0 to {problems.MAX_SEED:,}, got {args.seed!r}" if seed is None
+           else f"--count: must be a whole number from 1 to {MAX_PROBLEMS}, got {args.count!r}" if count is None
+           else f"--scenario-dir {args.scenario_dir}: is not a folder" if args.scenario_dir
+           and not os.path.isdir(args.scenario_dir) else "")
+    if why:
+        print(f"error: {why}", file=sys.stderr)
+        return 2
+    sheet = problems.problems(args.lesson, seed, count)
+    files = [f"problem-{args.lesson}-{seed}-{i}.json" for i in range(1, len(sheet) + 1)]
+    if args.scenario_dir:
+        files = [os.path.join(args.scenario_dir, f) for f in files]
+        for path, problem in zip(files, sheet, strict=True):
+            try:
+                with open(path, "w", encoding="utf-8") as f:
+                    f.write(scenario.dumps(problem.scenario) + "\n")
+            except OSError as e:
+                print(f"error: --scenario-dir: could not write {path}: {e.strerror}", file=sys.stderr)
+                return 2
+    title = (f"# Scheduler Lab: {args.lesson} problems, seed{'s' if count > 1 else ''} {seed}"
+             + (f" to {seed + len(sheet) - 1}" if len(sheet) > 1 else "")
+             + ("" if args.answers else "\n\n(Answers: run again with --answers.)"))
+    pages = [problems.to_markdown(p, i, args.answers, files[i - 1] if args.scenario_dir else "")
+             for i, p in enumerate(sheet, start=1)]
+    return _print("\n\n".join([title, *pages]), "the problems")
 
 
 def _print(text: str, what: str) -> int:
@@ -159,9 +200,19 @@ def main(argv: list[str] | None = None) -> int:
                        help="runs per file at least (>= 1); the fastest and the median are reported")
     bench.add_argument("--seconds", type=_seconds, default=3.0,
                        help="keep running each file until this many seconds have passed (>= 0, default 3)")
+    sheet = sub.add_parser("problems", help="print seeded problems with answers as Markdown")
+    sheet.add_argument("lesson", help=f"one of: {', '.join(problems.LESSONS)}")
+    sheet.add_argument("--seed", required=True, help=f"the first problem's seed (0 to {problems.MAX_SEED:,}); "
+                                                     f"problem i has seed N + i - 1, the app's ?problem=N + i - 1")
+    sheet.add_argument("--count", default="1", help=f"how many problems (1 to {MAX_PROBLEMS}, default 1)")
+    sheet.add_argument("--answers", action="store_true", help="print each answer and its reasoning")
+    sheet.add_argument("--scenario-dir", help="write each problem's scenario (for python -m sim run) into this folder "
+                                              "as problem-LESSON-SEED-I.json")
     args = parser.parse_args(argv)
     if args.command == "run":
         return _run(args)
+    if args.command == "problems":
+        return _problems(args)
     from .bench import main as bench_main
 
     return bench_main(args.files, args.repeat, args.seconds)
