@@ -7,7 +7,7 @@ from ui.charts import budget as budget_charts
 from ui.lesson import open_lesson, run_variants
 from ui.lessons import budget as lesson
 
-lp = open_lesson(lesson.LESSON, "Token budget: one long prompt, many streams", lesson.QUESTION)
+lp = open_lesson(lesson.LESSON, "Token budget and chunked prefill", lesson.QUESTION)
 style, preset, base = lp.style, lp.preset, lp.base
 engine = lp.panel("Engine", f"{lesson.LESSON}.engine", lesson.engine_knobs(base.config))
 workload = lp.workload(lesson.LESSON)
@@ -27,8 +27,7 @@ if story:
     with st.container(border=True):
         st.markdown(f"**The worked example, measured:** {story[0].request_id} ({story[0].prompt_len:,} tokens) "
                     f"arrives while the other streams decode.")
-        for col, (label, value, caption) in zip(st.columns(len(story) * 2), lesson.stall_metrics(story),
-                                                strict=False):
+        for col, (label, value, caption) in zip(st.columns(len(story)), lesson.stall_metrics(story), strict=True):
             col.metric(label, value)
             col.caption(caption)
 
@@ -50,8 +49,7 @@ x_max = charts.time_extent(traces.values(), "ms")
 
 
 def draw_tokens(label: str) -> None:
-    page.show_chart(budget_charts.token_times(traces[label], style, title=label, x_max=x_max), f"tokens-{label}",
-                    style)
+    page.show_chart(budget_charts.token_times(traces[label], style, title=label), f"tokens-{label}", style)
 
 
 page.grid(list(traces), draw_tokens, columns=2 if len(runs) <= 4 else 3)

@@ -87,6 +87,7 @@ class TokenGaps(NamedTuple):
     rows: np.ndarray  # int64, the request
     steps: np.ndarray  # int64, engine steps between the two tokens' steps (>= 1)
     ms: np.ndarray  # float64, clock between the ends of those steps
+    after: np.ndarray  # int64, the step of the later token
 
 
 def token_gaps(trace: Trace) -> TokenGaps:
@@ -100,7 +101,7 @@ def token_gaps(trace: Trace) -> TokenGaps:
     same = rows[1:] == rows[:-1]  # [tokens - 1] the next token is the same request's
     before, after = steps[:-1][same], steps[1:][same]
     end = trace.steps["time_ms"]
-    return TokenGaps(rows[1:][same], after - before, end[after] - end[before])
+    return TokenGaps(rows[1:][same], after - before, end[after] - end[before], after)
 
 
 def request_tbt(trace: Trace, gaps: TokenGaps | None = None) -> dict[str, np.ndarray]:

@@ -22,45 +22,67 @@ from ui.theme import ChartStyle
 MAX_STREAMS = 24  # rows of the token-times chart: more would make each row too thin to see a gap in
 MAX_ECDF_POINTS = 1000  # per line: gaps sampled at evenly spaced ranks (a busy run has ~45,000)
 ROW_PX, MIN_HEIGHT = 22, 320
+WINDOW_MS = 1500.0  # a longer run's token chart shows this much around its longest gap
 
 
 def token_times(trace: Trace, style: ChartStyle, *, title: str = "Each stream's tokens",
-                max_streams: int = MAX_STREAMS, x_max: float | None = None) -> go.Figure:
+                max_streams: int = MAX_STREAMS, window_ms: float | None = WINDOW_MS) -> go.Figure:
     """One row per request (arrival order, first at the top), one tick per token read, at the end of the step
-    that produced it (ms): a steady stream is an even comb, a stall a gap. With more than ``max_streams``
-    requests, the ones with the longest gap between two tokens are shown."""
-    rows = shown_streams(trace, max_streams)
+    that produced it (ms): a steady stream is an even comb, a stall a gap. A run longer than ``window_ms`` is shown
+    around its longest gap only (ticks would merge on a long axis), and of more than ``max_streams`` streams those
+    with the longest gaps there."""
     steps, who, _, kinds = trace.schedule_entries()
-    emits = np.isin(kinds, (SCHED_PREFILL_DONE, SCHED_DECODE)) & np.isin(who, rows)  # the tokens read
-    t = trace.steps["time_ms"][steps[emits]]
+    emits = np.isin(kinds, (SCHED_PREFILL_DONE, SCHED_DECODE))  # the tokens read
+    t_all, who_all = trace.steps["time_ms"][steps[emits]], who[emits]
+    lo, hi = worst_gap_window(trace, window_ms)
+    inside = (t_all >= lo) & (t_all <= hi)
+    rows = shown_streams(trace, max_streams, np.unique(who_all[inside]))
+    keep = inside & np.isin(who_all, rows)
     ids = np.asarray(trace.request_ids, dtype=object)
     gaps = metrics.request_tbt(trace)["max_ms"]
     data = [{
-        "type": "scatter", "x": t, "y": ids[who[emits]], "mode": "markers", "name": "a token",
+        "type": "scatter", "x": t_all[keep], "y": ids[who_all[keep]], "mode": "markers", "name": "a token",
         "marker": {"symbol": "line-ns", "size": style.marker_size * 1.4,
                    "line": {"width": style.line_width * 0.6, "color": theme.STATE_COLORS["decode"]}},
         "showlegend": False, "hovertemplate": "%{y}: a token at %{x:,.1f} ms<extra></extra>",
     }]
     order = [trace.request_ids[r] for r in rows]
-    ticks = [f"{rid} (max gap {fmt_num(gaps[r])} ms)" if np.isfinite(gaps[r]) else rid
+    ticks = [f"{rid} ({fmt_num(gaps[r])} ms)" if np.isfinite(gaps[r]) else rid
              for rid, r in zip(order, rows, strict=True)]
-    shown = f" ({len(rows)} of {trace.num_requests} with the longest gaps)" if len(rows) < trace.num_requests else ""
-    end = float(trace.steps["time_ms"][-1]) if trace.num_steps else 1.0
-    layout = styled_layout(style, title=title + shown, x_title="time (ms)", y_title=None, legend=False,
+    whole = lo <= 0 and hi >= (float(trace.steps["time_ms"][-1]) if trace.num_steps else 0.0)
+    where = "" if whole else " around its longest gap"
+    shown = f", {len(rows)} of {trace.num_requests} streams" if len(rows) < trace.num_requests else ""
+    layout = styled_layout(style, title=title + where + shown, x_title="time (ms)",
+                           y_title="stream (its longest gap)", legend=False,
                            height=max(MIN_HEIGHT, 120 + ROW_PX * len(rows)),
-                           xaxis={"range": [0, x_max or end]},
+                           xaxis={"range": [lo, hi]},
                            yaxis={"categoryorder": "array", "categoryarray": order[::-1], "tickvals": order,
                                   "ticktext": ticks, "showgrid": False, "type": "category"})
     return trusted_figure(data, layout)
 
 
-def shown_streams(trace: Trace, max_streams: int = MAX_STREAMS) -> list[int]:
-    """The rows token_times shows, in arrival order: all, or the ``max_streams`` with the longest gap."""
+def worst_gap_window(trace: Trace, window_ms: float | None = WINDOW_MS) -> tuple[float, float]:
+    """(start, end) ms to show: the whole run, or ``window_ms`` centred on the run's longest gap between tokens."""
+    end = float(trace.steps["time_ms"][-1]) if trace.num_steps else 1.0
+    g = metrics.token_gaps(trace)
+    if window_ms is None or end <= window_ms or not len(g.ms):
+        return 0.0, end
+    i = int(np.argmax(g.ms))
+    mid = float(trace.steps["time_ms"][g.after[i]]) - g.ms[i] / 2
+    lo = min(max(mid - window_ms / 2, 0.0), end - window_ms)
+    return lo, lo + window_ms
+
+
+def shown_streams(trace: Trace, max_streams: int = MAX_STREAMS, candidates: np.ndarray | None = None) -> list[int]:
+    """The rows token_times shows, in arrival order: the ``candidates`` (default all), or of more than
+    ``max_streams`` those with the longest gap."""
     order = arrival_order(trace)
+    if candidates is not None:
+        order = order[np.isin(order, candidates)]
     if len(order) <= max_streams:
         return order.tolist()
     gaps = np.nan_to_num(metrics.request_tbt(trace)["max_ms"], nan=-1.0)
-    keep = set(np.argsort(-gaps, kind="stable")[:max_streams].tolist())
+    keep = set(order[np.argsort(-gaps[order], kind="stable")[:max_streams]].tolist())
     return [int(r) for r in order if r in keep]
 
 
@@ -83,9 +105,21 @@ def tbt_distribution(traces: Mapping[str, Trace], style: ChartStyle, *, colors: 
             "line": {"color": colors[label], "width": style.line_width, "shape": "hv", "dash": label_dash(i)},
             "hovertemplate": f"{label}: %{{y:.1f}}% of gaps within %{{x:,.1f}} ms<extra></extra>",
         })
+    xs = [x for d in data for x in (d["x"][0], d["x"][-1])]
     layout = styled_layout(style, title=title, x_title="time between two tokens of a stream (ms, log scale)",
-                           y_title="gaps (%)", height=400, xaxis={"type": "log"}, yaxis={"range": [0, 102]})
+                           y_title="gaps (%)", height=400, xaxis=log_axis(xs), yaxis={"range": [0, 102]})
     return trusted_figure(data, layout)
+
+
+def log_axis(values: Sequence[float]) -> dict[str, Any]:
+    """A log axis ticked at 1, 2, 5, 10, 20, 50... within ``values``' span (plotly's own log ticks label 20 as
+    "2" beside the 10 they follow, which reads as 2 ms)."""
+    v = np.asarray([x for x in values if np.isfinite(x) and x > 0], dtype=np.float64)
+    if not len(v):
+        return {"type": "log"}
+    lo, hi = float(v.min()) / 1.3, float(v.max()) * 1.3
+    ticks = [m * 10.0**e for e in range(-1, 8) for m in (1, 2, 5) if lo <= m * 10.0**e <= hi]
+    return {"type": "log", "tickvals": ticks, "ticktext": [fmt_num(t, 0 if t >= 1 else 1) for t in ticks]}
 
 
 SERIES = {"chunked": ("chunked prefill", theme.BLUE, "circle"),
@@ -124,5 +158,6 @@ def tradeoff(sweep: Mapping[str, Any], style: ChartStyle, *, current: Sequence[t
             })
     layout = styled_layout(style, title=title, x_title="p99 time between tokens (ms, log scale)",
                            y_title="p99 time to first token (ms, log scale)", height=460,
-                           xaxis={"type": "log"}, yaxis={"type": "log"})
+                           xaxis=log_axis([x for d in data for x in d["x"]]),
+                           yaxis=log_axis([y for d in data for y in d["y"]]))
     return trusted_figure(data, layout)
