@@ -1,4 +1,4 @@
-"""Scheduler Lab home page: the four questions, one engine step in a picture, links to the lessons."""
+"""Scheduler Lab home page: the five questions, one engine step in a picture, links to the lessons."""
 
 import streamlit as st
 
@@ -31,6 +31,10 @@ LESSONS = {
                    "The scheduler evicts a running request and later recomputes its KV (vLLM's older V0 engine "
                    "could also swap it to CPU memory and back). Constant "
                    "preemption is a sizing problem: a bigger pool or fewer slots stops it."),
+    "Token budget": ("First token, or smooth streams?",
+                     "Without chunked prefill an 8,000-token prompt is one 134-ms step and every stream pauses that "
+                     "long; cut into 512-token chunks, the streams keep flowing and the prompt's first token comes "
+                     "later. The budget trades one wait for the other."),
 }
 
 lessons = [p for p in page.PAGES if p[1] in LESSONS]

@@ -5,18 +5,21 @@ Conventions (steps are whole engine steps, ms come from the cost model):
 - finish time = steps from the start of the arrival step to the end of the finish step: a request that arrives
   at step 0 and finishes at the end of step 999 took 1,000 steps;
 - queueing delay = steps from arrival to the first step the request was scheduled;
-- TTFT = steps from arrival to the end of the step that produced the first token.
+- TTFT = steps from arrival to the end of the step that produced the first token;
+- time between tokens (TBT, inter-token latency) = from the end of the step that produced one output token of a
+  request to the end of the step that produced its next (1 step while it decodes every step; a stall, a long step
+  or a preemption between two tokens shows as a larger gap).
 Latency statistics cover *served* requests: finished (stop or length) with the client still there.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from .request import NO_STEP, RequestStatus
-from .trace import SCHED_DECODE, SCHED_PREFILL, SCHED_WASTED, Trace
+from .trace import SCHED_DECODE, SCHED_PREFILL, SCHED_PREFILL_DONE, SCHED_WASTED, Trace
 
 _SERVED = (RequestStatus.FINISHED_STOPPED, RequestStatus.FINISHED_LENGTH_CAPPED)
 
@@ -77,6 +80,56 @@ def percentiles(values: np.ndarray, percents: tuple[float, ...]) -> list[float]:
     return result.tolist()
 
 
+class TokenGaps(NamedTuple):
+    """Every gap between two consecutive output tokens of one request, grouped by request (rows ascending) and in
+    step order within a request. Each is [gaps]."""
+
+    rows: np.ndarray  # int64, the request
+    steps: np.ndarray  # int64, engine steps between the two tokens' steps (>= 1)
+    ms: np.ndarray  # float64, clock between the ends of those steps
+    after: np.ndarray  # int64, the step of the later token
+
+
+def token_gaps(trace: Trace) -> TokenGaps:
+    """The gaps between consecutive tokens somebody reads (a completed prefill's token and each decode; tokens
+    past the answer's end or for a client who left are not counted), from the trace's schedule."""
+    steps, rows, _, kinds = trace.schedule_entries()
+    emits = (kinds == SCHED_PREFILL_DONE) | (kinds == SCHED_DECODE)
+    steps, rows = steps[emits], rows[emits]
+    order = np.argsort(rows, kind="stable")  # entries are in step order, so each request's stay sorted
+    steps, rows = steps[order], rows[order]
+    same = rows[1:] == rows[:-1]  # [tokens - 1] the next token is the same request's
+    before, after = steps[:-1][same], steps[1:][same]
+    end = trace.steps["time_ms"]
+    return TokenGaps(rows[1:][same], after - before, end[after] - end[before], after)
+
+
+def request_tbt(trace: Trace, gaps: TokenGaps | None = None) -> dict[str, np.ndarray]:
+    """Per request, [requests] float64: ``mean_steps``, ``max_steps``, ``mean_ms``, ``max_ms`` of its time between
+    tokens; NaN for a request with fewer than two tokens read."""
+    g = token_gaps(trace) if gaps is None else gaps
+    n = trace.num_requests
+    num = np.bincount(g.rows, minlength=n)
+    has = num > 0
+    out: dict[str, np.ndarray] = {}
+    for unit, values in (("steps", g.steps), ("ms", g.ms)):
+        mean = np.full(n, np.nan)
+        mean[has] = np.bincount(g.rows, weights=values, minlength=n)[has] / num[has]
+        peak = np.full(n, -np.inf)
+        np.maximum.at(peak, g.rows, values)
+        peak[~has] = np.nan
+        out[f"mean_{unit}"], out[f"max_{unit}"] = mean, peak
+    return out
+
+
+def tbt_stats(trace: Trace, gaps: TokenGaps | None = None) -> dict[str, dict[str, float]]:
+    """``tbt_steps`` and ``tbt_ms``: ``stats`` over every gap of the served requests (p50 and p99 of all gaps
+    pooled, not of per-request means: one stall in eight streams is eight gaps)."""
+    g = token_gaps(trace) if gaps is None else gaps
+    mine = served_mask(trace)[g.rows]
+    return {"tbt_steps": stats(g.steps[mine]), "tbt_ms": stats(g.ms[mine])}
+
+
 def wasted_gpu_ms(trace: Trace) -> float:
     """GPU time spent on work nobody reads: each step's time shared out over the step's work as the cost model
     prices it (``prefill_token_us`` a prefill token, ``decode_request_us`` a decode), and the share done for
@@ -132,6 +185,7 @@ def summary(trace: Trace) -> dict[str, Any]:
         "queue_ms": stats(lat["queue_ms"][served]),
         "ttft_steps": stats(lat["ttft_steps"][served]),
         "ttft_ms": stats(lat["ttft_ms"][served]),
+        **tbt_stats(trace),
         "output_tokens": output_tokens,
         "wasted_tokens": wasted,
         "useful_tokens": output_tokens - wasted,

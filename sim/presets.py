@@ -5,16 +5,18 @@ Article numbers these reproduce (tests pin them):
 - one slot, answers of 1,000/100/100 steps: FCFS average finish 1,100 steps, SJF 500;
 - a 1,000-token answer abandoned at token 300: 700 tokens wasted without an abort, KV would reach 131 MB
   (Llama 3.1 8B, 128 KiB per token), the abort frees 39 MB on the next step;
-- a 2,000-token victim: recompute ~32 ms of prefill, swap ~262 MB each way, ~5 ms at 50 GB/s.
+- a 2,000-token victim: recompute ~32 ms of prefill, swap ~262 MB each way, ~5 ms at 50 GB/s;
+- an 8,000-token prompt among eight decoding streams: one step of ~134 ms without chunked prefill (every stream
+  pauses that long), or 16 chunks of ~13.9 ms under a 512-token budget (``stall_figures`` computes them).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
-from .config import EngineConfig
+from .config import CostModel, EngineConfig, cdiv
 from .request import RequestSpec
 from .scenario import Scenario
 from .workload import ClientSpec, WorkloadSpec, generate
@@ -23,7 +25,7 @@ from .workload import ClientSpec, WorkloadSpec, generate
 @dataclass(frozen=True)
 class Preset:
     key: str
-    lesson: str  # queueing | fairness | cancellation | preemption
+    lesson: str  # queueing | fairness | cancellation | preemption | budget
     title: str
     description: str
     scenario: Scenario
@@ -335,6 +337,103 @@ def _sizing() -> Preset:
     )
 
 
+# ---- token budget -----------------------------------------------------------------------------------------------
+# The budget sweep: max_num_batched_tokens from 64 to 8,192, chunked prefill on and off (off only where the budget
+# holds the longest request, as vLLM requires: max_model_len <= max_num_batched_tokens).
+BUDGET_SWEEP = (64, 128, 256, 512, 1024, 2048, 4096, 8192)
+
+
+class StallFigures(NamedTuple):
+    """A long prompt arriving among decoding requests, worked out from the cost model (ms per step)."""
+
+    decode_step_ms: float  # a step of the decodes alone
+    one_step_ms: float  # without chunked prefill: the whole prompt and the decodes in one step
+    chunk_tokens: int  # with chunked prefill: the prompt's tokens per step (the budget left after the decodes)
+    num_chunks: int  # steps its prefill takes
+    chunk_step_ms: float  # a step with a full chunk and the decodes
+    chunked_ttft_ms: float  # the prompt's time to first token when chunked: its chunks' steps, back to back
+
+
+def stall_figures(cost: CostModel, prompt_len: int, num_decoding: int, budget: int) -> StallFigures:
+    """What the article computes: each running request decodes one token a step and is scheduled first, so a
+    chunk gets the budget left after the decodes; the last chunk is the remainder."""
+    chunk = budget - num_decoding
+    if chunk <= 0:
+        raise ValueError(f"budget: must exceed the {num_decoding} decoding requests' tokens, got {budget}")
+    num_chunks = cdiv(prompt_len, chunk)
+    last = prompt_len - (num_chunks - 1) * chunk
+    ttft = (num_chunks - 1) * cost.step_ms(chunk, num_decoding) + cost.step_ms(last, num_decoding)
+    return StallFigures(cost.step_ms(0, num_decoding), cost.step_ms(prompt_len, num_decoding), chunk, num_chunks,
+                        cost.step_ms(chunk, num_decoding), ttft)
+
+
+def _long_prompt() -> Preset:
+    # Eight chat streams decode from step 0; at step 20 an 8,000-token prompt arrives. Without chunking the budget
+    # must hold it (8,192); chunked, 512 tokens a step: 8 for the decodes, 504 for the prompt.
+    num_decoding, prompt_len, arrival_step = 8, 8000, 20
+    requests = [RequestSpec(f"chat{i}", 0, 100, 60) for i in range(num_decoding)]
+    requests.append(RequestSpec("long", arrival_step, prompt_len, 16))
+    config = EngineConfig(num_blocks=2000, max_num_seqs=16, max_num_batched_tokens=512)
+    f = stall_figures(config.cost, prompt_len, num_decoding, 512)
+    return Preset(
+        "long_prompt", "budget", "Article: an 8,000-token prompt among eight decoding streams",
+        f"Eight requests are decoding, a step every {f.decode_step_ms:.1f} ms, when an {prompt_len:,}-token prompt "
+        f"arrives. Without chunked prefill its prefill is one step of {config.cost.step_base_ms:g} ms + "
+        f"{prompt_len:,} x {config.cost.prefill_token_us:g} us + {num_decoding} decodes x "
+        f"{config.cost.decode_request_us:g} us = {f.one_step_ms:.1f} ms, and every stream pauses "
+        f"that long. With a 512-token budget the decodes take {num_decoding} tokens of each step and the prompt "
+        f"the other {f.chunk_tokens}: {f.num_chunks} chunks in steps of {f.chunk_step_ms:.1f} ms, so the streams "
+        f"keep flowing while the prompt's first token comes after ~{f.chunked_ttft_ms:.0f} ms instead of "
+        f"~{f.one_step_ms:.0f}.",
+        Scenario("An 8,000-token prompt among eight streams", config, tuple(requests)),
+        (("no chunking", {"chunked_prefill": False, "max_num_batched_tokens": 8192}),
+         ("chunked prefill", {"chunked_prefill": True, "max_num_batched_tokens": 512})),
+        {"budget_sweep": BUDGET_SWEEP, "stall": (prompt_len, num_decoding)},
+    )
+
+
+def _busy_budget() -> Preset:
+    # 300 requests, ~0.15 a step, prompts with a long tail (median 500, up to 3,500 tokens): at most ~22 run at
+    # once, so the budget, not the slots or the pool, decides how a step is shared. Chunked, p99 time between
+    # tokens grows from ~7 ms (budget 64) to ~48 ms (8,192) while p99 TTFT falls from seconds to ~60 ms.
+    workload = WorkloadSpec(num_requests=300, rate_per_step=0.15, prompt_median=500, prompt_sigma=1.0,
+                            prompt_max=3500, output_median=150, output_sigma=0.6, output_max=500, seed=31)
+    config = EngineConfig(num_blocks=6000, max_num_seqs=64, max_num_batched_tokens=2048)
+    return Preset(
+        "busy_budget", "budget", "Busy server: the budget trades TTFT for smooth streams",
+        "300 requests arriving at random, prompts from a few dozen to 3,500 tokens. A large budget lets a long "
+        "prompt finish its prefill in one or two big steps (low TTFT) while every stream waits for them; a small "
+        "one keeps each step short (steady tokens) and makes prompts queue for the budget. The sweep shows the "
+        "whole curve.",
+        _workload_scenario("Busy server, long-tailed prompts", config, workload),
+        (("no chunking", {"chunked_prefill": False, "max_num_batched_tokens": 8192}),
+         ("chunked, 2,048", {"chunked_prefill": True, "max_num_batched_tokens": 2048}),
+         ("chunked, 256", {"chunked_prefill": True, "max_num_batched_tokens": 256})),
+        {"budget_sweep": BUDGET_SWEEP},
+    )
+
+
+def _budget_memory() -> Preset:
+    # Eight chat streams (200-token prompts, 600-token answers) and six bursts of four 2,000-token documents with
+    # 12-token answers, in a 680-block pool. With a budget of 8,192 a burst's documents are admitted in one step
+    # (each passes the free-block check on its own), filling the pool to its last block; the chats' next blocks
+    # are then missing and the scheduler preempts the last document admitted, whose 2,000 tokens are computed
+    # again. With 512 the documents come in one after another and the pool peaks below its size.
+    requests = [RequestSpec(f"chat{i}", 0, 200, 600) for i in range(8)]
+    requests += [RequestSpec(f"doc{burst}.{i}", 30 + 60 * burst, 2000, 12) for burst in range(6) for i in range(4)]
+    config = EngineConfig(num_blocks=680, max_num_seqs=16, max_num_batched_tokens=512)
+    return Preset(
+        "budget_memory", "budget", "Where the budget meets memory: a small pool",
+        "Chat streams share a small KV pool with bursts of long documents. A large budget admits a whole burst's "
+        "prefill in one step and fills the pool to the brim, so the streams' next blocks are missing and the "
+        "scheduler preempts a document, whose prompt is computed again; a small budget admits them one by one.",
+        Scenario("Chats and document bursts in a small pool", config, tuple(requests)),
+        (("budget 8,192", {"chunked_prefill": True, "max_num_batched_tokens": 8192}),
+         ("budget 512", {"chunked_prefill": True, "max_num_batched_tokens": 512})),
+        {"budget_sweep": BUDGET_SWEEP},
+    )
+
+
 # key -> builder, in lesson order (the article's example first in each lesson). A key must be its preset's own.
 _BUILDERS: dict[str, Callable[[], Preset]] = {
     "article_hol": _article_hol, "busy_server": _busy_server, "predicted_lengths": _predicted_lengths,
@@ -344,6 +443,7 @@ _BUILDERS: dict[str, Callable[[], Preset]] = {
     "article_abandon": _article_abandon, "impatient_users": _impatient_users, "stops": _stops,
     "toy_pool": _toy_pool, "recompute_vs_swap": _recompute_vs_swap, "prefix_cache": _prefix_cache,
     "sizing": _sizing,
+    "long_prompt": _long_prompt, "busy_budget": _busy_budget, "budget_memory": _budget_memory,
 }
 
 

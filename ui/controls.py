@@ -33,7 +33,7 @@ class Knob:
     options: tuple[Any, ...] = ()
     labels: dict[Any, str] = field(default_factory=dict)  # display names for options
     help: str = ""
-    widget: str = "slider"  # slider | number | select | toggle | multiselect | segmented
+    widget: str = "slider"  # slider | number | select | select_slider | toggle | multiselect | segmented
     fmt: str | None = None
 
     def __post_init__(self) -> None:
@@ -216,6 +216,8 @@ class KnobPanel:
             return box.toggle(knob.label, **common)
         if knob.widget == "select":
             return box.selectbox(knob.label, knob.choices, format_func=knob.display, **common)
+        if knob.widget == "select_slider":  # a slider over a "choice" knob's options (powers of two, say)
+            return box.select_slider(knob.label, knob.choices, format_func=knob.display, **common)
         if knob.widget == "segmented":
             value = box.segmented_control(knob.label, knob.choices, format_func=knob.display, **common)
             return knob.default if value is None else value

@@ -1,0 +1,72 @@
+"""The Token budget lesson driven through AppTest: every preset runs, the worked example's figures are on screen,
+the budget slider moves TBT and TTFT the expected way, and the sweep completes into the notices."""
+
+import pytest
+
+from sim import presets
+from tests.app.conftest import assert_clean, chart_titles, metric_values, notice_text, open_page
+
+PAGE = "pages/5_Token_budget.py"
+
+
+def test_worked_example_on_screen():
+    at = open_page(PAGE)
+    assert_clean(at)
+    values = metric_values(at)
+    assert values["A: no chunking, 8,192: streams' longest pause"] == "133.8 ms"
+    assert values["B: chunked, 512: streams' longest pause"] == "13.9 ms"
+    assert values["B: chunked, 512: p99 time between tokens"] == "13.9 ms"
+    captions = " ".join(c.value for c in at.caption)
+    assert "long's first token after 133.8 ms (its prefill in 1 step)" in captions
+    assert "long's first token after 220.8 ms (its prefill in 16 steps)" in captions
+    assert "133.8 ms" in at.caption[0].value or "133.8 ms" in captions  # the preset's description
+    text = notice_text(at)
+    assert "23x a plain decode step" in text and "The knee is near a budget of 1,024" in text
+    titles = chart_titles(at)
+    assert "Time between tokens, every gap" in titles and "The budget's trade-off: one point per budget" in titles
+    assert "KV cache, B: chunked, 512" in titles
+
+
+@pytest.mark.parametrize("preset", [p.key for p in presets.presets_for("budget")])
+def test_every_preset_runs(preset):
+    at = open_page(PAGE, {"preset": preset})
+    assert_clean(at)
+    n = len(presets.get(preset).variants)
+    assert sum(label.endswith("p99 time between tokens") for label in metric_values(at)) == n
+    assert "What to notice" in notice_text(at)
+    assert len(at.get("plotly_chart")) == 3 * n + 2  # tokens, Gantt, KV per server; TBT; the trade-off
+    assert at.dataframe
+
+
+def _figures(at) -> tuple[float, float]:
+    """Server B's streams' longest pause and its long prompt's TTFT (ms), from the worked example's box."""
+    pause = float(metric_values(at)["B: chunked, 1,024: streams' longest pause"].removesuffix(" ms"))
+    caption = next(c.value for c in at.caption if c.value.startswith("long's first token") and "8 steps" in c.value)
+    return pause, float(caption.split("after ")[1].split(" ms")[0])
+
+
+def test_a_bigger_budget_shortens_ttft_and_lengthens_the_pauses():
+    at = open_page(PAGE)
+    at.select_slider(key="budget.budget_b").set_value(1024).run()
+    assert_clean(at)
+    pause, ttft = _figures(at)
+    # 8 chunks of 1,016 tokens: steps of 5.75 + 1,016 x 0.016 + 0.048 = 22.054 ms (13.862 at 512); TTFT
+    # 7 x 22.054 + (5.75 + 888 x 0.016 + 0.048) = 174.4 ms (220.8 at 512).
+    assert pause == 22.1 and ttft == 174.4
+    assert at.query_params["budget_b"] in ("1024", ["1024"])
+    values = metric_values(at)
+    assert values["B: chunked, 1,024: p99 time between tokens"] == "22.1 ms"
+
+
+def test_chunking_off_rejects_the_long_prompt_under_a_small_budget():
+    at = open_page(PAGE, {"chunked_b": "0"})
+    assert_clean(at)
+    warnings = " ".join(w.value for w in at.warning)
+    assert "a prompt of 8,000 tokens, more than the step's token budget" in warnings
+
+
+def test_engine_knobs_rerun():
+    at = open_page(PAGE, {"preset": "budget_memory"})
+    at.slider(key="budget.engine.num_blocks").set_value(2000).run()
+    assert_clean(at)
+    assert "Where the budget meets memory" not in notice_text(at)  # a roomy pool: nobody is preempted

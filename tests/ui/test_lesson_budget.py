@@ -1,0 +1,123 @@
+"""The Token budget lesson's logic without Streamlit: its knobs and servers, the worked example's stall, the sweep,
+the notices (worded from the runs' numbers), and the chart builders."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sim import metrics, presets
+from sim.engine import simulate
+from ui.charts import budget as charts
+from ui.lessons import budget as lesson
+from ui.theme import ChartStyle
+
+
+def runs_of(key: str, **changes) -> list[lesson.Run]:
+    p = presets.get(key)
+    values = {k.key: k.default for k in lesson.knobs(p, p.scenario.config)}
+    values.update(changes)
+    out = []
+    for label, sc in lesson.variants(p.scenario, values):
+        trace = simulate(sc.config, sc.requests)
+        out.append(lesson.Run(label, sc, trace, metrics.summary(trace)))
+    return out
+
+
+def test_knobs_start_from_the_preset_servers():
+    p = presets.get("long_prompt")
+    defaults = {k.key: k.default for k in lesson.knobs(p, p.scenario.config)}
+    assert defaults == {"chunked_a": False, "budget_a": 8192, "chunked_b": True, "budget_b": 512}
+    assert [label for label, _ in lesson.variants(p.scenario, defaults)] == ["A: no chunking, 8,192",
+                                                                              "B: chunked, 512"]
+    assert all(k.key != "max_num_batched_tokens" for k in lesson.engine_knobs(p.scenario.config))
+
+
+def test_worked_example_stall_from_the_runs():
+    story = lesson.stalls(runs_of("long_prompt"))
+    a, b = story
+    # Without chunking: 1 step of 5.75 + 8,000 x 0.016 + 8 x 0.006 = 133.798 ms; chunked: 16 steps, 220.768 ms.
+    assert (a.request_id, a.prompt_len, a.prefill_steps) == ("long", 8000, 1)
+    assert a.ttft_ms == pytest.approx(133.798) and a.others_max_gap_ms == pytest.approx(133.798)
+    assert b.prefill_steps == 16 and b.ttft_ms == pytest.approx(220.768)
+    assert b.others_max_gap_ms == pytest.approx(13.862)
+    labels = [m[:2] for m in lesson.stall_metrics(story)]
+    assert labels == [("A: no chunking, 8,192: streams' longest pause", "133.8 ms"),
+                      ("B: chunked, 512: streams' longest pause", "13.9 ms")]
+
+
+def test_notices_word_the_numbers():
+    runs = runs_of("long_prompt")
+    text = " ".join(lesson.notices(runs, lesson.stalls(runs)))
+    assert "p99 time between tokens 133.8 ms against 13.9 ms" in text
+    assert "p99 TTFT 124.6 ms against 205.1 ms" in text  # (the chats' TTFT counts too: p99 of 9 requests)
+    assert "took 1 step, and the other streams waited up to 133.8 ms for a token: 23x a plain decode step" in text
+    assert "the prefill took 16 steps instead" in text and "after 220.8 ms instead of 133.8" in text
+
+
+def test_notices_follow_the_budget():
+    # Server B at 1,024 tokens: 1,016 a chunk, 8 chunks, each 5.75 + 1,016 x 0.016 + 0.048 = 22.054 ms.
+    story = lesson.stalls(runs_of("long_prompt", budget_b=1024))
+    assert story[1].prefill_steps == 8 and story[1].others_max_gap_ms == pytest.approx(22.054)
+
+
+def test_same_servers_say_so():
+    text = " ".join(lesson.notices(runs_of("long_prompt", chunked_a=True, budget_a=512)))
+    assert "Every server gives the same p99 time between tokens here (13.9 ms)" in text
+
+
+def test_memory_notice():
+    text = " ".join(lesson.notices(runs_of("budget_memory")))
+    assert ("A: chunked, 8,192 preempted 1 request and computed 2,002 tokens again (KV peaked at 680 of 680 blocks) "
+            "and B: chunked, 512 preempted none (KV peaked at 657 of 680 blocks)") in text
+
+
+def test_capped_answers_without_chunking():
+    # Without chunking at 4,096 the 8,016-token request is rejected (its prompt is over the budget) and nothing
+    # else is cut; at 1,024 nothing is cut either (chats are 160 tokens). A budget of 128 cuts every chat at 128.
+    runs = runs_of("long_prompt", budget_a=128)
+    text = " ".join(lesson.notices(runs))
+    assert "under A: no chunking, 128, 8 answers stopped at 128 tokens (prompt + answer) before their end" in text
+
+
+def test_sweep_runs_and_notice():
+    p = presets.get("long_prompt")
+    runs = lesson.sweep_runs(p.scenario, (256, 512, 8192))
+    # Chunked at every budget; without chunking only at 8,192 (the longest request is 8,000 + 16 tokens).
+    assert [(sc.config.chunked_prefill, sc.config.max_num_batched_tokens) for sc in runs] == [
+        (True, 256), (True, 512), (True, 8192), (False, 8192)]
+    budgets = (256, 1024, 8192)
+    sweep = lesson.tradeoff_sweep(p.scenario, budgets, lambda sc, fn: fn(simulate(sc.config, sc.requests)))
+    assert [b for b, _, _ in sweep["chunked"]] == [256, 1024, 8192] and sweep["longest"] == 8016
+    tbt = [x for _, _, x in sweep["chunked"]]
+    assert tbt == sorted(tbt) and tbt[-1] == pytest.approx(133.798)
+    text = " ".join(lesson.sweep_notice(sweep))
+    assert "from 9.8 ms (budget 256) to 133.8 ms (8,192)" in text
+    # p99 TTFT 297 ms at 256, 162 at 1,024, 125 at 8,192: 1,024 is the smallest within 1.5 x 125 = 187.5 ms.
+    assert "The knee is near a budget of 1,024" in text
+    missing = lesson.tradeoff_sweep(p.scenario, (256,), lambda sc, fn: None)
+    assert missing["chunked"] == [] and lesson.sweep_notice(missing) == []
+
+
+def test_chart_builders():
+    runs = runs_of("long_prompt")
+    style = ChartStyle()
+    fig = charts.token_times(runs[0].trace, style, title="A")
+    assert fig.layout.title.text == "A" and len(fig.data[0].x) == 8 * 60 + 16  # every token read
+    assert fig.layout.yaxis.ticktext[0] == "chat0 (134 ms)"
+    fig = charts.tbt_distribution({r.label: r.trace for r in runs}, style)
+    assert [d.name for d in fig.data] == ["A: no chunking, 8,192 (p99 134 ms)", "B: chunked, 512 (p99 13.9 ms)"]
+    fig = charts.tradeoff({"chunked": [(512, 200.0, 13.9), (8192, 125.0, 133.8)], "unchunked": []}, style,
+                          current=[("A", 125.0, 133.8)])
+    assert list(fig.data[0].text) == ["512", "8,192"] and fig.data[1].name == "A"
+    assert list(fig.layout.xaxis.tickvals) == [20.0, 50.0, 100.0]
+
+
+def test_busy_run_shows_its_worst_moment():
+    runs = runs_of("busy_budget")
+    lo, hi = charts.worst_gap_window(runs[0].trace)
+    assert hi - lo == charts.WINDOW_MS
+    g = metrics.token_gaps(runs[0].trace)
+    worst_end = runs[0].trace.steps["time_ms"][g.after[int(np.argmax(g.ms))]]
+    assert lo < worst_end <= hi
+    assert len(charts.shown_streams(runs[0].trace)) == charts.MAX_STREAMS

@@ -1,0 +1,163 @@
+"""Token budget: each stream's tokens over time (a stall is a gap), the time between tokens per run, and the
+trade-off curve of the budget sweep (p99 TTFT against p99 time between tokens, one point per budget).
+
+Times are ms from the cost model (sim.metrics: a token's time is the end of the step that produced it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import plotly.graph_objects as go
+
+from sim import metrics
+from sim.trace import SCHED_DECODE, SCHED_PREFILL_DONE, Trace
+from ui import theme
+from ui.charts.gantt import arrival_order
+from ui.charts.layout import fmt_num, label_colors, label_dash, styled_layout, trusted_figure
+from ui.theme import ChartStyle
+
+MAX_STREAMS = 24  # rows of the token-times chart: more would make each row too thin to see a gap in
+MAX_ECDF_POINTS = 1000  # per line: gaps sampled at evenly spaced ranks (a busy run has ~45,000)
+ROW_PX, MIN_HEIGHT = 22, 320
+WINDOW_MS = 1500.0  # a longer run's token chart shows this much around its longest gap
+
+
+def token_times(trace: Trace, style: ChartStyle, *, title: str = "Each stream's tokens",
+                max_streams: int = MAX_STREAMS, window_ms: float | None = WINDOW_MS) -> go.Figure:
+    """One row per request (arrival order, first at the top), one tick per token read, at the end of the step
+    that produced it (ms): a steady stream is an even comb, a stall a gap. A run longer than ``window_ms`` is shown
+    around its longest gap only (ticks would merge on a long axis), and of more than ``max_streams`` streams those
+    with the longest gaps there."""
+    steps, who, _, kinds = trace.schedule_entries()
+    emits = np.isin(kinds, (SCHED_PREFILL_DONE, SCHED_DECODE))  # the tokens read
+    t_all, who_all = trace.steps["time_ms"][steps[emits]], who[emits]
+    lo, hi = worst_gap_window(trace, window_ms)
+    inside = (t_all >= lo) & (t_all <= hi)
+    rows = shown_streams(trace, max_streams, np.unique(who_all[inside]))
+    keep = inside & np.isin(who_all, rows)
+    ids = np.asarray(trace.request_ids, dtype=object)
+    gaps = metrics.request_tbt(trace)["max_ms"]
+    data = [{
+        "type": "scatter", "x": t_all[keep], "y": ids[who_all[keep]], "mode": "markers", "name": "a token",
+        "marker": {"symbol": "line-ns", "size": style.marker_size * 1.4,
+                   "line": {"width": style.line_width * 0.6, "color": theme.STATE_COLORS["decode"]}},
+        "showlegend": False, "hovertemplate": "%{y}: a token at %{x:,.1f} ms<extra></extra>",
+    }]
+    order = [trace.request_ids[r] for r in rows]
+    ticks = [f"{rid} ({fmt_num(gaps[r])} ms)" if np.isfinite(gaps[r]) else rid
+             for rid, r in zip(order, rows, strict=True)]
+    whole = lo <= 0 and hi >= (float(trace.steps["time_ms"][-1]) if trace.num_steps else 0.0)
+    where = "" if whole else " around its longest gap"
+    shown = f", {len(rows)} of {trace.num_requests} streams" if len(rows) < trace.num_requests else ""
+    layout = styled_layout(style, title=title + where + shown, x_title="time (ms)",
+                           y_title="stream (its longest gap)", legend=False,
+                           height=max(MIN_HEIGHT, 120 + ROW_PX * len(rows)),
+                           xaxis={"range": [lo, hi]},
+                           yaxis={"categoryorder": "array", "categoryarray": order[::-1], "tickvals": order,
+                                  "ticktext": ticks, "showgrid": False, "type": "category"})
+    return trusted_figure(data, layout)
+
+
+def worst_gap_window(trace: Trace, window_ms: float | None = WINDOW_MS) -> tuple[float, float]:
+    """(start, end) ms to show: the whole run, or ``window_ms`` centred on the run's longest gap between tokens."""
+    end = float(trace.steps["time_ms"][-1]) if trace.num_steps else 1.0
+    g = metrics.token_gaps(trace)
+    if window_ms is None or end <= window_ms or not len(g.ms):
+        return 0.0, end
+    i = int(np.argmax(g.ms))
+    mid = float(trace.steps["time_ms"][g.after[i]]) - g.ms[i] / 2
+    lo = min(max(mid - window_ms / 2, 0.0), end - window_ms)
+    return lo, lo + window_ms
+
+
+def shown_streams(trace: Trace, max_streams: int = MAX_STREAMS, candidates: np.ndarray | None = None) -> list[int]:
+    """The rows token_times shows, in arrival order: the ``candidates`` (default all), or of more than
+    ``max_streams`` those with the longest gap."""
+    order = arrival_order(trace)
+    if candidates is not None:
+        order = order[np.isin(order, candidates)]
+    if len(order) <= max_streams:
+        return order.tolist()
+    gaps = np.nan_to_num(metrics.request_tbt(trace)["max_ms"], nan=-1.0)
+    keep = set(order[np.argsort(-gaps[order], kind="stable")[:max_streams]].tolist())
+    return [int(r) for r in order if r in keep]
+
+
+def tbt_distribution(traces: Mapping[str, Trace], style: ChartStyle, *, colors: Mapping[str, str] | None = None,
+                     title: str = "Time between tokens, every gap") -> go.Figure:
+    """One ECDF per run of every gap between two tokens of a served request (ms, log scale), p99 in the legend."""
+    colors = dict(colors or label_colors(traces))
+    data = []
+    for i, (label, trace) in enumerate(traces.items()):
+        g = metrics.token_gaps(trace)
+        v = np.sort(g.ms[metrics.served_mask(trace)[g.rows]])
+        if not len(v):
+            continue
+        share = np.arange(1, len(v) + 1) / len(v) * 100.0
+        pick = np.unique(np.linspace(0, len(v) - 1, min(len(v), MAX_ECDF_POINTS)).astype(int))
+        p99 = metrics.percentiles(v, (99,))[0]
+        data.append({
+            "type": "scatter", "x": v[pick], "y": share[pick], "mode": "lines",
+            "name": f"{label} (p99 {fmt_num(p99)} ms)",
+            "line": {"color": colors[label], "width": style.line_width, "shape": "hv", "dash": label_dash(i)},
+            "hovertemplate": f"{label}: %{{y:.1f}}% of gaps within %{{x:,.1f}} ms<extra></extra>",
+        })
+    xs = [x for d in data for x in (d["x"][0], d["x"][-1])]
+    layout = styled_layout(style, title=title, x_title="time between two tokens of a stream (ms, log scale)",
+                           y_title="gaps (%)", height=400, xaxis=log_axis(xs), yaxis={"range": [0, 102]})
+    return trusted_figure(data, layout)
+
+
+def log_axis(values: Sequence[float]) -> dict[str, Any]:
+    """A log axis ticked at 1, 2, 5, 10, 20, 50... within ``values``' span (plotly's own log ticks label 20 as
+    "2" beside the 10 they follow, which reads as 2 ms)."""
+    v = np.asarray([x for x in values if np.isfinite(x) and x > 0], dtype=np.float64)
+    if not len(v):
+        return {"type": "log"}
+    lo, hi = float(v.min()) / 1.3, float(v.max()) * 1.3
+    ticks = [m * 10.0**e for e in range(-1, 8) for m in (1, 2, 5) if lo <= m * 10.0**e <= hi]
+    return {"type": "log", "tickvals": ticks, "ticktext": [fmt_num(t, 0 if t >= 1 else 1) for t in ticks]}
+
+
+SERIES = {"chunked": ("chunked prefill", theme.BLUE, "circle"),
+          "unchunked": ("no chunking", theme.VERMILLION, "square")}
+
+
+def tradeoff(sweep: Mapping[str, Any], style: ChartStyle, *, current: Sequence[tuple[str, float, float]] = (),
+             title: str = "The budget's trade-off: one point per budget") -> go.Figure:
+    """p99 TTFT (y) against p99 time between tokens (x), one point per budget, labelled with it, a line per
+    series (``sweep["chunked"]``, ``sweep["unchunked"]``: lists of (budget, p99 TTFT ms, p99 TBT ms)); both axes
+    log. ``current``: (label, p99 TTFT, p99 TBT) of the runs above, drawn as open diamonds."""
+    data: list[dict[str, Any]] = []
+    for key, (name, color, symbol) in SERIES.items():
+        points = [p for p in sweep.get(key, []) if np.isfinite(p[1]) and np.isfinite(p[2])]
+        if not points:
+            continue
+        budgets, ttft, tbt = (list(x) for x in zip(*points, strict=True))
+        data.append({
+            "type": "scatter", "x": tbt, "y": ttft, "mode": "lines+markers+text", "name": name,
+            "text": [f"{b:,}" for b in budgets], "textposition": "top right",
+            "textfont": {"size": style.font_size * 0.85, "color": color},
+            "line": {"color": color, "width": style.line_width, "dash": "solid" if key == "chunked" else "dash"},
+            "marker": {"size": style.marker_size, "color": color, "symbol": symbol},
+            "customdata": budgets,
+            "hovertemplate": f"{name}, budget %{{customdata:,}}<br>p99 TTFT %{{y:,.1f}} ms<br>"
+                             "p99 time between tokens %{x:,.1f} ms<extra></extra>",
+        })
+    for label, ttft, tbt in current:
+        if np.isfinite(ttft) and np.isfinite(tbt):
+            data.append({
+                "type": "scatter", "x": [tbt], "y": [ttft], "mode": "markers", "name": label,
+                "marker": {"size": style.marker_size * 2, "symbol": "diamond-open", "color": theme.BLACK,
+                           "line": {"width": style.line_width}},
+                "hovertemplate": f"{label}<br>p99 TTFT %{{y:,.1f}} ms<br>p99 time between tokens %{{x:,.1f}} ms"
+                                 "<extra></extra>",
+            })
+    layout = styled_layout(style, title=title, x_title="p99 time between tokens (ms, log scale)",
+                           y_title="p99 time to first token (ms, log scale)", height=460,
+                           xaxis=log_axis([x for d in data for x in d["x"]]),
+                           yaxis=log_axis([y for d in data for y in d["y"]]))
+    return trusted_figure(data, layout)
