@@ -169,6 +169,14 @@ class BlockPool:
         self.cached.setdefault(block_hash, []).append(block)
         self.block_hash[block] = block_hash
 
+    def cache_blocks(self, blocks: np.ndarray, block_hashes) -> None:
+        """``cache_block`` for each of ``blocks`` with its hash from the iterable ``block_hashes``, in order."""
+        cached = self.cached
+        hashes = list(block_hashes)
+        for block, block_hash in zip(blocks.tolist(), hashes, strict=True):
+            cached.setdefault(block_hash, []).append(block)
+        self.block_hash[blocks] = hashes
+
     def _compact(self) -> None:
         """Move the live entries to end at index ``num_blocks``: room for ``num_used`` prepends before the head and
         for at least ``num_blocks + 64`` appends after the tail."""
