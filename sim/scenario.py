@@ -175,8 +175,11 @@ def scenario_from_dict(data: Any, limits: cost_estimate.Limits | None = None) ->
     if has_workload:
         try:
             workload = workload_from_dict(data["workload"])
-            if limits is not None:
-                cost_estimate.check(cost_estimate.of_workload(config, workload), limits)
+        except ValueError as e:
+            raise ScenarioError(f"workload.{e}" if not str(e).startswith("workload") else str(e)) from None
+        if limits is not None:  # (before drawing the requests: a workload of a few lines can ask for millions)
+            cost_estimate.check(cost_estimate.of_workload(config, workload), limits)
+        try:
             requests = generate(workload)
         except ValueError as e:
             raise ScenarioError(f"workload.{e}" if not str(e).startswith("workload") else str(e)) from None
