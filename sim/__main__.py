@@ -73,8 +73,9 @@ def _print(text: str, what: str) -> int:
 
 
 def load_scenario(path: str) -> scenario.Scenario:
-    """``scenario.load`` within the CLI's limits (``sim.cost_estimate.CLI_LIMITS``), with the garbage collector paused: a file of thousands of requests makes as many dicts and
-    specs, and none of them is in a cycle (the collector's passes cost more than the parsing)."""
+    """``scenario.load`` within the CLI's limits (``sim.cost_estimate.CLI_LIMITS``), with the garbage collector
+    paused: a file of thousands of requests makes as many dicts and specs, and none of them is in a cycle (the
+    collector's passes cost more than the parsing)."""
     with gc_paused():
         return scenario.load(path, cost_estimate.CLI_LIMITS)
 
