@@ -197,6 +197,37 @@ def client_knobs(spec: ClientSpec, workload: WorkloadSpec, config: EngineConfig)
     return out
 
 
+MAX_CLIENT_PANELS = 8  # past this many clients, one table of their settings instead of a panel of sliders each
+
+
+def client_settings_table(specs: Sequence[ClientSpec], workload: WorkloadSpec, config: EngineConfig) -> pd.DataFrame:
+    """The clients' knobs as one table, a row per client and a column per setting (named by its label): what the
+    page shows instead of a panel per client when there are more than MAX_CLIENT_PANELS (2,000 clients made
+    12,000 sliders). A setting a client has no knob for is blank."""
+    rows = []
+    for spec in specs:
+        row: dict[str, Any] = {"client": spec.client_id}
+        for knob in client_knobs(spec, workload, config):
+            row[knob.label] = knob.default
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def client_values_from_table(table: pd.DataFrame, specs: Sequence[ClientSpec], workload: WorkloadSpec,
+                             config: EngineConfig) -> dict[str, dict[str, Any]]:
+    """``values[client_id][knob key]`` (what ``apply_clients`` and ``apply_client_weights`` read) from an edited
+    ``client_settings_table``: each value clipped to its knob's range, a blank cell the knob's default."""
+    values: dict[str, dict[str, Any]] = {}
+    for spec, (_, row) in zip(specs, table.iterrows(), strict=True):
+        mine = values[spec.client_id] = {}
+        for knob in client_knobs(spec, workload, config):
+            cell = row.get(knob.label)
+            value = knob.default if cell is None or pd.isna(cell) else float(cell)
+            value = min(max(value, knob.min), knob.max)
+            mine[knob.key] = int(round(value)) if knob.kind == "int" else float(value)
+    return values
+
+
 def apply_clients(workload: WorkloadSpec, specs: Sequence[ClientSpec],
                   values: dict[str, dict[str, Any]]) -> WorkloadSpec:
     """The workload with the clients' knob values (``values[client_id][knob key]``). Shares are rewritten only
