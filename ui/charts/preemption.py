@@ -26,6 +26,7 @@ from ui.charts.gantt import arrival_order, gantt
 from ui.charts.layout import NO_FILL, downsample, step_axis, styled_layout, time_title, trusted_figure
 from ui.charts.timeseries import KV_UNITS, kv_occupancy_parts, pool_line
 from ui.theme import ChartStyle
+from ui.wording import chart_ids, chart_text
 
 MAX_CELLS = 2048  # block-map cells drawn at most; a larger pool is aggregated, several blocks per cell
 MAX_LEGEND_REQUESTS = 8  # more requests than this: colours cycle, the key explains instead of listing
@@ -137,7 +138,7 @@ def block_map(trace: Trace, step: int, style: ChartStyle, *, title: str | None =
     hover[:cells] = _cell_hover(trace, dominant, count, used, per_cell, n)
     text = np.full(rows * cols, "", dtype=object)
     if per_cell == 1 and _labels_fit(trace, cols * PLOT_PX / plot_px, style):
-        ids = np.asarray(trace.request_ids, dtype=object)
+        ids = np.asarray(chart_ids(trace.request_ids), dtype=object)
         text[:cells] = np.where(dominant >= 0, ids[np.maximum(dominant, 0)], "")
     text[:cells] = np.where(freed & (dominant < 0), "\u00d7", text[:cells])
     gap = 2 if cols <= 16 else 1 if cols <= 32 else 0  # grid lines only while a block is big enough to see
@@ -214,14 +215,14 @@ def _key_lines(trace: Trace, codes: np.ndarray, victims: Sequence[int], retaken:
     used = int((codes >= 0).sum())
     items = [f"{used:,} of {len(codes):,} blocks held" + (f" (a cell = {per_cell} blocks)" if per_cell > 1 else "")]
     if 0 < len(present) <= MAX_LEGEND_REQUESTS:
-        items += [_swatch(theme.request_color(int(r)), trace.request_ids[r]) for r in present]
+        items += [_swatch(theme.request_color(int(r)), chart_text(trace.request_ids[r])) for r in present]
     elif len(present):
         items.append(_swatch(theme.REQUEST_COLORS[0], f"{len(present)} requests (hover for ids)"))
     items.append(_swatch(theme.GREY, "free", "\u25a1"))
     if (codes == CACHED).any():
         items.append(_swatch(theme.LIGHT_GREY, "free, caching a prefix"))
     if victims:
-        names = ", ".join(trace.request_ids[v] for v in victims)
+        names = ", ".join(chart_text(trace.request_ids[v]) for v in victims)
         again = f", {retaken} reused at once" if retaken else ""
         items.append(_swatch(FREED_FILL, f"\u00d7 freed by {names}{again}"))
     budget = int(KEY_PX / (0.56 * (style.font_size - 1)))  # characters per line
@@ -240,7 +241,7 @@ def _key_lines(trace: Trace, codes: np.ndarray, victims: Sequence[int], retaken:
 
 def _cell_hover(trace: Trace, dominant: np.ndarray, count: np.ndarray, used: np.ndarray, per_cell: int,
                 n: int) -> list[str]:
-    ids = trace.request_ids
+    ids = chart_ids(trace.request_ids)
     names = [ids[c] if c >= 0 else theme.CACHED_FREE_LABEL if c == CACHED else "free" for c in dominant]
     bs = trace.config.block_size
     if per_cell == 1:
@@ -327,7 +328,7 @@ def _preemption_marks(trace: Trace, style: ChartStyle, x_unit: str, unit: str) -
     victims: dict[int, list[str]] = {}
     for row, per_request in enumerate(trace.preempted_at_steps):
         for step in per_request:
-            victims.setdefault(step, []).append(trace.request_ids[row])
+            victims.setdefault(step, []).append(chart_text(trace.request_ids[row]))
     if not victims:
         return []
     s = np.array(sorted(victims))
@@ -361,7 +362,7 @@ def gantt_with_resumes(trace: Trace, style: ChartStyle, *, notes: Mapping[tuple[
         if not marks:
             continue
         r_, s_ = np.array([m[0] for m in marks]), np.array([m[1] for m in marks])
-        hover = [f"<b>{trace.request_ids[r]}</b>: {name} at step {s:,}"
+        hover = [f"<b>{chart_text(trace.request_ids[r])}</b>: {name} at step {s:,}"
                  + (f"<br>{notes[(r, s)]}" if notes and (r, s) in notes else "") for r, s in marks]
         marks_traces.append(go.Scatter(
             x=s_ if x_unit == "steps" else trace.start_ms(s_), y=pos[r_] + 0.45, mode="markers", name=name,
