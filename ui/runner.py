@@ -69,6 +69,42 @@ def _prefetcher() -> background.Prefetcher:
     return prefetcher
 
 
+CACHE_MAX_BYTES = 2**30  # the traces the process keeps cached, all sessions together (Trace.nbytes)
+
+
+class _ByteBudget:
+    """The bytes of each cached trace, oldest first, so that the caches of traces (st.cache_data counts entries,
+    not bytes: 256 traces of a 500-client upload held ~560 MB each) drop their oldest entries once they hold more
+    than CACHE_MAX_BYTES together. One for the process, shared by every session (like the caches)."""
+
+    def __init__(self, max_bytes: int = CACHE_MAX_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self.total = 0
+        # (cached function, its hashed arguments) -> bytes
+        self._entries: OrderedDict[tuple[Any, tuple], int] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def add(self, fn: Any, args: tuple, num_bytes: int) -> None:
+        """``fn(*args)`` is cached and holds ``num_bytes``: evict the oldest entries (``fn.clear(*args)``) past the
+        budget, never the one just added."""
+        evict = []
+        with self._lock:
+            entry = (fn, args)
+            self.total += num_bytes - self._entries.pop(entry, 0)
+            self._entries[entry] = num_bytes
+            while self.total > self.max_bytes and len(self._entries) > 1:
+                old, size = self._entries.popitem(last=False)
+                self.total -= size
+                evict.append(old)
+        for old_fn, old_args in evict:
+            old_fn.clear(*old_args)
+
+
+@st.cache_resource(show_spinner=False)
+def _cache_bytes() -> _ByteBudget:
+    return _ByteBudget()
+
+
 @st.cache_data(max_entries=256, show_spinner=False)
 def _run(key: str, _scenario: Scenario, snapshot_every_steps: int) -> Trace:
     if not snapshot_every_steps:
@@ -117,6 +153,7 @@ def run(scenario: Scenario, snapshot_every_steps: int = 0) -> Trace:
     try:
         check_cost(scenario)
         trace = _run(key, scenario, snapshot_every_steps)
+        _cache_bytes().add(_run, (key, None, snapshot_every_steps), trace.nbytes())
     except (SimulationError, ValueError) as e:
         ready.add(key, e)
         raise
@@ -249,4 +286,7 @@ def run_until(scenario: Scenario, step: int, map_steps: tuple[int, ...] = ()) ->
     a step where nothing ran has none), cached: one step's block map without recording every step's."""
     if any(t > step or t < 0 for t in map_steps):
         raise ValueError(f"map_steps: each must be between 0 and step={step}, got {map_steps}")
-    return _run_until(scenario_key(scenario), scenario, step, tuple(sorted(set(map_steps))))
+    key, maps = scenario_key(scenario), tuple(sorted(set(map_steps)))
+    trace = _run_until(key, scenario, step, maps)
+    _cache_bytes().add(_run_until, (key, None, step, maps), trace.nbytes())
+    return trace
