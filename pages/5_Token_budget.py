@@ -49,7 +49,8 @@ x_max = charts.time_extent(traces.values(), "ms")
 
 
 def draw_tokens(label: str) -> None:
-    page.show_chart(budget_charts.token_times(traces[label], style, title=label), f"tokens-{label}", style)
+    page.show_chart(budget_charts.token_times(traces[label], style, title=label), f"tokens-{label}", style,
+                    cursor_runs=[label], x_unit="ms")
 
 
 page.grid(list(traces), draw_tokens, columns=2 if len(runs) <= 4 else 3)
@@ -69,13 +70,14 @@ if sweep is not None:
     sweeps.show(sweep, draw_sweep)
 
 st.subheader("Who ran when, and the KV it held")
+lp.player(runs, "ms")
 
 
 def draw_gantt(label: str) -> None:
     page.show_chart(charts.gantt(traces[label], style, x_unit="ms", title=label, x_max=x_max), f"gantt-{label}",
-                    style)
+                    style, cursor_runs=[label], x_unit="ms")
     page.show_chart(charts.kv_occupancy(traces[label], style, x_unit="ms", title=f"KV cache, {label}"),
-                    f"kv-{label}", style)
+                    f"kv-{label}", style, cursor_runs=[label], x_unit="ms")
 
 
 page.grid(list(traces), draw_gantt, columns=2 if len(runs) <= 4 else 3)

@@ -1,7 +1,8 @@
 """Command line: ``python -m sim run SCENARIO.json [--out RESULT.json] [--steps]``, ``python -m sim bench`` and
 ``python -m sim problems LESSON --seed N [--count K] [--answers] [--scenario-dir DIR]``.
 
-Exit codes: 0 ok, 2 invalid scenario (one line on stderr naming the field), 3 a run that cannot finish.
+Exit codes: 0 ok, 2 invalid scenario (one line on stderr naming the field) or one past the CLI's limits (the figure
+and the limit, decided before the run: ``sim/cost_estimate.py``), 3 a run that cannot finish.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import os
 import sys
 from typing import Any
 
-from . import metrics, problems, scenario
+from . import cost_estimate, metrics, problems, scenario
 from .engine import SimulationError, gc_paused, simulate
 from .trace import Trace
 
@@ -113,10 +114,11 @@ def _print(text: str, what: str) -> int:
 
 
 def load_scenario(path: str) -> scenario.Scenario:
-    """``scenario.load`` with the garbage collector paused: a file of thousands of requests makes as many dicts and
-    specs, and none of them is in a cycle (the collector's passes cost more than the parsing)."""
+    """``scenario.load`` within the CLI's limits (``sim.cost_estimate.CLI_LIMITS``), with the garbage collector
+    paused: a file of thousands of requests makes as many dicts and specs, and none of them is in a cycle (the
+    collector's passes cost more than the parsing)."""
     with gc_paused():
-        return scenario.load(path)
+        return scenario.load(path, cost_estimate.CLI_LIMITS)
 
 
 def result_of(name: str, trace: Trace, steps: bool = False) -> dict[str, Any]:

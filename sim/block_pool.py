@@ -24,6 +24,8 @@ used: ``ref_cnt`` is then derived from it when read instead of being kept up to 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 
 NO_HASH = np.iinfo(np.int64).min  # block_hash sentinel: the block holds no full, hashed token run
@@ -41,6 +43,9 @@ class BlockPool:
         # de-duplicate (a block-aligned prompt recomputes its last block, a copy of a cached one), and a lookup
         # takes the oldest still cached, so a copy stays findable after the first is evicted.
         self.cached: dict[int, list[int]] = {}
+        # Bumped whenever a prefix group's hash (a negative number, see kv_cache_manager) is cached or evicted: a
+        # lookup of a group's blocks made since is still valid (a 1 M-token prefix is 62,500 lookups a request).
+        self.group_version = 0
         self._capacity = 2 * num_blocks + 64
         self._queue = np.empty(self._capacity, dtype=np.int32)  # [capacity] int32 block ids, see module doc
         self._queue_pos = np.full(num_blocks, -1, dtype=np.int64)  # [num_blocks] int64, -1 = not free
@@ -109,12 +114,16 @@ class BlockPool:
 
     def _evict(self, blocks: np.ndarray) -> None:
         hashes = self.block_hash[blocks]
-        for b, h in zip(blocks[hashes != NO_HASH].tolist(), hashes[hashes != NO_HASH].tolist(), strict=True):
+        held = hashes != NO_HASH
+        hashes = hashes[held]
+        for b, h in zip(blocks[held].tolist(), hashes.tolist(), strict=True):
             same = self.cached[h]
             same.remove(b)
             if not same:
                 del self.cached[h]
         self.block_hash[blocks] = NO_HASH
+        if len(hashes) and hashes.min() < 0:
+            self.group_version += 1
 
     def free(self, blocks: np.ndarray) -> None:
         """Drop one reference to each of ``blocks`` (distinct ids, in eviction order: a request's tail first).
@@ -166,8 +175,17 @@ class BlockPool:
 
     def cache_block(self, block: int, block_hash: int) -> None:
         """Make a full block findable by its hash (after any other block with the same tokens, as vLLM)."""
-        self.cached.setdefault(block_hash, []).append(block)
-        self.block_hash[block] = block_hash
+        self.cache_blocks(np.array([block]), [block_hash])
+
+    def cache_blocks(self, blocks: np.ndarray, block_hashes: Iterable[int]) -> None:
+        """``cache_block`` for each of ``blocks`` with its hash from the iterable ``block_hashes``, in order."""
+        cached = self.cached
+        hashes = list(block_hashes)
+        for block, block_hash in zip(blocks.tolist(), hashes, strict=True):
+            cached.setdefault(block_hash, []).append(block)
+        self.block_hash[blocks] = hashes
+        if hashes and min(hashes[0], hashes[-1]) < 0:  # (group hashes come first, in a run)
+            self.group_version += 1
 
     def _compact(self) -> None:
         """Move the live entries to end at index ``num_blocks``: room for ``num_used`` prepends before the head and

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import events, fast_forward
+from . import cost_estimate, events, fast_forward
 from .admission import rejection_reasons
 from .block_pool import NO_HASH
 from .config import EngineConfig, cdiv
@@ -44,6 +44,18 @@ class _Executed:  # (a NamedTuple costs ~1.5 us a step to make, this ~0.5)
     client_output_tokens: np.ndarray | None  # [clients] tokens generated per client (None with one client)
 
 
+class _Limit(int):
+    """A step limit that formats as ``max_steps=N`` (``{:,}`` too) or as a plain number."""
+
+    def __new__(cls, value: int, prefix: str):
+        self = super().__new__(cls, value)
+        self.prefix = prefix
+        return self
+
+    def __format__(self, spec: str) -> str:
+        return self.prefix + format(int(self), spec)
+
+
 class SimulationError(RuntimeError):
     """A run that cannot finish (the step guard tripped, or no request can ever make progress)."""
 
@@ -67,12 +79,14 @@ def client_ids_of(requests: Sequence[RequestSpec]) -> list[str]:
 
 class Engine:
     def __init__(self, config: EngineConfig, requests: Sequence[RequestSpec], *, name: str = "",
-                 snapshot_every_steps: int = 0, check_invariants: bool = False, fast_forward: bool = True):
+                 snapshot_every_steps: int = 0, check_invariants: bool = False, fast_forward: bool = True,
+                 limits: cost_estimate.Limits = cost_estimate.CLI_LIMITS):
         if not requests:
             raise ValueError("requests: a scenario needs at least one request")
         ids = [r.request_id for r in requests]
         if len(set(ids)) != len(ids):
-            dup = next(i for i in ids if ids.count(i) > 1)
+            seen: set[str] = set()
+            dup = next(i for i in ids if i in seen or seen.add(i))  # (set.add returns None)
             raise ValueError(f"requests: duplicate request id {dup!r}")
         self.config = config
         self.name = name
@@ -84,10 +98,16 @@ class Engine:
         self.rejection = rejection_reasons(t, config)  # [rows] RejectReason, None for a request that can run
         fits = t.max_blocks <= config.num_blocks
         max_blocks = int(t.max_blocks[fits].max()) if fits.any() else 1
-        self.kv = KVCacheManager(config.num_blocks, config.block_size, config.max_num_seqs, max_blocks, len(t),
+        # (no more batch slots than requests: a slot is taken lowest first, so the slots used are the same)
+        self.kv = KVCacheManager(config.num_blocks, config.block_size, min(config.max_num_seqs, len(t)), max_blocks,
+                                 len(t),
                                  prefix_group, t.prefix_len, config.enable_prefix_caching)
         self.scheduler = Scheduler(config, t, self.kv)
         self.recorder = TraceRecorder(self.num_clients)
+        # The step guard: max_steps, or fewer when the trace of that many steps would pass the memory budget
+        self.limits = limits
+        self.max_recorded_steps = cost_estimate.max_recorded_steps(self.num_clients, limits)
+        self.max_steps = min(config.max_steps, self.max_recorded_steps)
         self.snapshot_every_steps = snapshot_every_steps
         self.check_invariants = check_invariants
         self.fast_forward = fast_forward  # skip through quiet stretches (same trace; tests compare both ways)
@@ -139,20 +159,15 @@ class Engine:
     def _advance(self, until_step: int | None) -> None:
         n, step = len(self.table), self._next_step
         while self.num_done < n and (until_step is None or step <= until_step):
-            if step >= self.config.max_steps:
-                raise StepLimitError(
-                    f"stopped after max_steps={self.config.max_steps} steps with {n - self.num_done} of {n} "
-                    f"requests unfinished; raise max_steps or shorten the workload",
-                    self.config.max_steps, n - self.num_done, n)
+            if step >= self.max_steps:
+                raise self._step_limit_error("stopped after {limit} steps with {left}")
             if self._is_idle():
                 next_step = self.next_event_step()
                 if next_step is None:
                     raise SimulationError(f"no request can make progress at step {step}")
-                if next_step >= self.config.max_steps:  # say so now, not after recording the idle steps first
-                    raise StepLimitError(
-                        f"the engine is idle until step {next_step:,}, past max_steps={self.config.max_steps:,}, "
-                        f"with {n - self.num_done} of {n} requests unfinished; raise max_steps or shorten the "
-                        f"workload", self.config.max_steps, n - self.num_done, n)
+                if next_step >= self.max_steps:  # say so now, not after recording the idle steps first
+                    raise self._step_limit_error(f"the engine is idle until step {next_step:,}, past "
+                                                 "{limit:,}, with {left}")
                 if next_step > step:
                     last = next_step - 1 if until_step is None else min(next_step - 1, until_step)
                     self._record_idle(step, last)
@@ -170,6 +185,21 @@ class Engine:
                 continue
             self.step(step)
             step = self._next_step = step + 1
+
+    def _step_limit_error(self, what: str) -> StepLimitError:
+        """The step guard's error, ``what`` with ``{limit}`` for the limit and ``{left}`` for the requests left:
+        max_steps, or the memory budget of the trace when that stops the run first."""
+        n = len(self.table)
+        by_memory = self.max_steps < self.config.max_steps
+        limit = _Limit(self.max_steps, "" if by_memory else "max_steps=")
+        what = what.format(limit=limit, left=f"{n - self.num_done} of {n} requests unfinished")
+        if by_memory:
+            message = (f"{what}: the trace of more steps with {self.num_clients:,} client(s) would pass "
+                       f"{self.limits.who}'s memory budget of {self.limits.max_bytes:,} bytes; shorten the workload "
+                       f"or use fewer clients")
+        else:
+            message = f"{what}; raise max_steps or shorten the workload"
+        return StepLimitError(message, self.max_steps, n - self.num_done, n)
 
     def queue_view(self) -> dict[str, list[str]]:
         """Request ids in the waiting queue (admission order), the running list and the swapped queue, now."""
@@ -492,9 +522,11 @@ def queues_after_step(config: EngineConfig, requests: Sequence[RequestSpec], ste
 
 
 def simulate(config: EngineConfig, requests: Sequence[RequestSpec], *, name: str = "",
-             snapshot_every_steps: int = 0, check_invariants: bool = False, fast_forward: bool = True) -> Trace:
-    """Run ``requests`` on an engine configured by ``config`` and return the trace."""
+             snapshot_every_steps: int = 0, check_invariants: bool = False, fast_forward: bool = True,
+             limits: cost_estimate.Limits = cost_estimate.CLI_LIMITS) -> Trace:
+    """Run ``requests`` on an engine configured by ``config`` and return the trace. ``limits.max_bytes`` bounds
+    the trace: the run stops (``StepLimitError``) before it records more steps than fit."""
     with gc_paused():  # (the engine's set-up and the trace's assembly too: both make thousands of lists)
         engine = Engine(config, requests, name=name, snapshot_every_steps=snapshot_every_steps,
-                        check_invariants=check_invariants, fast_forward=fast_forward)
+                        check_invariants=check_invariants, fast_forward=fast_forward, limits=limits)
         return engine.run()

@@ -52,7 +52,7 @@ def quiet_steps(engine: Engine, step: int, until_step: int | None) -> int:
         # Those requests keep the batch from being quiet until they are gone: no need to look again before then.
         engine.quiet_retry_step = step + int(max_reduce(left[left < MIN_STEPS]))
         return 0
-    limits = [cfg.max_steps, step + last_in, engine.next_disconnect_step(after=step - 1)]
+    limits = [engine.max_steps, step + last_in, engine.next_disconnect_step(after=step - 1)]
     d = min(x for x in limits if x is not None) - step
     if until_step is not None:
         d = min(d, until_step + 1 - step)

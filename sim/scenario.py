@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from . import cost_estimate
 from .admission import rejection_message
 from .config import MODELS, CostModel, EngineConfig, ModelSpec, cdiv, json_type
 from .request import FIELD_DEFAULTS, RequestSpec, specs_from_columns
@@ -154,7 +155,9 @@ def config_to_dict(c: EngineConfig) -> dict[str, Any]:
     return out
 
 
-def scenario_from_dict(data: Any) -> Scenario:
+def scenario_from_dict(data: Any, limits: cost_estimate.Limits | None = None) -> Scenario:
+    """The scenario ``data`` states. With ``limits``, one whose cost passes them is refused before its workload is
+    generated or its requests are built (and checked again on the requests drawn)."""
     data = _object(data, "scenario")
     _unknown(data, _TOP_KEYS, "scenario")
     name = data.get("name", "Untitled scenario")
@@ -172,6 +175,11 @@ def scenario_from_dict(data: Any) -> Scenario:
     if has_workload:
         try:
             workload = workload_from_dict(data["workload"])
+        except ValueError as e:
+            raise ScenarioError(f"workload.{e}" if not str(e).startswith("workload") else str(e)) from None
+        if limits is not None:  # (before drawing the requests: a workload of a few lines can ask for millions)
+            cost_estimate.check(cost_estimate.of_workload(config, workload), limits)
+        try:
             requests = generate(workload)
         except ValueError as e:
             raise ScenarioError(f"workload.{e}" if not str(e).startswith("workload") else str(e)) from None
@@ -179,8 +187,13 @@ def scenario_from_dict(data: Any) -> Scenario:
         items = data["requests"]
         if not isinstance(items, list) or not items:
             raise ScenarioError("requests: must be a non-empty list of request objects")
+        if limits is not None and len(items) > limits.max_requests:
+            raise ScenarioError(f"requests: the scenario has {len(items):,} requests, and {limits.who} allows at "
+                                f"most {limits.max_requests:,}; {limits.advice}")
         requests = requests_from_list(items)
     check_requests(requests, config, generated=has_workload)
+    if limits is not None:
+        cost_estimate.check(cost_estimate.of_requests(config, requests), limits)
     return Scenario(name=name, config=config, requests=tuple(requests), description=description, workload=workload)
 
 
@@ -261,7 +274,8 @@ def _check_text(value: Any, where: str) -> None:
             _check_text(item, f"{where}[{i}]")
 
 
-def loads(text: str) -> Scenario:
+def loads(text: str, limits: cost_estimate.Limits | None = None) -> Scenario:
+    """The scenario in JSON ``text``; with ``limits``, refused when it would cost more (``scenario_from_dict``)."""
     try:
         data = json.loads(text, object_pairs_hook=_unique_keys)
     except ScenarioError:  # (from _unique_keys: already says what is wrong)
@@ -276,14 +290,15 @@ def loads(text: str) -> Scenario:
     # as UTF-8 cannot hold one); with neither, skip the walk over every string (~3 ms for 2,000 requests).
     if "\\u" in text or not text.isascii():
         _check_text(data, "scenario")
-    return scenario_from_dict(data)
+    return scenario_from_dict(data, limits)
 
 
 MAX_FILE_BYTES = 256 * 2**20  # a scenario file's size at most (the 20,000-request benchmark's is ~2 MB)
 
 
-def load(path: str | os.PathLike[str]) -> Scenario:
-    """The scenario in file ``path``; a ScenarioError says what is wrong (the caller names the file)."""
+def load(path: str | os.PathLike[str], limits: cost_estimate.Limits | None = None) -> Scenario:
+    """The scenario in file ``path``; a ScenarioError says what is wrong (the caller names the file). With
+    ``limits``, a scenario that would cost more is refused before it is generated or run."""
     try:
         with open(path, encoding="utf-8-sig") as f:  # (a byte-order mark, as some editors write, is fine)
             text = f.read(MAX_FILE_BYTES + 1)  # (bounded: /dev/zero or a pipe that never ends is refused, not read)
@@ -294,7 +309,7 @@ def load(path: str | os.PathLike[str]) -> Scenario:
     if len(text) > MAX_FILE_BYTES:
         raise ScenarioError(f"larger than {MAX_FILE_BYTES:,} bytes, the most a scenario file may hold (use a "
                             f"workload generator instead of listing the requests)")
-    return loads(text)
+    return loads(text, limits)
 
 
 def dumps(s: Scenario) -> str:

@@ -36,6 +36,7 @@ from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from typing import Any
 
+from sim import cost_estimate
 from sim.engine import simulate
 from sim.scenario import Scenario
 from sim.trace import Trace
@@ -48,7 +49,7 @@ MAX_SEEN = 100_000  # keys remembered (a forgotten key costs one run made in the
 
 def simulate_scenario(scenario: Scenario) -> Trace:
     """What a worker runs (a module-level function, so it can be sent to another process)."""
-    return simulate(scenario.config, scenario.requests, name=scenario.name)
+    return simulate(scenario.config, scenario.requests, name=scenario.name, limits=cost_estimate.PAGE_LIMITS)
 
 
 def _warm_up() -> None:

@@ -11,11 +11,13 @@ from typing import Any
 
 import streamlit as st
 
+from sim import cost_estimate
 from sim.config import EngineConfig, field_help, gib_for_blocks
 from sim.scenario import Scenario
 from sim.workload import WorkloadSpec, generate
 
 from .controls import Knob
+from .runner import SLIDER_ADVICE
 from .wording import count, fmt_binary_size, fmt_gib, plain
 
 _BUDGETS = (256, 512, 1024, 2048, 4096, 8192, 16384)
@@ -75,6 +77,9 @@ def scenario_with(scenario: Scenario, config: EngineConfig, workload: WorkloadSp
     """The preset's scenario with new engine settings and, for generated workloads, a regenerated request list."""
     if workload is None:
         return dataclasses.replace(scenario, config=config)
+    # (before drawing it: a slider may take an uploaded workload past the app's limits; the runner checks the
+    # requests drawn again)
+    cost_estimate.check(cost_estimate.of_workload(config, workload), cost_estimate.PAGE_LIMITS, SLIDER_ADVICE)
     try:
         requests = _generate(repr(workload), workload)
     except ValueError as e:  # the generator names its own fields: say it in the sidebar's words

@@ -16,7 +16,7 @@ from typing import Any
 
 import streamlit as st
 
-from sim import SimulationError, metrics, presets
+from sim import SimulationError, cost_estimate, metrics, presets
 from sim.engine import queues_after_step, simulate
 from sim.scenario import Scenario
 from sim.trace import Trace
@@ -68,6 +68,42 @@ def _prefetcher() -> background.Prefetcher:
     return prefetcher
 
 
+CACHE_MAX_BYTES = 2**30  # the traces the process keeps cached, all sessions together (Trace.nbytes)
+
+
+class _ByteBudget:
+    """The bytes of each cached trace, oldest first, so that the caches of traces (st.cache_data counts entries,
+    not bytes: 256 traces of a 500-client upload held ~560 MB each) drop their oldest entries once they hold more
+    than CACHE_MAX_BYTES together. One for the process, shared by every session (like the caches)."""
+
+    def __init__(self, max_bytes: int = CACHE_MAX_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self.total = 0
+        # (cached function, its hashed arguments) -> bytes
+        self._entries: OrderedDict[tuple[Any, tuple], int] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def add(self, fn: Any, args: tuple, num_bytes: int) -> None:
+        """``fn(*args)`` is cached and holds ``num_bytes``: evict the oldest entries (``fn.clear(*args)``) past the
+        budget, never the one just added."""
+        evict = []
+        with self._lock:
+            entry = (fn, args)
+            self.total += num_bytes - self._entries.pop(entry, 0)
+            self._entries[entry] = num_bytes
+            while self.total > self.max_bytes and len(self._entries) > 1:
+                old, size = self._entries.popitem(last=False)
+                self.total -= size
+                evict.append(old)
+        for old_fn, old_args in evict:
+            old_fn.clear(*old_args)
+
+
+@st.cache_resource(show_spinner=False)
+def _cache_bytes() -> _ByteBudget:
+    return _ByteBudget()
+
+
 @st.cache_data(max_entries=256, show_spinner=False)
 def _run(key: str, _scenario: Scenario, snapshot_every_steps: int) -> Trace:
     if not snapshot_every_steps:
@@ -75,17 +111,48 @@ def _run(key: str, _scenario: Scenario, snapshot_every_steps: int) -> Trace:
         if trace is not None:
             return trace
     return simulate(_scenario.config, _scenario.requests, name=_scenario.name,
-                    snapshot_every_steps=snapshot_every_steps)
+                    snapshot_every_steps=snapshot_every_steps, limits=cost_estimate.PAGE_LIMITS)
+
+
+def check_cost(scenario: Scenario) -> None:
+    """Refuse (``ScenarioError``) a run past the app's limits (``sim.cost_estimate.PAGE_LIMITS``) before it
+    starts: an uploaded file within them can still be pushed past them by a slider (longer answers, more
+    requests). Remembered per scenario (the estimate reads every request: ~10 ms for 20,000)."""
+    key = scenario_key(scenario)
+    with _DIGEST_LOCK:
+        error = _COST_CHECKED.get(key, False)
+    if error is False:
+        try:
+            cost_estimate.check(cost_estimate.of_requests(scenario.config, scenario.requests),
+                                cost_estimate.PAGE_LIMITS, SLIDER_ADVICE)
+            error = None
+        except ValueError as e:
+            error = e
+        with _DIGEST_LOCK:
+            _COST_CHECKED[key] = error
+            while len(_COST_CHECKED) > 1024:
+                del _COST_CHECKED[next(iter(_COST_CHECKED))]
+    if error is not None:
+        raise error
+
+
+SLIDER_ADVICE = ("move the sliders that add work (answer lengths, requests, clients) back, or run the scenario with "
+                 "`python -m sim run FILE`, which allows more")
+# scenario key -> the refusal of its cost, or None if within the app's limits (a pure memo of the key, oldest first)
+_COST_CHECKED: dict[str, ValueError | None] = {}
 
 
 def run(scenario: Scenario, snapshot_every_steps: int = 0) -> Trace:
     """Simulate ``scenario`` (cached). Raises sim.SimulationError for a run that cannot finish (and ValueError
-    for a request list the engine refuses); the error is remembered, so asking again does not run it again."""
+    for a request list the engine refuses, ScenarioError for one past the app's limits); the error is remembered,
+    so asking again does not run it again."""
     key = scenario_key(scenario)
     ready = _ready_keys()
     ready.raise_if_failed(key)
     try:
+        check_cost(scenario)
         trace = _run(key, scenario, snapshot_every_steps)
+        _cache_bytes().add(_run, (key, None, snapshot_every_steps), trace.nbytes())
     except (SimulationError, ValueError) as e:
         ready.add(key, e)
         raise
@@ -136,7 +203,15 @@ def prefetch(scenarios: Sequence[Scenario]) -> None:
     """About to ``run`` (or ``measure``) each of ``scenarios``: start the ones never run in this process on the
     other cores (ui.background), so the page's own thread shares the work. The page's thread takes them from the
     front of this list and the workers from the back: put last what the page needs soonest but leaves to them."""
-    _prefetcher().prefetch((scenario_key(sc), sc) for sc in scenarios)
+    _prefetcher().prefetch((scenario_key(sc), sc) for sc in scenarios if _within_limits(sc))
+
+
+def _within_limits(scenario: Scenario) -> bool:
+    try:
+        check_cost(scenario)
+    except ValueError:
+        return False  # (``run`` says why, when the page asks for it)
+    return True
 
 
 @st.cache_data(max_entries=256, show_spinner=False)

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from sim import metrics
+from sim import cost_estimate, metrics
 from sim import scenario as scenario_io
 from sim.events import RejectReason
 from sim.scenario import Scenario, ScenarioError
@@ -18,11 +18,10 @@ from .wording import as_code
 
 UPLOAD_PARAM = "uploaded"  # in the URL while a file is uploaded: the scenario's name (its start)
 UPLOAD_PARAM_MAX_CHARS = 80
-APP_MAX_STEPS = 200_000  # an uploaded scenario runs for at most this many engine steps here (the CLI has no cap)
-# ... and holds at most this much work: a page runs it under each of its policies, and one process serves every
-# reader (the 20,000-request benchmark, 7.7 M tokens, takes ~1 s and 120 MB a run; ten times that took 5 GB)
-APP_MAX_REQUESTS = 20_000
-APP_MAX_TOKENS = 8_000_000  # prompt tokens + tokens to generate, over all requests
+# An uploaded scenario runs for at most this many engine steps here. It also holds at most the work of
+# sim.cost_estimate.PAGE_LIMITS (20,000 requests, 8 M tokens, 100 clients, ~512 MiB a run): a page runs it under each
+# of its policies, and one process serves every reader.
+APP_MAX_STEPS = cost_estimate.PAGE_LIMITS.max_steps
 
 
 def upload(page: str) -> Scenario | None:
@@ -64,26 +63,13 @@ def upload(page: str) -> Scenario | None:
 
 
 def _for_this_app(data: bytes) -> Scenario:
-    """An uploaded file's scenario, runnable in a page's time: at most APP_MAX_REQUESTS requests of APP_MAX_TOKENS
-    tokens in all, and APP_MAX_STEPS engine steps."""
+    """An uploaded file's scenario, runnable in a page's time and memory: within ``PAGE_LIMITS`` (requests, clients,
+    tokens, arrivals before APP_MAX_STEPS, block table, memory), decided before its workload is drawn."""
     try:
         text = data.decode("utf-8-sig")  # (a byte-order mark, as some editors write, is fine)
     except UnicodeDecodeError:
         raise ScenarioError("the file is not UTF-8 text; upload a JSON scenario") from None
-    scenario = scenario_io.loads(text)
-    cli = "run it with `python -m sim run FILE` instead"
-    if len(scenario.requests) > APP_MAX_REQUESTS:
-        raise ScenarioError(f"it has {len(scenario.requests):,} requests, and this app runs at most "
-                            f"{APP_MAX_REQUESTS:,}; {cli}")
-    stop, max_model_len = scenario.config.stop_check, scenario.config.effective_max_model_len
-    tokens = sum(r.prompt_len + r.generated_len(stop, max_model_len) for r in scenario.requests)
-    if tokens > APP_MAX_TOKENS:
-        raise ScenarioError(f"its requests hold {tokens:,} tokens (prompts plus answers), and this app runs at most "
-                            f"{APP_MAX_TOKENS:,} a scenario; {cli}")
-    last = max(r.arrival_step for r in scenario.requests)
-    if last >= APP_MAX_STEPS:
-        raise ScenarioError(f"its requests arrive until step {last:,}, and this app simulates at most "
-                            f"{APP_MAX_STEPS:,} steps a run; {cli}")
+    scenario = scenario_io.loads(text, cost_estimate.PAGE_LIMITS)  # (refused before its workload is drawn)
     if scenario.config.max_steps > APP_MAX_STEPS:
         scenario = scenario.with_config(max_steps=APP_MAX_STEPS)
     return scenario

@@ -74,10 +74,31 @@ def event_label(kind: str, *, swapped: bool = False) -> str:
     return "is not swapped back in yet" if kind == "blocked" and swapped else _EVENT_LABELS.get(kind, "")
 
 
+def safe_id(request_id: str) -> str:
+    """One id from a file for a Markdown sentence (``plain``, cut to 40 characters)."""
+    return plain(request_id, 40)
+
+
 def safe_ids(ids: Sequence[str]) -> list[str]:
     """Request (or client) ids from a file, made safe for a Markdown sentence (``plain``, cut to 40 characters):
     "r12" stays "r12", "[x](https://...)" is shown as typed."""
     return [plain(i, 40) for i in ids]
+
+
+def chart_text(text: str, limit: int = 40) -> str:
+    """A request or client id from a file, for a chart's labels, legend, ticks or hovers: plotly renders a subset
+    of HTML there (links, <img>-like tags, <b>) and reads ``%{...}`` in a hover template as a field, so '&', '<',
+    '>' and '%' become entities (plotly shows them as typed); cut to ``limit`` characters."""
+    return (_cut(text, limit).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+            .replace("%", "&#37;"))
+
+
+def chart_ids(ids: Sequence[str]) -> list[str]:
+    """``chart_text`` of each id (ids that need nothing, the usual "r12" or "A", come back as they are)."""
+    return [chart_text(i) if len(i) > 40 or not _PLAIN_ID.fullmatch(i) else i for i in ids]
+
+
+_PLAIN_ID = re.compile(r"[\w .:/-]*")
 
 
 def file_slug(*parts: str) -> str:

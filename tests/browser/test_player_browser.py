@@ -13,7 +13,8 @@ from tests.browser.helpers import assert_no_exception, open_app, screenshot
 
 # lesson -> (a preset with two or more runs, how many runs it compares)
 LESSONS = {"Queueing": ("article_hol", 2), "Fairness": ("article_fairness", 3),
-           "Cancellation": ("article_abandon", 2), "Preemption": ("toy_pool", 2)}
+           "Cancellation": ("article_abandon", 2), "Preemption": ("toy_pool", 2),
+           "Token_budget": ("long_prompt", 2)}
 
 
 def _player(page):

@@ -285,7 +285,12 @@ def test_every_request_ends_with_a_status_and_a_reason():
 def test_an_idle_wait_past_max_steps_stops_at_once():
     # b arrives at step 10**9: the engine is idle from step 2 and would record a billion idle steps (gigabytes)
     # before the step guard saw them. It stops as soon as it knows.
-    with pytest.raises(SimulationError, match="idle until step 1,000,000,000, past max_steps=2,000,000"):
+    with pytest.raises(SimulationError, match="idle until step 1,000,000,000, past max_steps=500,000"):
+        run(config(max_steps=500_000), req("a", 0, 4, 2), req("b", 10**9, 4, 2))
+    # With the default max_steps (2,000,000) the trace's memory budget stops it first: ~826,000 steps of one client
+    # fit the CLI's 1 GiB at ~1.3 KB a step (sim/cost_estimate.py)
+    with pytest.raises(SimulationError, match="idle until step 1,000,000,000, past 825,955, .* memory budget of "
+                                              "1,073,741,824 bytes"):
         run(config(), req("a", 0, 4, 2), req("b", 10**9, 4, 2))
 
 

@@ -16,6 +16,7 @@ from sim.trace import Trace
 from ui import theme
 from ui.charts.layout import fmt_num, label_colors, label_dash, styled_layout, trusted_figure
 from ui.theme import ChartStyle
+from ui.wording import chart_ids
 
 UNITS = {"steps": ("steps", 0), "ms": ("ms", 1)}  # unit -> (label, decimals shown)
 
@@ -90,7 +91,7 @@ def latency_by_client(
     for label, trace in trace_by_label.items():
         finish = request_latencies(trace)[f"finish_{unit}"]
         served = served_mask(trace) & np.isfinite(finish)
-        clients = np.asarray([f"client {c}" for c in trace.client_ids], dtype=object)
+        clients = np.asarray([f"client {c}" for c in chart_ids(trace.client_ids)], dtype=object)
         data.append({
             "type": "box", "x": clients[trace.requests["client"][served]], "y": finish[served], "name": label,
             "boxmean": True, "marker": {"color": colors[label], "size": style.marker_size * 0.6},

@@ -13,7 +13,7 @@ from sim.events import EventKind
 from sim.trace import SCHED_DECODE, SCHED_PREFILL, SCHED_PREFILL_DONE, SCHED_WASTED, Trace
 
 from ..theme import LIGHT_GREY, ChartStyle, request_color
-from ..wording import count, join_and
+from ..wording import chart_ids, count, join_and
 from .layout import styled_layout, trusted_figure
 
 # x positions (data units): the waiting queue, the running batch (its labels run to the right), the block grid.
@@ -28,7 +28,7 @@ def engine_step(trace: Trace, step: int, queues: dict[str, list[str]], style: Ch
     """Three columns: the waiting queue after ``step`` (head at the top), the requests that ran in ``step`` with
     what they computed, and the KV pool's blocks coloured by the request holding them (needs a trace recorded
     with ``snapshot_every_steps=1``)."""
-    ids = trace.request_ids
+    ids = chart_ids(trace.request_ids)  # (shown in labels and hovers: a file's ids as typed, never as markup)
     color = {rid: request_color(i) for i, rid in enumerate(ids)}  # as the Preemption page colours the same requests
     data: list[dict[str, Any]] = []
     notes: list[dict[str, Any]] = []  # the slider redraws this on every move: one figure, built once
@@ -96,7 +96,8 @@ def _blocks(data: list[dict[str, Any]], notes: list[dict[str, Any]], trace: Trac
     idx = np.arange(n)
     xs = _BLOCKS_X + idx % columns
     ys = -(idx // columns).astype(float)
-    names = [trace.request_ids[o] if o >= 0 else ("cached" if cached[i] else "free") for i, o in enumerate(owner)]
+    ids = list(color)  # (the escaped ids, in row order)
+    names = [ids[o] if o >= 0 else ("cached" if cached[i] else "free") for i, o in enumerate(owner)]
     fills = [color[nm] if o >= 0 else LIGHT_GREY if cached[i] else "#FFFFFF"
              for i, (nm, o) in enumerate(zip(names, owner, strict=True))]
     data.append({

@@ -35,6 +35,7 @@ from ui.charts.layout import (
 )
 from ui.charts.timeseries import _window_rate
 from ui.theme import ChartStyle
+from ui.wording import chart_ids
 
 PANEL_HEIGHT = 400  # px (base style) of a row of side-by-side panels
 # The policies' colours (theme.POLICY_COLORS: FCFS grey, rate limit vermillion, VTC green, LCF purple) stay clear of
@@ -108,7 +109,7 @@ def counters_by_policy(traces: Mapping[str, Trace], style: ChartStyle, *, x_unit
         x, _ = step_axis(trace, x_unit)
         counters = trace.clients["client_counters"]
         xs, ys = downsample(x, counters, how="max")
-        for i, client_id in enumerate(trace.client_ids):
+        for i, client_id in enumerate(chart_ids(trace.client_ids)):
             name = f"client {client_id}"
             lines.append({
                 "type": "scatter", "x": xs, "y": ys[:, i], "mode": "lines", "name": name, "legendgroup": name,
@@ -147,7 +148,8 @@ def _lift_markers(trace: Trace, x: np.ndarray, max_markers: int = 300) -> tuple[
     if len(events) > max_markers:
         events = events[np.argsort(-jumps[events[:, 0], events[:, 1]], kind="stable")[:max_markers]]
     steps, clients = events[:, 0], events[:, 1]
-    text = [f"client {trace.client_ids[c]}'s counter lifted by {jumps[s, c]:,.0f} at step {s:,}"
+    names = chart_ids(trace.client_ids)
+    text = [f"client {names[c]}'s counter lifted by {jumps[s, c]:,.0f} at step {s:,}"
             for s, c in zip(steps, clients, strict=True)]
     return x[steps], counters[steps, clients], [theme.client_color(int(c)) for c in clients], text
 
@@ -167,7 +169,7 @@ def client_rates_by_policy(traces: Mapping[str, Trace], style: ChartStyle, *, wi
         rates = _window_rate(np.column_stack([tokens, tokens.sum(axis=1)]), trace.steps["step_ms"], window_steps)
         x, _ = step_axis(trace, x_unit)
         xs, rates = downsample(x, rates, how="mean")
-        lines = [(f"client {c}", theme.client_color(i), "solid") for i, c in enumerate(trace.client_ids)]
+        lines = [(f"client {c}", theme.client_color(i), "solid") for i, c in enumerate(chart_ids(trace.client_ids))]
         lines.append(("all clients", theme.BLACK, "dot"))
         for i, (name, color, dash) in enumerate(lines):
             out.append({
@@ -304,7 +306,7 @@ def _client_ids(points: Sequence[Mapping[str, Any]], references: Mapping[str, Ma
     """The clients a sweep's panels are drawn for: from its first point, or a reference run before any point is in
     (so a sweep that fills in keeps its panels)."""
     first = points[0] if points else next(iter(references.values()), {})
-    return list(first.get("client_ids", []))
+    return chart_ids(list(first.get("client_ids", [])))
 
 
 def _reference_colors(references: Mapping[str, Any]) -> dict[str, str]:
@@ -367,7 +369,7 @@ def service_gap_chart(traces: Mapping[str, Trace], style: ChartStyle, *, a: int 
     (the page keeps them cached); labels missing from it are computed here."""
     colors = policy_colors(traces)
     first = next(iter(traces.values()))
-    names = first.client_ids
+    names = chart_ids(first.client_ids)
     if max(a, b) >= len(names):
         raise ValueError(f"a, b: clients {a} and {b} do not both exist (the run has {len(names)})")
     lines = []

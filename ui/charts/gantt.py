@@ -21,7 +21,7 @@ from ui import theme
 from ui.charts.layout import NO_FILL, fmt_num, styled_layout, time_title, trusted_figure
 from ui.charts.segments import STATES, life_spans, request_segments, segment_intervals
 from ui.theme import ChartStyle
-from ui.wording import count
+from ui.wording import chart_ids, chart_text, count
 
 __all__ = ["gantt", "request_segments"]
 
@@ -110,7 +110,7 @@ def _bar_groups(seg: dict[str, np.ndarray], color_by: str, trace: Trace):
 
 
 def _client_groups(seg: dict[str, np.ndarray], trace: Trace):
-    for c, client_id in enumerate(trace.client_ids):
+    for c, client_id in enumerate(chart_ids(trace.client_ids)):
         part = _take(seg, seg["client"] == c)
         if len(part["row"]):
             yield f"client {client_id} (running)", theme.client_color(c), "", part
@@ -154,8 +154,8 @@ def _segment_hover(seg: dict[str, np.ndarray], requests: np.ndarray) -> np.ndarr
 
 def _request_hover(trace: Trace, rows: np.ndarray) -> np.ndarray:
     """[requests, 3] str: id, client, summary (_request_info(), "" for a request not in ``rows``)."""
-    return np.column_stack([np.asarray(trace.request_ids, dtype=object),
-                            np.asarray(trace.client_ids, dtype=object)[trace.requests["client"]],
+    return np.column_stack([np.asarray(chart_ids(trace.request_ids), dtype=object),
+                            np.asarray(chart_ids(trace.client_ids), dtype=object)[trace.requests["client"]],
                             _request_info(trace, rows)])
 
 
@@ -208,7 +208,7 @@ def _event_markers(trace: Trace, pos: np.ndarray, x_unit: str, style: ChartStyle
             continue
         rows, steps = rows[keep], steps[keep]
         x = steps if x_unit == "steps" else trace.start_ms(steps)
-        ids = np.asarray(trace.request_ids, dtype=object)[rows]
+        ids = np.asarray(chart_ids(trace.request_ids), dtype=object)[rows]
         out.append({
             "type": "scatter", "x": x, "y": pos[rows] + dy, "mode": "markers", "name": name, "cliponaxis": False,
             "marker": {"symbol": symbol, "color": color, "size": size,
@@ -231,7 +231,7 @@ def _row_axis(trace: Trace, rows: np.ndarray, highlights: dict[str, str]) -> dic
     axis = {"range": [n - 0.5, -0.5], "zeroline": False, "ticks": "", "showgrid": False}
     if n <= MAX_TICK_LABELS:
         ids = [trace.request_ids[r] for r in rows]
-        text = [f"<b>{rid}</b>" if rid in highlights else rid for rid in ids]
+        text = [f"<b>{chart_text(rid)}</b>" if rid in highlights else chart_text(rid) for rid in ids]
         axis.update(tickmode="array", tickvals=list(range(n)), ticktext=text)
     else:
         axis.update(showticklabels=False)

@@ -24,6 +24,7 @@ from ui.charts.gantt import arrival_order, gantt
 from ui.charts.layout import NO_FILL, downsample, step_axis, styled_layout, time_title, trusted_figure
 from ui.charts.timeseries import KV_UNITS, kv_occupancy_parts, pool_line
 from ui.theme import ChartStyle
+from ui.wording import chart_text
 
 
 def fixed_margins(*, left: int, right: int, top: int, bottom: int) -> dict[str, Any]:
@@ -111,7 +112,7 @@ def _preemption_marks(trace: Trace, style: ChartStyle, x_unit: str, unit: str) -
     victims: dict[int, list[str]] = {}
     for row, per_request in enumerate(trace.preempted_at_steps):
         for step in per_request:
-            victims.setdefault(step, []).append(trace.request_ids[row])
+            victims.setdefault(step, []).append(chart_text(trace.request_ids[row]))
     if not victims:
         return []
     s = np.array(sorted(victims))
@@ -145,7 +146,7 @@ def gantt_with_resumes(trace: Trace, style: ChartStyle, *, notes: Mapping[tuple[
         if not marks:
             continue
         r_, s_ = np.array([m[0] for m in marks]), np.array([m[1] for m in marks])
-        hover = [f"<b>{trace.request_ids[r]}</b>: {name} at step {s:,}"
+        hover = [f"<b>{chart_text(trace.request_ids[r])}</b>: {name} at step {s:,}"
                  + (f"<br>{notes[(r, s)]}" if notes and (r, s) in notes else "") for r, s in marks]
         marks_traces.append(go.Scatter(
             x=s_ if x_unit == "steps" else trace.start_ms(s_), y=pos[r_] + 0.45, mode="markers", name=name,

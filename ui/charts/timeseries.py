@@ -31,6 +31,7 @@ from ui.charts.layout import (
     trusted_figure,
 )
 from ui.theme import ChartStyle
+from ui.wording import chart_ids
 
 KV_UNITS = {  # unit -> (axis title, converter from blocks given the trace)
     "blocks": ("KV cache (blocks)", lambda tr: 1.0),
@@ -143,7 +144,8 @@ def _kv_by_client(trace: Trace) -> list[tuple[str, np.ndarray, str, str]]:
     total = held.sum(axis=1)
     factor = np.divide(used, total, out=np.ones_like(used), where=total > used)
     held = held * factor[:, None]
-    parts = [(f"client {c}", held[:, i], theme.client_color(i), "") for i, c in enumerate(trace.client_ids)]
+    parts = [(f"client {c}", held[:, i], theme.client_color(i), "") for i, c in
+             enumerate(chart_ids(trace.client_ids))]
     cached = np.minimum(trace.steps["cached_free_blocks"], trace.config.num_blocks - used)
     if cached.any():
         parts.append((theme.CACHED_FREE_LABEL, cached, theme.LIGHT_GREY, ""))
@@ -160,7 +162,7 @@ def client_counters(
         "type": "scatter", "x": x, "y": counters[:, i], "mode": "lines", "name": f"client {client_id}",
         "line": {"color": theme.client_color(i), "width": style.line_width},
         "hovertemplate": f"client {client_id}: %{{y:,.0f}} weighted tokens<extra></extra>",
-    } for i, client_id in enumerate(trace.client_ids)]
+    } for i, client_id in enumerate(chart_ids(trace.client_ids))]
     layout = styled_layout(style, title=title, x_title=x_title, y_title="virtual counter (weighted tokens)",
                            hovermode="x unified", xaxis={"rangemode": "tozero"})
     return trusted_figure(data, layout)

@@ -25,7 +25,7 @@ from sim.workload import ABANDON_POINTS, WorkloadSpec
 
 from ..controls import Knob
 from ..lesson import Run
-from ..wording import count, join_and, pct_change
+from ..wording import count, join_and, pct_change, safe_id
 
 LESSON = "cancellation"
 QUESTION = (
@@ -255,7 +255,7 @@ def story_metrics(story: Story) -> list[tuple[str, str, str]]:
          f"after the user's last token (step {story.abort_step - 1:,})"),
     ]
     if story.waiter_id is not None:
-        out.append((f"'{story.waiter_id}' starts sooner by", f"{story.earlier_steps:,} steps",
+        out.append((f"'{safe_id(story.waiter_id)}' starts sooner by", f"{story.earlier_steps:,} steps",
                     f"at step {story.waiter_start_abort:,} with the abort, step {story.waiter_start_no_abort:,} "
                     f"without"))
     return out

@@ -28,7 +28,7 @@ from sim.workload import ClientSpec, WorkloadSpec, client_rates
 
 from ..controls import Knob
 from ..lesson import Run as LessonRun
-from ..wording import count, join_and, pct_change
+from ..wording import count, join_and, pct_change, safe_id, safe_ids
 
 LESSON = "fairness"
 QUESTION = (
@@ -197,6 +197,37 @@ def client_knobs(spec: ClientSpec, workload: WorkloadSpec, config: EngineConfig)
     return out
 
 
+MAX_CLIENT_PANELS = 8  # past this many clients, one table of their settings instead of a panel of sliders each
+
+
+def client_settings_table(specs: Sequence[ClientSpec], workload: WorkloadSpec, config: EngineConfig) -> pd.DataFrame:
+    """The clients' knobs as one table, a row per client and a column per setting (named by its label): what the
+    page shows instead of a panel per client when there are more than MAX_CLIENT_PANELS (2,000 clients made
+    12,000 sliders). A setting a client has no knob for is blank."""
+    rows = []
+    for spec in specs:
+        row: dict[str, Any] = {"client": spec.client_id}
+        for knob in client_knobs(spec, workload, config):
+            row[knob.label] = knob.default
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def client_values_from_table(table: pd.DataFrame, specs: Sequence[ClientSpec], workload: WorkloadSpec,
+                             config: EngineConfig) -> dict[str, dict[str, Any]]:
+    """``values[client_id][knob key]`` (what ``apply_clients`` and ``apply_client_weights`` read) from an edited
+    ``client_settings_table``: each value clipped to its knob's range, a blank cell the knob's default."""
+    values: dict[str, dict[str, Any]] = {}
+    for spec, (_, row) in zip(specs, table.iterrows(), strict=True):
+        mine = values[spec.client_id] = {}
+        for knob in client_knobs(spec, workload, config):
+            cell = row.get(knob.label)
+            value = knob.default if cell is None or pd.isna(cell) else float(cell)
+            value = min(max(value, knob.min), knob.max)
+            mine[knob.key] = int(round(value)) if knob.kind == "int" else float(value)
+    return values
+
+
 def apply_clients(workload: WorkloadSpec, specs: Sequence[ClientSpec],
                   values: dict[str, dict[str, Any]]) -> WorkloadSpec:
     """The workload with the clients' knob values (``values[client_id][knob key]``). Shares are rewritten only
@@ -248,7 +279,7 @@ def describe_clients(workload: WorkloadSpec) -> str:
         if c.on_steps and c.off_steps:
             when += f", {c.on_steps:,} on / {c.off_steps:,} off"
         per_step = f"{rate:.3g} request{'' if f'{rate:.3g}' == '1' else 's'}/step"
-        parts.append(f"**{c.client_id}** {100 * c.share / total:.0f}% ({per_step}{when})")
+        parts.append(f"**{safe_id(c.client_id)}** {100 * c.share / total:.0f}% ({per_step}{when})")
     return "Arrivals: " + " · ".join(parts)
 
 
@@ -639,7 +670,7 @@ def _lift_notice(runs: Sequence[Run]) -> list[str]:
     out = []
     if vtc is not None:
         lift = vtc.stats["lifts"]
-        ids = vtc.stats["client_ids"]
+        ids = safe_ids(vtc.stats["client_ids"])
         who, after = ids[lift["client"]], lift["after"]
         # The lift's target: the lowest counter among the clients with requests waiting then (name that client,
         # and any whose counter was lower still but had nothing waiting, so did not count), or, with nobody
@@ -666,7 +697,7 @@ def _lift_notice(runs: Sequence[Run]) -> list[str]:
                    + f", so {why} could not be spent at "
                    + (f"{ids[1 - me]}'s" if len(ids) == 2 else "the others'") + " expense.")
     if vtc is not None and lcf is not None:
-        ids = vtc.stats["client_ids"]
+        ids = safe_ids(vtc.stats["client_ids"])
         who = vtc.stats["lifts"]["client"]
         victims = [c for c in range(len(ids)) if c != who]
         worst = max(victims, key=lambda c: lcf.stats["longest_starvation_steps"][c])
@@ -685,7 +716,7 @@ def _weights_notice(runs: Sequence[Run]) -> list[str]:
     weighted = [r for r in runs if len({r.config.client_weight(c) for c in r.stats["client_ids"]}) > 1]
     if not weighted or len(runs[0].stats["client_ids"]) != 2:
         return []
-    a, b = runs[0].stats["client_ids"]
+    a, b = safe_ids(runs[0].stats["client_ids"])
     ratios = []
     for run in runs:
         tokens = run.stats["tokens_all_waiting"]
@@ -777,7 +808,7 @@ def _weight_sweep_notice(sweep: dict, runs: Sequence[Run]) -> list[str]:
     pts, x = sweep["points"], sweep["x"]
     if len(pts) < 2 or len(pts[0]["client_ids"]) < 2:
         return []
-    ids = pts[0]["client_ids"]
+    ids = safe_ids(pts[0]["client_ids"])
     first, last = pts[0]["mean_finish_ms"], pts[-1]["mean_finish_ms"]
     raising = f"Raising the output weight from {x[0]:g} to {x[-1]:g} (input weight {sweep['input_weight']:g})"
     if all(_ms(a) == _ms(b) for a, b in zip(first, last, strict=True)):
@@ -799,5 +830,5 @@ def _weight_sweep_notice(sweep: dict, runs: Sequence[Run]) -> list[str]:
         cost = fairness_metrics.mean_request_charge(vtc.trace)
         cfg = vtc.config
         out.append(f"Mean charge per request at your weights (in {cfg.input_weight:g} : out {cfg.output_weight:g}): "
-                   + ", ".join(f"{c} {v:,.0f} weighted tokens" for c, v in cost.items()) + ".")
+                   + ", ".join(f"{safe_id(c)} {v:,.0f} weighted tokens" for c, v in cost.items()) + ".")
     return out

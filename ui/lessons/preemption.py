@@ -44,7 +44,7 @@ from sim.trace import Trace
 from ..controls import Knob
 from ..knobs import engine_knobs as shared_engine_knobs
 from ..lesson import Run as LessonRun
-from ..wording import count, fmt_binary_size, fmt_fixed, fmt_gib, join_and, pct_change
+from ..wording import count, fmt_binary_size, fmt_fixed, fmt_gib, join_and, pct_change, safe_id
 
 LESSON = "preemption"
 QUESTION = (
@@ -242,7 +242,8 @@ def largest_victim_tokens(runs: Sequence[Run]) -> tuple[int, str] | None:
     if context.max() < 0:
         return None
     i = int(np.argmax(context))
-    return int(context[i] - 1), f"{runs[0].trace.request_ids[i]} at its longest (nothing was preempted: a what-if)"
+    name = safe_id(runs[0].trace.request_ids[i])
+    return int(context[i] - 1), f"{name} at its longest (nothing was preempted: a what-if)"
 
 
 def victim_cost(runs: Sequence[Run], config: EngineConfig) -> tuple[PreemptionCost, str] | None:
@@ -384,11 +385,12 @@ def victim_notice(run: Run) -> list[str]:
         return [f"{run.label}: nothing was preempted: at its fullest the running requests held {peak:,} of the "
                 f"pool's {count(trace.config.num_blocks, 'block')} ({peak / trace.config.num_blocks:.0%})."]
     p = ps[0]
-    needer = f"{p.request_id} itself" if p.needed_by_row == p.row else trace.request_ids[p.needed_by_row]
+    victim = safe_id(p.request_id)  # (ids come from files: shown as typed, never as Markdown)
+    needer = f"{victim} itself" if p.needed_by_row == p.row else safe_id(trace.request_ids[p.needed_by_row])
     rows = {q.row for q in ps}
     tail = f" In all: {count(len(ps), 'preemption')} of {count(len(rows), 'request')}." if len(ps) > 1 else ""
     return [f"{run.label}: the pool filled at step {p.step:,}: {needer} needed a new block and none was free, so "
-            f"the scheduler evicted {p.request_id}, {_victim_reason(trace, p)}, holding {p.num_tokens:,} tokens "
+            f"the scheduler evicted {victim}, {_victim_reason(trace, p)}, holding {p.num_tokens:,} tokens "
             f"({p.num_blocks:,} blocks).{tail}"]
 
 
@@ -417,7 +419,7 @@ def requeue_notice(run: Run) -> list[str]:
         if behind and not ahead:
             need = {w: cdiv(int(r["prompt_len"][w]), bs) for w in behind}
             mine = cdiv(p.num_resume_tokens, bs) if p.num_resume_tokens else p.num_blocks
-            small = join_and([f"{trace.request_ids[w]} ({count(need[w], 'block')})" for w in behind[:4]]
+            small = join_and([f"{safe_id(trace.request_ids[w])} ({count(need[w], 'block')})" for w in behind[:4]]
                           + ([f"{len(behind) - 4} more"] if len(behind) > 4 else []))
             they = "it" if len(behind) == 1 else "they"
             less = f" although {they} needed far fewer blocks" if max(need.values()) * 2 <= mine else ""
@@ -428,12 +430,13 @@ def requeue_notice(run: Run) -> list[str]:
                     else f"it was not re-admitted in the {count(waited, 'step')} left")
             at_head = ("" if len(head_steps) >= waited - 1 else
                        f" ({len(head_steps):,} of them at the head of the queue)")
-            return [f"{run.label}: {p.request_id} went back to the head of the waiting queue. Needing "
+            return [f"{run.label}: {safe_id(p.request_id)} went back to the head of the waiting queue. Needing "
                     f"{count(mine, 'block')} to re-prefill, {wait}{at_head}, and {small} waited behind it{less}: "
                     f"a preempted request at the head of the queue blocks the requests behind it."]
         if ahead:
-            names = join_and([f"{trace.request_ids[w]} (priority {int(r['priority'][w])})" for w in ahead[:4]])
-            return [f"{run.label}: {p.request_id} (priority {int(r['priority'][p.row])}) was re-inserted into the "
+            names = join_and([f"{safe_id(trace.request_ids[w])} (priority {int(r['priority'][w])})" for w in ahead[:4]])
+            victim = safe_id(p.request_id)
+            return [f"{run.label}: {victim} (priority {int(r['priority'][p.row])}) was re-inserted into the "
                     f"queue by priority, so {names} went ahead of it while it waited to be recomputed"
                     + (f" (back at step {p.resume_step:,})." if p.resume_step >= 0 else ".")]
     return []

@@ -17,7 +17,7 @@ from sim.trace import Trace
 from ..controls import Knob
 from ..lesson import Run
 from ..theme import POLICY_COLORS
-from ..wording import join_and, pct_change
+from ..wording import join_and, pct_change, safe_id
 
 LESSON = "queueing"
 QUESTION = (
@@ -110,20 +110,22 @@ def longest_wait(trace: Trace) -> LongestWait | None:
 
 def _wait_sentence(label: str, lw: LongestWait) -> str:
     """Head-of-line blocking when somebody held a slot for most of the longest wait; otherwise a stream."""
+    waiter = safe_id(lw.waiter)  # (ids come from files: shown as typed, never as Markdown)
     if len(lw.blockers) == 1:
         who, steps = lw.blockers[0]
-        return (f"Head-of-line blocking under {label}: {lw.waiter} waited {lw.wait_steps:,} engine steps in the "
-                f"queue, mostly behind {who}, which ran for {steps:,} of them.")
+        return (f"Head-of-line blocking under {label}: {waiter} waited {lw.wait_steps:,} engine steps in the "
+                f"queue, mostly behind {safe_id(who)}, which ran for {steps:,} of them.")
     if lw.blockers:
-        names = [who for who, _ in lw.blockers]
+        names = [safe_id(who) for who, _ in lw.blockers]
         shown = join_and(names if len(names) <= 4 else [*names[:3], f"{len(names) - 3} more"])
-        return (f"Head-of-line blocking under {label}: {lw.waiter} waited {lw.wait_steps:,} engine steps in the "
+        return (f"Head-of-line blocking under {label}: {waiter} waited {lw.wait_steps:,} engine steps in the "
                 f"queue while {shown} each held a batch slot for most of that time.")
-    head = (f"Under {label}, {lw.waiter} waited {lw.wait_steps:,} engine steps in the queue while {lw.num_ran:,} "
+    head = (f"Under {label}, {waiter} waited {lw.wait_steps:,} engine steps in the queue while {lw.num_ran:,} "
             f"other requests ran")
     if lw.longest_share > 0.5:  # one long request held a slot, but the other slots served others ahead of it
         held = "all" if lw.longest_share >= 0.995 else f"{lw.longest_share:.0%}"
-        return (f"{head}: {lw.longest_runner} held one of the {lw.num_slots:,} batch slots for {held} of that time, "
+        runner = safe_id(lw.longest_runner)
+        return (f"{head}: {runner} held one of the {lw.num_slots:,} batch slots for {held} of that time, "
                 f"and the other slots served a stream of others ahead of it.")
     return (f"{head}, none for more than {lw.longest_share:.0%} of that time: no single blocker, a stream of others "
             f"served ahead of it.")
@@ -171,7 +173,7 @@ def _starvation_notice(runs: list[Run], unit: str = "steps") -> list[str]:
     longest = int(np.argmax(r["target_len"]))
     wait = lambda run: int(run.trace.requests["first_scheduled_step"][longest] - r["arrival_step"][longest])  # noqa: E731
     threshold = g.scenario.config.starvation_threshold_steps
-    name = p.trace.request_ids[longest]
+    name = safe_id(p.trace.request_ids[longest])
     key = f"finish_{unit}"
     before, after = p.summary[key]["mean"], g.summary[key]["mean"]
     if wait(p) < threshold:  # it never waited long enough to starve, or to be promoted
@@ -232,7 +234,8 @@ def _price_sentence(first: Run, run: Run, unit: str) -> list[str]:
     reorder = f"the last request finishes after {last_b:,.0f} {unit} either way: {run.label} only reorders who waits"
     price = price_payer(first, run, unit)
     if price is not None:
-        return [f"The price of {run.label}'s better average: {run.trace.request_ids[price.row]} now finishes last, "
+        payer = safe_id(run.trace.request_ids[price.row])
+        return [f"The price of {run.label}'s better average: {payer} now finishes last, "
                 f"after {price.now:,.0f} {unit} against {price.before:,.0f} under {first.label}"
                 + (f"; {reorder}." if same_end else ".")]
     return [f"Under {run.label} {reorder}."] if same_end else []

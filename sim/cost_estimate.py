@@ -1,0 +1,185 @@
+"""What a scenario will cost, decided before it is generated or run, and the limits a run must stay within.
+
+``of_requests(config, requests)`` and ``of_workload(config, workload)`` (before ``generate``) give a
+``CostEstimate``: requests, clients, tokens, block-table cells, estimated engine steps and estimated peak bytes.
+``check(estimate, limits)`` raises ``ScenarioError`` with one line naming the field, the figure and the limit;
+the CLI turns it into exit code 2, a page into a message. ``max_recorded_steps`` is the run-time side of the same
+budget: the most steps whose trace fits in ``limits.max_bytes`` (the engine's step guard stops there).
+
+Units: tokens, steps, bytes, cells (one int32 entry of the block table). The byte figures are calibrated on
+tracemalloc peaks of the engine (see tests/adversarial/test_cost_bounds.py, which checks that the estimate bounds
+the real peak of small runs), with room to spare; they are meant to refuse a run that would exhaust the machine,
+not to predict its size to the byte.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .config import EngineConfig, cdiv
+from .request import RequestSpec
+from .workload import WorkloadSpec, client_rates
+
+# Bytes, from tracemalloc peaks (20,000 short requests: ~1.7 KB each; a busy step ~0.9 KB; a step's per-client
+# columns ~130 B a client while recorded, in lists of arrays, then as [steps, clients] arrays), plus a margin.
+BYTES_PER_REQUEST = 6_000  # the spec, its row of the request table, its events and step lists (~5.3 KB in
+# load_20k_tight, whose requests are preempted, resumed and refused many times)
+BYTES_PER_STEP = 1_300  # one recorded step: the per-step tuple, the schedule's arrays, the final columns
+BYTES_PER_STEP_CLIENT = 200  # one client's six per-step values, recorded and then stacked
+BYTES_PER_CELL = 4  # one int32 entry of the block table
+BYTES_FIXED = 2_000_000  # the engine's fixed arrays and the pool's per-block arrays start from here
+BYTES_PER_BLOCK = 40  # the pool's per-block arrays (ref count, hash, free queue of twice the blocks, positions)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The most a run may take. ``who`` says whose limits they are, in messages ("this app", "the CLI")."""
+
+    who: str
+    max_requests: int
+    max_clients: int
+    max_tokens: int  # prompt tokens + tokens to generate, over all requests
+    max_block_table_cells: int  # batch slots x blocks of the longest request
+    max_steps: int  # estimated engine steps
+    max_bytes: int  # estimated peak memory of one run
+    advice: str = ""  # what to do instead, appended to a refusal
+
+
+CLI_LIMITS = Limits(who="the CLI", max_requests=200_000, max_clients=1_000, max_tokens=2_000_000_000,
+                    max_block_table_cells=64_000_000, max_steps=10_000_000, max_bytes=2**30,
+                    advice="shorten the workload or split it into several files")
+PAGE_LIMITS = Limits(who="this app", max_requests=20_000, max_clients=100, max_tokens=8_000_000,
+                     max_block_table_cells=16_000_000, max_steps=200_000, max_bytes=512 * 2**20,
+                     advice="run it with `python -m sim run FILE` instead")
+
+
+@dataclass(frozen=True)
+class CostEstimate:
+    num_requests: int
+    num_clients: int
+    num_tokens: int  # prompt tokens + tokens to generate, over all requests
+    num_slots: int  # batch slots the block table has: min(max_num_seqs, requests)
+    longest_blocks: int  # KV blocks of the longest request that fits the pool
+    block_table_cells: int  # num_slots x longest_blocks
+    last_arrival_step: int
+    num_steps: int  # estimated engine steps (arrivals, then the work at the batch's and the pool's pace)
+    peak_bytes: int  # estimated peak memory of the run and its trace
+
+
+def bytes_per_step(num_clients: int) -> int:
+    """Bytes one recorded step costs (a single client's values are plain numbers, not arrays)."""
+    return BYTES_PER_STEP + (BYTES_PER_STEP_CLIENT * num_clients if num_clients > 1 else 0)
+
+
+def max_recorded_steps(num_clients: int, limits: Limits = CLI_LIMITS) -> int:
+    """The most steps a run of ``num_clients`` clients may record within ``limits.max_bytes``."""
+    return max(1, limits.max_bytes // bytes_per_step(num_clients))
+
+
+def _estimate(config: EngineConfig, num_requests: int, num_clients: int, prompt: np.ndarray, answer: np.ndarray,
+              last_arrival: int) -> CostEstimate:
+    """The estimate from per-request token counts (``prompt`` and ``answer`` lengths, int64 arrays, or
+    representative ones for a workload whose requests are not drawn yet: scaled to ``num_requests``)."""
+    scale = num_requests / max(len(prompt), 1)
+    num_prompt = int(prompt.sum() * scale)
+    num_answer = int(answer.sum() * scale)
+    blocks = cdiv(prompt + answer, config.block_size)
+    fits = blocks <= config.num_blocks
+    longest = int(blocks[fits].max()) if fits.any() else 1
+    slots = min(config.max_num_seqs, num_requests)
+    cells = slots * longest
+    # Steps: arrivals, then every prompt at one step's token budget and every answer token at the pace of the
+    # requests that can run at once (batch slots, or the pool shared by requests of the mean size), plus the
+    # longest answer (it cannot go faster than a token a step). An over-estimate when arrivals overlap the work.
+    mean_blocks = max(float(blocks.mean()) if len(blocks) else 1.0, 1.0)
+    at_once = max(1, min(config.max_num_seqs, num_requests, int(config.num_blocks // mean_blocks)))
+    longest_answer = int(answer.max()) if len(answer) else 0
+    steps = (last_arrival + cdiv(num_prompt, config.max_num_batched_tokens) + cdiv(num_answer, at_once)
+             + longest_answer + 1)
+    steps = min(steps, config.max_steps)
+    peak = (BYTES_FIXED + BYTES_PER_BLOCK * config.num_blocks + BYTES_PER_REQUEST * num_requests
+            + BYTES_PER_CELL * cells + bytes_per_step(num_clients) * steps)
+    return CostEstimate(num_requests, num_clients, num_prompt + num_answer, slots, longest, cells, last_arrival,
+                        steps, peak)
+
+
+def of_requests(config: EngineConfig, requests: Sequence[RequestSpec]) -> CostEstimate:
+    """The cost of running ``requests`` on ``config``: one pass over the specs (~30 ms for 200,000)."""
+    stop, max_model_len = config.stop_check, config.effective_max_model_len
+    prompt = np.fromiter((r.prompt_len for r in requests), dtype=np.int64, count=len(requests))
+    answer = np.fromiter((r.generated_len(stop, max_model_len) for r in requests), dtype=np.int64,
+                         count=len(requests))
+    last = max((r.arrival_step for r in requests), default=0)
+    clients = len({r.client_id for r in requests})
+    return _estimate(config, len(requests), clients, prompt, answer, last)
+
+
+# z of the longest of ~100,000 lognormal draws (a standard normal passes 4.5 once in ~300,000)
+_Z_LONGEST = 4.5
+
+
+def of_workload(config: EngineConfig, workload: WorkloadSpec) -> CostEstimate:
+    """The cost of ``workload`` (a ``sim.workload.WorkloadSpec``) before its requests are drawn: lengths at their
+    clipped lognormal means (a long tail raises them), the longest at 4.5 sigma (or the cap), arrivals at the
+    clients' total rate (on/off windows make them later: the drawn requests are checked again)."""
+    rates = client_rates(workload)
+    share = rates / rates.sum()
+    prompt_medians = np.array([c.prompt_median or workload.prompt_median for c in workload.clients], float)
+    output_medians = np.array([c.output_median or workload.output_median for c in workload.clients], float)
+
+    def mean_len(medians: np.ndarray, sigma: float, cap: int) -> float:
+        return float((np.minimum(medians * math.exp(sigma * sigma / 2), cap) * share).sum())
+
+    def longest_len(medians: np.ndarray, sigma: float, cap: int) -> int:
+        return int(min(cap, math.ceil(float(medians.max()) * math.exp(_Z_LONGEST * sigma))))
+
+    prompt = np.array([round(mean_len(prompt_medians, workload.prompt_sigma, workload.prompt_max)),
+                       longest_len(prompt_medians, workload.prompt_sigma, workload.prompt_max)], dtype=np.int64)
+    answer = np.array([round(mean_len(output_medians, workload.output_sigma, workload.output_max)),
+                       longest_len(output_medians, workload.output_sigma, workload.output_max)], dtype=np.int64)
+    prompt += workload.prefix_len
+    # (two representative requests: the mean one, counted num_requests - 1 times, and the longest)
+    n = workload.num_requests
+    weights = np.array([n - 1, 1]) if n > 1 else np.array([0, 1])
+    start = min(c.start_step for c in workload.clients)
+    last = start + math.ceil(n / rates.sum())
+    est = _estimate(config, n, len(workload.clients), np.repeat(prompt, weights), np.repeat(answer, weights), last)
+    return est
+
+
+def check(estimate: CostEstimate, limits: Limits, advice: str | None = None) -> None:
+    """Raise ``ScenarioError`` naming the first figure past its limit: one line with the field, the figure and the
+    limit, then ``advice`` (default: the limits' own)."""
+    from .scenario import ScenarioError  # (scenario.py imports this module: the error is its)
+
+    e, who = estimate, limits.who
+    figures = (
+        ("requests", e.num_requests, limits.max_requests,
+         f"it has {e.num_requests:,} requests, and {who} runs at most {limits.max_requests:,}"),
+        ("clients", e.num_clients, limits.max_clients,
+         f"it has {e.num_clients:,} distinct client ids, and {who} runs at most {limits.max_clients:,}"),
+        ("tokens", e.num_tokens, limits.max_tokens,
+         f"its requests hold {e.num_tokens:,} tokens (prompts plus answers), and {who} runs at most "
+         f"{limits.max_tokens:,} a scenario"),
+        ("arrival_step", e.last_arrival_step, limits.max_steps - 1,
+         f"its requests arrive until step {e.last_arrival_step:,}, and {who} simulates at most "
+         f"{limits.max_steps:,} steps a run"),
+        ("block table", e.block_table_cells, limits.max_block_table_cells,
+         f"its block table needs {e.block_table_cells:,} cells ({e.num_slots:,} batch slots x {e.longest_blocks:,} "
+         f"blocks of its longest request), and {who} allows at most {limits.max_block_table_cells:,}"),
+        ("steps", e.num_steps, limits.max_steps,
+         f"it needs about {e.num_steps:,} engine steps (estimated), and {who} simulates at most "
+         f"{limits.max_steps:,}"),
+        ("memory", e.peak_bytes, limits.max_bytes,
+         f"it needs about {e.peak_bytes / 2**20:,.0f} MiB of memory (estimated: {e.num_requests:,} requests, "
+         f"{e.num_steps:,} steps x {e.num_clients:,} client(s)), and {who} allows at most "
+         f"{limits.max_bytes / 2**20:,.0f} MiB"),
+    )
+    for field, figure, limit, sentence in figures:
+        if figure > limit:
+            advice = limits.advice if advice is None else advice
+            raise ScenarioError(f"{field}: {sentence}" + (f"; {advice}" if advice else ""))

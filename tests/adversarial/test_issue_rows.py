@@ -1,0 +1,163 @@
+"""Issue 19's table, one test per row: each hostile or oversized input is refused before any work with one line
+naming the field, the figure and the limit, or runs within its budget. Where the real input is huge the test
+builds it only as far as the refusal needs (a refusal comes before the workload is drawn or the run starts);
+benchmarks/adversarial.py runs the real ones and prints their time and peak RSS."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+from sim import EngineConfig, RequestSpec, cost_estimate, scenario
+from sim.__main__ import main as cli
+from sim.cost_estimate import CLI_LIMITS, PAGE_LIMITS
+from sim.engine import Engine, StepLimitError, simulate
+from sim.scenario import ScenarioError
+
+LONG_MODEL = {"name": "long context", "max_position_embeddings": 10_000_000}
+
+
+def _requests(n: int, *, clients: bool = False, prompt: int = 20, output: int = 20, **extra) -> list[dict]:
+    return [{"id": f"r{i}", "arrival_step": i // 10, "prompt_len": prompt, "output_len": output,
+             **({"client": f"c{i}"} if clients else {}), **extra} for i in range(n)]
+
+
+def _text(config: dict, requests: list[dict] | None = None, workload: dict | None = None) -> str:
+    body = {"requests": requests} if requests is not None else {"workload": workload}
+    return json.dumps({"name": "hostile", "config": {"num_blocks": 20_000, **config}, **body})
+
+
+def _refusal(text: str, limits=CLI_LIMITS) -> str:
+    with pytest.raises(ScenarioError) as e:
+        scenario.loads(text, limits)
+    return str(e.value)
+
+
+@pytest.fixture
+def no_generation(monkeypatch):
+    """A workload refused up front is never drawn: drawing it fails the test."""
+    def refuse(spec):
+        raise AssertionError(f"generate() ran for {spec.num_requests} requests")
+    monkeypatch.setattr(scenario, "generate", refuse)
+
+
+def test_one_client_per_request_past_the_clients_limit_is_refused():
+    # the issue's 2,000 and 20,000 clients (4.8 GB, a MemoryError): the CLI runs at most 1,000, a page 100
+    assert _refusal(_text({}, _requests(1_001, clients=True))) == (
+        "clients: it has 1,001 distinct client ids, and the CLI runs at most 1,000; shorten the workload or split "
+        "it into several files")
+    assert _refusal(_text({}, _requests(101, clients=True)), PAGE_LIMITS).startswith(
+        "clients: it has 101 distinct client ids, and this app runs at most 100; run it with `python -m sim run")
+    scenario.loads(_text({}, _requests(1_000, clients=True)), CLI_LIMITS)  # at the limit: loads
+
+
+def test_a_workload_of_thousands_of_clients_is_refused_before_it_is_drawn(no_generation):
+    clients = [{"client_id": f"c{i}"} for i in range(5_000)]  # the issue's 119 KB file: 12.8 GB and 72 s
+    message = _refusal(_text({}, workload={"num_requests": 5_000, "clients": clients}))
+    assert message.startswith("clients: it has 5,000 distinct client ids, and the CLI runs at most 1,000")
+
+
+def test_max_num_seqs_times_a_very_long_request_is_refused_with_the_block_table_figure():
+    # 4,096 slots x 312,501 blocks of 16 tokens (a 5 M-token prompt): the old np.full of 9.5 GiB
+    requests = [*_requests(4_095), {"id": "long", "arrival_step": 0, "prompt_len": 5_000_000, "output_len": 10}]
+    config = {"num_blocks": 1_000_000, "max_num_seqs": 4096, "max_num_batched_tokens": 1_000_000,
+              "model": LONG_MODEL}
+    assert _refusal(_text(config, requests)).startswith(
+        "block table: its block table needs 1,280,004,096 cells (4,096 batch slots x 312,501 blocks of its longest "
+        "request), and the CLI allows at most 64,000,000")
+
+
+def test_the_block_table_has_no_more_slots_than_requests():
+    # one very long request with max_num_seqs 4,096: one slot of 312,501 blocks (1.2 MB), not 4,096 of them (5 GB)
+    config = EngineConfig(num_blocks=400_000, max_num_seqs=4096, max_num_batched_tokens=1_000_000,
+                          model=dataclasses.replace(EngineConfig().model, max_position_embeddings=10_000_000))
+    engine = Engine(config, [RequestSpec("long", 0, 5_000_000, 10)])
+    assert engine.kv.block_table.shape == (1, 312_501)  # cdiv(5,000,000 + 10 - 1, 16)
+    assert cost_estimate.of_requests(config, [RequestSpec("long", 0, 5_000_000, 10)]).block_table_cells == 312_501
+
+
+def test_long_tailed_generator_lengths_are_refused_before_they_are_drawn(no_generation):
+    # sigma 3: the longest of 20,000 prompts reaches the 9 M cap (the issue's 1.25 M blocks x 4,096 slots, 17 GB)
+    config = {"num_blocks": 1_250_000, "max_num_seqs": 4096, "max_num_batched_tokens": 100_000, "model": LONG_MODEL}
+    workload = {"num_requests": 20_000, "prompt_sigma": 3.0, "prompt_max": 9_000_000, "output_sigma": 3.0,
+                "output_max": 900_000, "rate_per_step": 5.0}
+    message = _refusal(_text(config, workload=workload))
+    # 4,096 slots x cdiv(9,000,000 + 900,000, 16) = 618,750 blocks
+    assert message.startswith("block table: its block table needs 2,534,400,000 cells (4,096 batch slots x "
+                              "618,750 blocks of its longest request)")
+
+
+def test_fifty_thousand_client_weights_make_a_config():
+    # (was a list .count in a loop: 47 s; benchmarks/adversarial.py times it)
+    weights = tuple((f"c{i}", 1.0 + i % 3) for i in range(50_000))
+    config = EngineConfig(client_weights=weights)
+    assert len(config.client_weights) == 50_000 and config.client_weight("c4") == 2.0
+    with pytest.raises(ValueError, match="client 'c7' is given two weights"):
+        EngineConfig(client_weights=(*weights, ("c7", 1.0)))
+
+
+def test_a_duplicate_request_id_is_found_in_one_pass():
+    specs = [RequestSpec(f"r{i}", 0, 4, 4) for i in range(50_000)] + [RequestSpec("r49999", 0, 4, 4)]
+    with pytest.raises(ValueError, match="duplicate request id 'r49999'"):
+        Engine(EngineConfig(), specs)
+
+
+def test_a_run_allowed_ten_million_steps_is_refused_by_its_memory():
+    # 10,000 answers of 1,000 tokens one at a time: ~10 M steps at ~1.3 KB each
+    message = _refusal(_text({"max_num_seqs": 1, "max_steps": 10_000_000}, _requests(10_000, output=1_000)))
+    assert message.startswith("memory: it needs about 12,458 MiB of memory (estimated: 10,000 requests, "
+                              "10,000,000 steps x 1 client(s)), and the CLI allows at most 1,024 MiB")
+
+
+def test_the_step_guard_stops_where_the_trace_would_pass_the_memory_budget():
+    limits = dataclasses.replace(CLI_LIMITS, max_bytes=26_000)  # 26,000 // 1,300 bytes a step = 20 steps
+    with pytest.raises(StepLimitError) as e:
+        simulate(EngineConfig(max_num_seqs=1), [RequestSpec("a", 0, 4, 100)], limits=limits)
+    assert str(e.value) == ("stopped after 20 steps with 1 of 1 requests unfinished: the trace of more steps with 1 "
+                            "client(s) would pass the CLI's memory budget of 26,000 bytes; shorten the workload or "
+                            "use fewer clients")
+    assert e.value.max_steps == 20
+    # with 11 clients a step costs 1,300 + 11 x 200 bytes: 7 steps
+    assert cost_estimate.max_recorded_steps(11, limits) == 7
+
+
+def test_longer_answers_past_the_apps_tokens_are_refused():
+    # the issue's 20,000-request upload and the answer-length slider (22 M tokens): the runner checks every run
+    small = scenario.loads(_text({}, _requests(2_000, prompt=200, output=50)), PAGE_LIMITS)
+    longer = [dataclasses.replace(r, output_len=r.output_len * 80) for r in small.requests]  # 2,000 x 4,200
+    with pytest.raises(ScenarioError, match=r"^tokens: its requests hold 8,400,000 tokens \(prompts plus answers\), "
+                                            r"and this app runs at most 8,000,000 a scenario"):
+        cost_estimate.check(cost_estimate.of_requests(small.config, longer), PAGE_LIMITS)
+
+
+def test_the_cli_refuses_with_exit_code_2_and_one_line(tmp_path, capsys):
+    path = tmp_path / "many.json"
+    path.write_text(_text({}, _requests(1_001, clients=True)))
+    assert cli(["run", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"error: {path}: clients: it has 1,001 distinct client ids, and the CLI runs at most 1,000; "
+                   f"shorten the workload or split it into several files\n")
+
+
+def test_a_workload_estimate_is_close_to_the_drawn_requests():
+    # the estimate before drawing (means of the clipped lognormals) against the requests drawn
+    sc = scenario.loads(_text({}, workload={"num_requests": 2_000, "prompt_sigma": 0.8, "output_sigma": 0.8}))
+    before = cost_estimate.of_workload(sc.config, sc.workload)
+    after = cost_estimate.of_requests(sc.config, sc.requests)
+    assert before.num_requests == after.num_requests == 2_000
+    assert abs(before.num_tokens - after.num_tokens) < 0.1 * after.num_tokens
+    assert before.longest_blocks >= after.longest_blocks
+
+
+def test_prefix_hashes_by_range_match_the_per_block_rule():
+    config = EngineConfig(num_blocks=64, block_size=4, enable_prefix_caching=True)
+    specs = [RequestSpec("a", 0, 30, 4, prefix_group="g", prefix_len=17), RequestSpec("b", 0, 30, 4),
+             RequestSpec("c", 0, 30, 4, prefix_group="h", prefix_len=3)]
+    kv = Engine(config, specs).kv
+    for row in range(3):
+        for start, end in ((0, 7), (2, 5), (4, 7), (0, 0), (5, 5)):
+            assert list(kv.block_hashes(row, start, end)) == [kv.block_hash(row, j) for j in range(start, end)]
+    assert np.array_equal(np.fromiter(kv.block_hashes(0, 0, 6), np.int64)[:4] < 0, [True] * 4)  # 17 // 4 shared

@@ -1,0 +1,70 @@
+"""The app's side of issue 19: a run past the app's limits is refused before it starts (sliders included), a
+refused run is never prefetched, and the caches of traces drop their oldest entries past their byte budget."""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+
+import pytest
+
+from sim import RequestSpec, presets
+from sim.scenario import Scenario, ScenarioError
+from ui import knobs, runner
+
+
+class _Cached:
+    """A stand-in for a cached function: records which entries were cleared."""
+
+    def __init__(self) -> None:
+        self.cleared: list[tuple] = []
+
+    def clear(self, *args) -> None:
+        self.cleared.append(args)
+
+
+def test_the_byte_budget_drops_the_oldest_traces_first_never_the_newest():
+    budget, fn = runner._ByteBudget(max_bytes=1_000), _Cached()
+    budget.add(fn, ("a",), 400)
+    budget.add(fn, ("b",), 400)
+    assert fn.cleared == [] and budget.total == 800
+    budget.add(fn, ("a",), 400)  # asked again: now the newest (the same entry, counted once)
+    assert budget.total == 800
+    budget.add(fn, ("c",), 500)  # 1,300 > 1,000: the oldest, b, goes
+    assert fn.cleared == [("b",)] and budget.total == 900
+    budget.add(fn, ("d",), 5_000)  # bigger than the whole budget: everything else goes, d stays
+    assert fn.cleared == [("b",), ("a",), ("c",)] and budget.total == 5_000
+
+
+@pytest.mark.parametrize("preset", ["busy_server", "article_fairness", "prefix_cache"])
+def test_a_trace_knows_about_how_many_bytes_it_holds(preset):
+    # st.cache_data keeps a pickle of each trace: its size is what the budget counts, give or take half
+    sc = presets.get(preset).scenario
+    trace = runner.simulate(sc.config, sc.requests, snapshot_every_steps=50)
+    size = len(pickle.dumps(trace))
+    assert size / 2 < trace.nbytes() < 2 * size, (trace.nbytes(), size)
+
+
+def test_a_run_pushed_past_the_apps_limits_is_refused_and_not_prefetched(monkeypatch):
+    sc = presets.get("article_hol").scenario
+    long = dataclasses.replace(sc, requests=tuple(RequestSpec(f"r{i}", 0, 200, 50_000) for i in range(200)))
+    queued: list = []
+
+    class Prefetcher:
+        def prefetch(self, runs) -> None:
+            queued.extend(runs)
+
+    monkeypatch.setattr(runner, "_prefetcher", Prefetcher)
+    runner.prefetch([sc, long])
+    assert [key for key, _ in queued] == [runner.scenario_key(sc)]
+    with pytest.raises(ScenarioError, match=r"^tokens: its requests hold 10,040,000 tokens .* this app runs at most "
+                                            r"8,000,000 a scenario; move the sliders that add work"):
+        runner.check_cost(long)
+
+
+def test_a_workload_slider_past_the_apps_limits_is_refused_before_drawing(monkeypatch):
+    sc = presets.get("busy_server").scenario
+    monkeypatch.setattr(knobs, "_generate", lambda key, w: pytest.fail("drew the workload"))
+    workload = sc.workload.replace(num_requests=20_000, output_median=2_000, prompt_median=4_000)
+    with pytest.raises(ScenarioError, match=r"^tokens: its requests hold .* and this app runs at most 8,000,000"):
+        knobs.scenario_with(Scenario(sc.name, sc.config, sc.requests, workload=sc.workload), sc.config, workload)

@@ -1,0 +1,51 @@
+"""Issue 19 on the pages: what a hostile or careless upload does to a page (the rest of the audit is in
+tests/adversarial/). An upload with many clients gets one table, not a panel of sliders per client; one past the
+app's limits, or pushed past them by a slider, gets a message, never a run that exhausts the server."""
+
+from __future__ import annotations
+
+from streamlit.testing.v1 import AppTest
+
+from sim import RequestSpec, presets
+from sim.scenario import Scenario, dumps, scenario_to_dict
+from sim.workload import ClientSpec, generate
+from tests.app.conftest import ROOT
+from ui.lessons import fairness
+
+PAGE = "pages/2_Fairness.py"
+
+
+def _open(scenario: Scenario, preset: str = "article_fairness") -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
+    at.switch_page(PAGE)
+    at.query_params["preset"] = preset
+    at.session_state["fairness.uploaded"] = scenario_to_dict(scenario)  # what the upload box stores
+    return at.run()
+
+
+def test_twelve_clients_get_one_table_instead_of_a_panel_each():
+    base = presets.get("article_fairness").scenario
+    clients = tuple(ClientSpec(f"client-{i}", share=1.0) for i in range(12))
+    workload = base.workload.replace(clients=clients, num_requests=120)
+    scenario = Scenario("twelve clients", base.config, tuple(generate(workload)), workload=workload)
+    at = _open(scenario)
+    assert not at.exception and not at.error
+    assert not any((s.key or "").startswith("fairness.client.") for s in at.slider)  # no per-client slider
+    assert not [e for e in at.expander if (e.label or "").startswith("Client ")]
+    tables = [d for d in at.sidebar if type(d).__name__ == "Dataframe"]  # (AppTest shows a data editor so)
+    assert len(tables) == 1
+    assert tables[0].value["client"].tolist() == [f"client-{i}" for i in range(12)]
+    assert tables[0].value["Share of the arrivals (%)"].tolist() == [8] * 12  # 1/12 each, rounded
+    assert any("12 clients: their settings are one table (a panel each past 8" in c.value for c in at.sidebar.caption)
+    assert fairness.MAX_CLIENT_PANELS == 8
+
+
+def test_an_upload_past_the_apps_clients_limit_is_refused_with_the_figure():
+    config = presets.get("article_fairness").scenario.config.replace(client_weights=())
+    requests = tuple(RequestSpec(f"r{i}", i, 20, 20, client_id=f"c{i}") for i in range(101))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
+    at.switch_page(PAGE)
+    at.run()
+    data = dumps(Scenario("101 clients", config, requests)).encode()
+    at.file_uploader(key="fairness.upload.0").set_value(("many.json", data, "application/json")).run()
+    assert any("clients: it has 101 distinct client ids, and this app runs at most 100" in e.value for e in at.error)
