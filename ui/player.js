@@ -273,20 +273,35 @@ function explainRun(p, r) {
   col.append(el("h5", { text: `Running batch: ${fmt(nRun)} request${nRun === 1 ? "" : "s"}, ` +
     `${fmt(r.counts.prefill[i])} prefill + ${fmt(r.counts.decode[i])} decode tokens` }));
   const table = el("table", { class: "batch", "data-testid": "player-batch" });
+  if (nRun) table.append(el("tr", { class: "head" }, el("th", { text: "request" }),
+    el("th", { class: "num", text: "tokens" }), el("th", { text: "what" })));
+  // Past MAX_BATCH_ROWS, the rows that do something other than decode one token come first (a prefill chunk is
+  // the news of a step); the rest are counted.
+  const rows = [];
+  for (let j = 0; j < batch.length; j += 3) rows.push([batch[j], batch[j + 1], batch[j + 2]]);
+  const plain = ([, tokens, kind]) => kind === 2 && tokens === 1;
+  const shownRows = rows.length + idle.length <= MAX_BATCH_ROWS ? rows
+    : [...rows.filter((x) => !plain(x)), ...rows.filter(plain)].slice(0, MAX_BATCH_ROWS);
+  const keep = new Set(shownRows.map(([row]) => row));
   let shown = 0;
-  for (let j = 0; j < batch.length && shown < MAX_BATCH_ROWS; j += 3, shown++) {
-    const [row, tokens, kind] = [batch[j], batch[j + 1], batch[j + 2]];
-    table.append(el("tr", {}, el("td", { class: "id", text: r.ids[row] }),
-      el("td", { class: "num", text: fmt(tokens) }),
-      el("td", { text: `${tokens === 1 && kind === 2 ? "token" : "tokens"}: ${p.data.sched_words[String(kind)]}` })));
+  for (const [row, tokens, kind] of rows) {
+    if (!keep.has(row)) continue;
+    shown++;
+    table.append(el("tr", {}, el("td", { class: "id", text: r.ids[row] }), el("td", { class: "num", text: fmt(tokens) }),
+      el("td", { text: p.data.sched_words[String(kind)] })));
   }
   for (const row of idle) {
-    if (shown++ >= MAX_BATCH_ROWS) break;
+    if (shown >= MAX_BATCH_ROWS) break;
+    shown++;
     const why = r.counts.preempted[i] ? "no tokens: scheduling stopped at a preemption" : "no tokens: the step's token budget ran out";
     table.append(el("tr", { class: "idle" }, el("td", { class: "id", text: r.ids[row] }), el("td", { class: "num", text: "0" }),
       el("td", { text: why })));
   }
-  if (nRun > shown) table.append(el("tr", {}, el("td", { colspan: "3", class: "muted", text: `… and ${fmt(nRun - shown)} more` })));
+  if (nRun > shown) {
+    const hiddenAllDecode = rows.filter((x) => !keep.has(x[0])).every(plain);
+    table.append(el("tr", {}, el("td", { colspan: "3", class: "muted",
+      text: `… and ${fmt(nRun - shown)} more${hiddenAllDecode ? ", each decoding 1 token" : ""}` })));
+  }
   if (nRun === 0) table.append(el("tr", {}, el("td", { class: "muted", text: "Nothing ran this step." })));
   col.append(table);
   // queues
