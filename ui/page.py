@@ -59,6 +59,7 @@ PAGES = (
     ("pages/3_Cancellation.py", "Cancellation", ":material/content_cut:"),
     ("pages/4_Preemption.py", "Preemption", ":material/autorenew:"),
     ("pages/5_Token_budget.py", "Token budget", ":material/speed:"),
+    ("pages/6_Workbench.py", "Workbench", ":material/construction:"),
     ("pages/9_Glossary.py", "Glossary", ":material/menu_book:"),
 )
 
