@@ -166,7 +166,9 @@ function buildControls(p, box) {
 function keyHandler(p, ev) {
   const t = ev.target;
   const tag = t && t.tagName ? t.tagName.toLowerCase() : "";
-  if (["input", "textarea", "select"].includes(tag) || (t && (t.isContentEditable || t.getAttribute?.("role") === "slider"))) {
+  // (nor in a table: a data editor's arrow keys move its selection)
+  if (["input", "textarea", "select"].includes(tag) || (t && (t.isContentEditable || t.getAttribute?.("role") === "slider"
+      || t.closest?.('[data-testid="stDataFrame"], [role="grid"]')))) {
     return;
   }
   if (ev.key === "ArrowRight" || ev.key === "ArrowLeft") {

@@ -89,7 +89,7 @@ def option_knobs(slot: int, policy: str) -> list[Knob]:
     d = wt.RunChoice(policy)
     out = [
         Knob(f"r{slot}_mode", "On preemption", "choice", d.preemption_mode, options=("recompute", "swap"),
-             widget="segmented", help=field_help(EngineConfig, "preemption_mode")
+             widget="select", help=field_help(EngineConfig, "preemption_mode")
              + "; swap gets CPU space as large as the GPU pool"),
         Knob(f"r{slot}_prefix", "Prefix caching", "bool", d.prefix_caching, widget="toggle",
              help=field_help(EngineConfig, "enable_prefix_caching")),
@@ -194,9 +194,9 @@ def _editor_frame(rows: Sequence[wt.Row], problems: Sequence[wt.CellProblem]) ->
     by_row: dict[int, list[str]] = {}
     for p in problems:
         by_row.setdefault(p.row, []).append(f"{wt.LABELS[p.column]}: {p.message}")
-    frame = pd.DataFrame([{"row": i + 1, **{k: wt.text(r.get(k)) for k in wt.KEYS},
-                           "check": ("⚠ " + " · ".join(by_row[i])) if i in by_row else "✓"}
-                          for i, r in enumerate(rows)], columns=["row", *wt.KEYS, "check"])
+    frame = pd.DataFrame([{"row": i + 1, "check": ("⚠ " + " · ".join(by_row[i])) if i in by_row else "✓",
+                           **{k: wt.text(r.get(k)) for k in wt.KEYS}}
+                          for i, r in enumerate(rows)], columns=["row", "check", *wt.KEYS])
     return frame.style.map(lambda v: "background-color: #FDE2E1; color: #8A1C1C" if v.startswith("⚠") else "",
                            subset=["check"])
 
@@ -207,7 +207,7 @@ NUMERIC = ("arrival_step", "prompt_len", "output_len", "priority", "abort_step",
 def editor(rows: Sequence[wt.Row], problems: Sequence[wt.CellProblem], style: ChartStyle) -> None:
     key = f"{PAGE}.editor.{st.session_state.get(VERSION_KEY, 0)}"
     config = {"row": st.column_config.NumberColumn("row", disabled=True, width="small"),
-              "check": st.column_config.TextColumn("check", disabled=True, width="large",
+              "check": st.column_config.TextColumn("check", disabled=True, width="medium",
                                                    help="What is wrong with the row's cells, and what is allowed")}
     for col in wt.COLUMNS:
         config[col.key] = st.column_config.TextColumn(
@@ -467,7 +467,7 @@ def latency_section(runs: Sequence[Run], unit: str, style: ChartStyle) -> None:
                "Blank where it never happened: a rejected request has no TTFT, a one-token answer no gap.")
     traces = {run.label: run.trace for run in runs}
     metric = st.segmented_control("Latency", list(request_latency.METRICS), key=f"{PAGE}.latency_metric",
-                                  format_func=lambda k: request_latency.METRICS[k][0].capitalize(),
+                                  format_func=lambda k: _sentence_case(request_latency.METRICS[k][0]),
                                   default="ttft") or "ttft"
     what = request_latency.METRICS[metric][0]
     left, right = st.columns(2)
@@ -477,12 +477,16 @@ def latency_section(runs: Sequence[Run], unit: str, style: ChartStyle) -> None:
     with right:
         values = {label: request_latency.per_request(t)[f"{metric}_{unit}"] for label, t in traces.items()}
         page.show_chart(charts.finish_time_ecdf(values, style, unit=unit, what=what, colors=charts.label_colors(traces),
-                                                title=f"{what[0].upper()}{what[1:]}, distribution"),
+                                                title=f"{_sentence_case(what)}, distribution"),
                         f"{metric}-distribution", style)
     frame = request_latency.latency_frame(traces)
     page.show_table(frame, style)
     st.download_button("Per-request latencies (CSV)", lambda: frame.to_csv(index=False),
                        file_name="scheduler-lab-workbench-latencies.csv", mime="text/csv", key=f"{PAGE}.dl_latency")
+
+
+def _sentence_case(text: str) -> str:
+    return text[:1].upper() + text[1:]
 
 
 def footer(runs: Sequence[Run], style: ChartStyle) -> None:
