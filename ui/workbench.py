@@ -123,10 +123,13 @@ def _weights_input(slot: int, box: Any) -> str:
     return value
 
 
-def pick_runs() -> list[wt.RunChoice]:
-    """Four columns, one per run slot: the policy, then its settings. Returns the runs switched on."""
+def pick_runs(style: ChartStyle) -> list[wt.RunChoice]:
+    """One column per run slot (two a row in presentation mode): the policy, then its settings. Returns the runs
+    switched on."""
     choices = []
-    for slot, col in zip(RUN_SLOTS, st.columns(len(RUN_SLOTS)), strict=True):
+    per_row = 2 if style.presentation else len(RUN_SLOTS)
+    cols = [col for start in range(0, len(RUN_SLOTS), per_row) for col in st.columns(per_row)]
+    for slot, col in zip(RUN_SLOTS, cols, strict=True):
         with col.container(border=True):
             policy = KnobPanel(f"{PAGE}.run", [policy_knob(slot)], PAGE).render(st)[f"r{slot}"]
             if policy == "off":

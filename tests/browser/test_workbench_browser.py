@@ -109,7 +109,8 @@ def test_export_csv_and_import_it_again(app_server, page, tmp_path):
     path = tmp_path / "table.csv"
     download.value.save_as(path)
     assert path.read_text() == wt.to_csv(rows)
-    edit_cell(page, 0, "output_len", "500")  # change the table, then bring the file back
+    page.get_by_role("button", name="Add a row").click()  # change the table (r5: 100 + 100 tokens), then import
+    wait_for_app(page)
     wait_for_chart_title(page, "VTC")
     assert metric_values(page) != before
     page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(path))
