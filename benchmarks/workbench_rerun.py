@@ -1,6 +1,6 @@
 """Server-side rerun time of the Workbench after a cell edit: 50 requests, 4 runs (AppTest timing).
 
-    .venv/bin/python benchmarks/workbench_rerun.py [--rounds N]
+    .venv/bin/python benchmarks/workbench_rerun.py [--rounds N] [--without-player]
 
 The page opens with a link holding 50 generated requests (two clients, seed 3) and four runs (FCFS, SJF, SJF on
 predicted lengths, VTC) on 16 slots. Then a cell is edited REPEAT times, each time to a value not run before (the
@@ -10,7 +10,8 @@ fresh editor key; its own time is printed too), then the page reruns. Target: un
 
 As in benchmarks/page_rerun.py, AppTest's millisecond polling is replaced by a blocking join (it slowed CPU-bound
 reruns by 20-50% on this 2-core machine), and the whole measurement runs ROUNDS times; the fastest counts, and each
-round's fastest is listed so that a busy moment on the shared machine shows as such.
+round's fastest is listed so that a busy moment on the shared machine shows as such. ``--without-player`` leaves
+the step player out (it re-runs each new run's steps to record its window: see how much of the rerun is its share).
 """
 
 from __future__ import annotations
@@ -25,9 +26,9 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import streamlit as st  # noqa: E402
+from page_rerun import _wait_without_polling  # noqa: E402
 from streamlit.testing.v1 import AppTest, local_script_runner  # noqa: E402
 
-from page_rerun import _wait_without_polling  # noqa: E402
 from sim.workload import ClientSpec, WorkloadSpec, generate  # noqa: E402
 from ui import workbench_table as wt  # noqa: E402
 
@@ -76,6 +77,8 @@ def time_round() -> tuple[float, list[float], float]:
 
 def main(args: list[str]) -> int:
     rounds = ROUNDS
+    without_player = "--without-player" in args
+    args = [a for a in args if a != "--without-player"]
     if args[:1] == ["--rounds"]:
         if len(args) < 2 or not args[1].isdigit() or int(args[1]) < 1:
             print(f"--rounds: must be a whole number >= 1, got {args[1] if len(args) > 1 else ''!r}")
@@ -85,13 +88,18 @@ def main(args: list[str]) -> int:
         print(f"unknown argument {args[0]!r}; usage: workbench_rerun.py [--rounds N]")
         return 2
     local_script_runner.require_widgets_deltas = _wait_without_polling
+    if without_player:
+        from ui import player
+
+        player.show = lambda *args, **kwargs: None
     measured = []
     for r in range(rounds):
         print(f"round {r + 1} of {rounds} ...", flush=True)
         measured.append(time_round())
     best = min(min(m[1]) for m in measured)
     median = sorted(x for m in measured for x in m[1])[len(measured) * REPEAT // 2]
-    print(f"{NUM_REQUESTS} requests, 4 runs (FCFS, SJF, SJF predicted, VTC), {REPEAT} cell edits a round")
+    print(f"{NUM_REQUESTS} requests, 4 runs (FCFS, SJF, SJF predicted, VTC), {REPEAT} cell edits a round"
+          + (", without the step player" if without_player else ""))
     print(f"first run: {min(m[0] for m in measured):.2f} s (cold caches)")
     print(f"rerun after a cell edit: fastest {best * 1000:.0f} ms, median {median * 1000:.0f} ms "
           f"(target < 300 ms); each round's fastest: {' / '.join(f'{min(m[1]) * 1000:.0f}' for m in measured)} ms")

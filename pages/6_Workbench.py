@@ -35,6 +35,7 @@ st.caption(wb.LIMITS)
 
 runs = wb.run_all(table.specs, engine, choices)
 wb.headline(runs, unit)
-wb.charts_section(runs, unit, style)
+player_slot = wb.charts_section(runs, unit, style)
 wb.latency_section(runs, unit, style)
 wb.footer(runs, style)
+wb.show_player(runs, unit, player_slot)

@@ -22,7 +22,7 @@ from sim.config import MODELS, EngineConfig, field_help
 from sim.request import RequestSpec
 from sim.workload import ClientSpec, WorkloadSpec, generate
 
-from . import charts, page, player, sections
+from . import charts, page, player, runner, sections
 from . import workbench_table as wt
 from .charts import request_latency
 from .controls import Knob, KnobPanel
@@ -288,13 +288,18 @@ def _fill(n: int, rate: float, seed: int, prompt: int, answer: int, sigma: float
                                              f"(seed {seed}); edit any cell."))
 
 
+@st.cache_data(show_spinner=False)
+def _preset_titles() -> dict[str, str]:
+    """Every preset's key and "Lesson: title" (cached: building the presets generates every workload, ~30 ms)."""
+    return {k: f"{p.lesson.capitalize()}: {p.title}" for k, p in presets.all_presets().items()}
+
+
 def preset_picker() -> None:
     """Any lesson's preset: its requests become the rows and its engine the page's."""
-    every = presets.all_presets()
+    titles = _preset_titles()
     with st.expander("Start from a preset's workload", icon=":material/library_books:"):
         with st.container(horizontal=True, vertical_alignment="bottom"):
-            key = st.selectbox("Preset", list(every), key=f"{PAGE}.preset",
-                               format_func=lambda k: f"{every[k].lesson.capitalize()}: {every[k].title}")
+            key = st.selectbox("Preset", list(titles), key=f"{PAGE}.preset", format_func=titles.get)
             st.button("Load its workload and engine", key=f"{PAGE}.load_preset", icon=":material/download:",
                       on_click=_load_preset, args=(key,))
         st.caption("Its requests replace the table (a generated workload as its rows), and its engine settings "
@@ -436,15 +441,15 @@ def headline(runs: Sequence[Run], unit: str) -> None:
                     f"{count(s['num_preemptions'], 'preemption')}" if finished else "")
 
 
-def charts_section(runs: Sequence[Run], unit: str, style: ChartStyle) -> None:
+def charts_section(runs: Sequence[Run], unit: str, style: ChartStyle) -> Any:
+    """The lessons' charts; returns the place above the Gantt charts where ``show_player`` draws the player (last:
+    re-running each run's queues for it never holds the charts up)."""
     traces = {run.label: run.trace for run in runs}
     st.subheader("Who ran when")
     slot = st.container()
     x_max = charts.time_extent(traces.values(), unit)
     page.run_grid(runs, lambda run: charts.gantt(run.trace, style, x_unit=unit, title=run.label, x_max=x_max),
                   "gantt", style, unit)
-    with slot:
-        player.show(runs, PAGE, unit, scope=PAGE)
     st.subheader("The KV cache and the queues")
     page.run_grid(runs, lambda run: charts.kv_occupancy(run.trace, style, x_unit=unit,
                                                         title=f"{run.label}: KV cache in use"), "kv", style, unit)
@@ -460,6 +465,7 @@ def charts_section(runs: Sequence[Run], unit: str, style: ChartStyle) -> None:
                                                                title=f"{run.label}: virtual token counters"),
                       "client-counters", style, unit)
         page.show_chart(charts.latency_by_client(traces, style, unit=unit), "latency-by-client", style)
+    return slot
 
 
 def latency_section(runs: Sequence[Run], unit: str, style: ChartStyle) -> None:
@@ -469,20 +475,21 @@ def latency_section(runs: Sequence[Run], unit: str, style: ChartStyle) -> None:
                "token of a request to its next, mean and max per request (a stall or a preemption is a long gap). "
                "Blank where it never happened: a rejected request has no TTFT, a one-token answer no gap.")
     traces = {run.label: run.trace for run in runs}
+    values = {run.label: runner.measure(run.scenario, request_latency.per_request, trace=run.trace) for run in runs}
     metric = st.segmented_control("Latency", list(request_latency.METRICS), key=f"{PAGE}.latency_metric",
                                   format_func=lambda k: _sentence_case(request_latency.METRICS[k][0]),
                                   default="ttft") or "ttft"
     what = request_latency.METRICS[metric][0]
     left, right = st.columns(2)
     with left:
-        page.show_chart(request_latency.by_request(traces, style, metric=metric, unit=unit),
+        page.show_chart(request_latency.by_request(traces, style, metric=metric, unit=unit, values=values),
                         f"{metric}-by-request", style)
     with right:
-        values = {label: request_latency.per_request(t)[f"{metric}_{unit}"] for label, t in traces.items()}
-        page.show_chart(charts.finish_time_ecdf(values, style, unit=unit, what=what, colors=charts.label_colors(traces),
+        shown = {label: v[f"{metric}_{unit}"] for label, v in values.items()}
+        page.show_chart(charts.finish_time_ecdf(shown, style, unit=unit, what=what, colors=charts.label_colors(traces),
                                                 title=f"{_sentence_case(what)}, distribution"),
                         f"{metric}-distribution", style)
-    frame = request_latency.latency_frame(traces)
+    frame = request_latency.latency_frame(traces, values)
     page.show_table(frame, style)
     st.download_button("Per-request latencies (CSV)", lambda: frame.to_csv(index=False),
                        file_name="scheduler-lab-workbench-latencies.csv", mime="text/csv", key=f"{PAGE}.dl_latency")
@@ -490,6 +497,11 @@ def latency_section(runs: Sequence[Run], unit: str, style: ChartStyle) -> None:
 
 def _sentence_case(text: str) -> str:
     return text[:1].upper() + text[1:]
+
+
+def show_player(runs: Sequence[Run], unit: str, slot: Any) -> None:
+    with slot:
+        player.show(runs, PAGE, unit, scope=PAGE)
 
 
 def footer(runs: Sequence[Run], style: ChartStyle) -> None:

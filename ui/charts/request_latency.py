@@ -36,12 +36,13 @@ def per_request(trace: Trace) -> dict[str, np.ndarray]:
     return out
 
 
-def latency_frame(traces: Mapping[str, Trace]) -> pd.DataFrame:
+def latency_frame(traces: Mapping[str, Trace],
+                  values_by_label: Mapping[str, Mapping[str, np.ndarray]] | None = None) -> pd.DataFrame:
     """One row per request and run: id, client, run, then TTFT, time between tokens (mean, max) and finish time in
-    steps and ms (blank where it never happened)."""
+    steps and ms (blank where it never happened). ``values_by_label``: each run's ``per_request`` if computed."""
     frames = []
     for label, trace in traces.items():
-        values = per_request(trace)
+        values = per_request(trace) if values_by_label is None else values_by_label[label]
         frame = pd.DataFrame({
             "request": trace.request_ids, "client": [trace.client_ids[c] for c in trace.requests["client"]],
             "run": label,
@@ -56,9 +57,10 @@ def latency_frame(traces: Mapping[str, Trace]) -> pd.DataFrame:
 
 
 def by_request(traces: Mapping[str, Trace], style: ChartStyle, *, metric: str = "ttft", unit: str = "steps",
-               title: str | None = None) -> go.Figure:
+               title: str | None = None, values: Mapping[str, Mapping[str, np.ndarray]] | None = None) -> go.Figure:
     """Each request's ``metric`` (a key of METRICS) in ``unit`` against its row in the table (1 = the first), one
-    line of markers per run, so a request that pays for a policy stands out; the request's id in the hover."""
+    line of markers per run, so a request that pays for a policy stands out; the request's id in the hover.
+    ``values``: each run's ``per_request`` if computed."""
     if metric not in METRICS:
         raise ValueError(f"metric: must be one of {', '.join(METRICS)}, got {metric!r}")
     if unit not in ("steps", "ms"):
@@ -68,7 +70,7 @@ def by_request(traces: Mapping[str, Trace], style: ChartStyle, *, metric: str = 
     data = []
     num_rows = 0
     for i, (label, trace) in enumerate(traces.items()):
-        y = per_request(trace)[f"{key}_{unit}"]
+        y = (per_request(trace) if values is None else values[label])[f"{key}_{unit}"]
         num_rows = max(num_rows, len(y))
         data.append({
             "type": "scatter", "x": np.arange(1, len(y) + 1), "y": y, "mode": "lines+markers", "name": label,
