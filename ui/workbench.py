@@ -34,6 +34,7 @@ PAGE = "workbench"
 ROWS_KEY = f"{PAGE}.rows"  # list[Row]: the table as typed
 VERSION_KEY = f"{PAGE}.editor_version"  # the editor's key suffix: a new one draws the rows afresh
 VALID_KEY = f"{PAGE}.last_valid"  # tuple[RequestSpec, ...]: the last table without a bad cell
+PICK_KEY = f"{PAGE}.pick_row"  # the row the duplicate and remove buttons act on (1 = the first)
 NOTE_KEY = f"{PAGE}.note"  # (kind, text) said once after an action (an import, a preset loaded)
 TABLE_PARAM = "table"  # the table in the link
 DEFAULT_PRESET = "article_hol"
@@ -56,8 +57,8 @@ def engine_knobs(config: EngineConfig) -> list[Knob]:
              min=1, max=1_000_000, step=64, widget="number", help=field_help(EngineConfig, "max_num_batched_tokens")),
         Knob("chunked", "Chunked prefill", "bool", config.chunked_prefill, widget="toggle",
              help=field_help(EngineConfig, "chunked_prefill")),
-        Knob("watermark", "Watermark (share of the pool kept free)", "float", config.watermark, min=0.0, max=0.5,
-             step=0.01, help=field_help(EngineConfig, "watermark")),
+        Knob("watermark", "Watermark (share of the pool kept free)", "float", config.watermark, min=0.0,
+             max=wt.MAX_WATERMARK, step=0.01, help=field_help(EngineConfig, "watermark")),
         Knob("model", "Model (KV bytes per token, step costs in ms)", "choice", model, options=tuple(MODELS),
              labels={k: m.name for k, m in MODELS.items()}, widget="select", help=field_help(EngineConfig, "model")),
         Knob("unit", "Time axis", "choice", "steps", options=("steps", "ms"),
@@ -73,7 +74,7 @@ def _engine_values(config: EngineConfig) -> dict[str, Any]:
     model = next((k for k, m in MODELS.items() if m == config.model), None)
     values = {"num_blocks": config.num_blocks, "block_size": config.block_size, "max_num_seqs": config.max_num_seqs,
               "budget": config.max_num_batched_tokens, "chunked": config.chunked_prefill,
-              "watermark": min(config.watermark, 0.5)}
+              "watermark": min(config.watermark, wt.MAX_WATERMARK)}
     return values if model is None else {**values, "model": model}
 
 
@@ -95,16 +96,17 @@ def option_knobs(slot: int, policy: str) -> list[Knob]:
              help=field_help(EngineConfig, "enable_prefix_caching")),
     ]
     if policy == "sjf_predicted":
-        out.append(Knob(f"r{slot}_sigma", "Prediction error (lognormal sigma)", "float", d.sigma, min=0.0, max=2.5,
-                        step=0.05, help=field_help(EngineConfig, "prediction_error_sigma")))
+        out.append(Knob(f"r{slot}_sigma", "Prediction error (lognormal sigma)", "float", d.sigma, min=0.0,
+                        max=wt.MAX_SIGMA, step=0.05, help=field_help(EngineConfig, "prediction_error_sigma")))
     if policy in ("sjf", "sjf_predicted"):
         out.append(Knob(f"r{slot}_guard", "Starvation guard (steps, 0 = off)", "int", d.guard_steps, min=0,
-                        max=100_000, step=10, widget="number",
+                        max=wt.MAX_GUARD, step=10, widget="number",
                         help=field_help(EngineConfig, "starvation_threshold_steps")))
     if policy == "rate_limit":
-        out += [Knob(f"r{slot}_limit", "Requests per client per window", "int", d.rate_limit, min=1, max=10_000,
-                     step=1, widget="number", help=field_help(EngineConfig, "rate_limit_max_requests")),
-                Knob(f"r{slot}_window", "Window (steps)", "int", d.window_steps, min=1, max=100_000, step=10,
+        out += [Knob(f"r{slot}_limit", "Requests per client per window", "int", d.rate_limit, min=1,
+                     max=wt.MAX_RATE_LIMIT, step=1, widget="number",
+                     help=field_help(EngineConfig, "rate_limit_max_requests")),
+                Knob(f"r{slot}_window", "Window (steps)", "int", d.window_steps, min=1, max=wt.MAX_WINDOW, step=10,
                      widget="number", help=field_help(EngineConfig, "rate_limit_window_steps"))]
     return out
 
@@ -147,23 +149,25 @@ def pick_runs(style: ChartStyle) -> list[wt.RunChoice]:
 
 def _set_run_one(config: EngineConfig) -> None:
     """Run 1 takes a file's policy and settings (an import: the file's own run comes first)."""
-    policy = "rate_limit" if config.rate_limit_max_requests else config.policy.value
+    choice = wt.run_choice_of(config)
     state = st.session_state
-    state[f"{PAGE}.run.r1"] = policy
-    state[f"{PAGE}.run.r1_mode"] = config.preemption_mode.value
-    state[f"{PAGE}.run.r1_prefix"] = config.enable_prefix_caching
-    state[f"{PAGE}.run.r1_sigma"] = min(config.prediction_error_sigma, 2.5)
-    state[f"{PAGE}.run.r1_guard"] = min(config.starvation_threshold_steps, 100_000)
-    if config.rate_limit_max_requests:
-        state[f"{PAGE}.run.r1_limit"] = min(config.rate_limit_max_requests, 10_000)
-        state[f"{PAGE}.run.r1_window"] = min(config.rate_limit_window_steps, 100_000)
-    state[f"{PAGE}.r1_weights"] = ", ".join(f"{c}:{w:g}" for c, w in config.client_weights)
+    state[f"{PAGE}.run.r1"] = choice.policy
+    state[f"{PAGE}.run.r1_mode"] = choice.preemption_mode
+    state[f"{PAGE}.run.r1_prefix"] = choice.prefix_caching
+    state[f"{PAGE}.run.r1_sigma"] = choice.sigma
+    state[f"{PAGE}.run.r1_guard"] = choice.guard_steps
+    state[f"{PAGE}.run.r1_limit"] = choice.rate_limit
+    state[f"{PAGE}.run.r1_window"] = choice.window_steps
+    state[f"{PAGE}.r1_weights"] = choice.weights
 
 
 # ---- the table --------------------------------------------------------------------------------------------------
 def _set_rows(rows: list[wt.Row], note: tuple[str, str] | None = None) -> None:
     st.session_state[ROWS_KEY] = rows
     st.session_state[VERSION_KEY] = st.session_state.get(VERSION_KEY, 0) + 1
+    picked = st.session_state.get(PICK_KEY)
+    if isinstance(picked, int) and picked > max(len(rows), 1):  # (the row picker's range shrinks with the table)
+        st.session_state[PICK_KEY] = max(len(rows), 1)
     if note:
         st.session_state[NOTE_KEY] = note
 
@@ -226,7 +230,7 @@ def row_buttons(rows: Sequence[wt.Row]) -> None:
     with st.container(horizontal=True, vertical_alignment="bottom"):
         st.button("Add a row", key=f"{PAGE}.add", icon=":material/add:",
                   on_click=lambda: _set_rows([*st.session_state[ROWS_KEY], wt.new_row(st.session_state[ROWS_KEY])]))
-        picked = st.number_input("Row", min_value=1, max_value=max(len(rows), 1), step=1, key=f"{PAGE}.pick_row",
+        picked = st.number_input("Row", min_value=1, max_value=max(len(rows), 1), step=1, key=PICK_KEY,
                                  width=110, help="The row to duplicate or remove")
         st.button("Duplicate it", key=f"{PAGE}.duplicate", icon=":material/content_copy:", disabled=not rows,
                   on_click=_duplicate, args=(int(picked) - 1,))
@@ -351,8 +355,9 @@ def _import() -> None:
             scenario = wt.from_json(content)
             _set_engine(scenario.config)
             _set_run_one(scenario.config)
-            dropped = wt.dropped_fields(scenario.requests)
-            lost = f" Not kept (the table has no column for them): {', '.join(dropped)}." if dropped else ""
+            dropped = wt.dropped_fields(scenario.requests) + [f"config.{name}" for name in
+                                                               wt.config_not_kept(scenario.config)]
+            lost = f" Not kept (the workbench has no place for them): {', '.join(dropped)}." if dropped else ""
             _set_rows(wt.rows_of(scenario.requests), ("success", f"Imported {plain(scenario.name, 60)}: "
                       f"{count(len(scenario.requests), 'request')}, its engine settings and its policy as run 1."
                       + lost))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import csv
+import dataclasses
 import io
 import json
 import re
@@ -356,6 +357,34 @@ def parse_weights(raw: str) -> tuple[tuple[str, float], ...]:
     if len({n for n, _ in pairs}) < len(pairs):
         raise ValueError("VTC weights: a client is given two weights; give each client one")
     return tuple(pairs)
+
+
+def run_choice_of(config: EngineConfig) -> RunChoice:
+    """The run that comes nearest to ``config`` (a scenario file's), within the pickers' ranges."""
+    return RunChoice("rate_limit" if config.rate_limit_max_requests else config.policy.value,
+                     config.preemption_mode.value, config.enable_prefix_caching,
+                     min(config.prediction_error_sigma, MAX_SIGMA), min(config.starvation_threshold_steps, MAX_GUARD),
+                     ", ".join(f"{c}:{w:g}" for c, w in config.client_weights),
+                     min(config.rate_limit_max_requests, MAX_RATE_LIMIT) or RunChoice.rate_limit,
+                     min(config.rate_limit_window_steps, MAX_WINDOW))
+
+
+def engine_of(config: EngineConfig) -> EngineConfig:
+    """The workbench engine nearest to ``config``: its pool, slots, budget, chunking, watermark (at most
+    MAX_WATERMARK) and named model (else the default one)."""
+    model = next((k for k, m in MODELS.items() if m == config.model), "llama-3.1-8b")
+    return engine_config(config.num_blocks, config.block_size, config.max_num_seqs, config.max_num_batched_tokens,
+                         config.chunked_prefill, min(config.watermark, MAX_WATERMARK), model)
+
+
+def config_not_kept(config: EngineConfig) -> list[str]:
+    """The settings of ``config`` the workbench cannot hold (run 1 on its engine differs there), by field name."""
+    ours = run_choice_of(config).config(engine_of(config))
+    return [f.name for f in dataclasses.fields(EngineConfig)
+            if f.name != "max_steps" and getattr(ours, f.name) != getattr(config, f.name)]
+
+
+MAX_SIGMA, MAX_GUARD, MAX_RATE_LIMIT, MAX_WINDOW, MAX_WATERMARK = 2.5, 100_000, 10_000, 100_000, 0.5
 
 
 def engine_config(num_blocks: int, block_size: int, max_num_seqs: int, max_num_batched_tokens: int,

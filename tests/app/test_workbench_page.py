@@ -68,3 +68,18 @@ def test_a_tampered_link_warns_and_shows_the_article():
     assert not at.exception
     assert "The link's table was ignored: cut or changed" in at.warning[0].value
     assert metric_values(at)["FCFS: average finish"] == "1,100 steps"
+
+
+def test_duplicate_and_remove_act_on_the_picked_row():
+    at = open_page(PAGE)
+    at.number_input(key="workbench.pick_row").set_value(2).run()
+    at.button(key="workbench.duplicate").click().run()
+    assert [r["id"] for r in at.session_state["workbench.rows"]] == ["long", "short1", "short1-copy", "short2"]
+    at.number_input(key="workbench.pick_row").set_value(4).run()
+    for _ in range(3):  # the picker follows the shrinking table: 4 -> 3 -> 2
+        at.button(key="workbench.remove").click().run()
+    assert not at.exception
+    assert [r["id"] for r in at.session_state["workbench.rows"]] == ["long"]
+    assert at.number_input(key="workbench.pick_row").value == 1
+    assert metric_values(at) == {"FCFS: average finish": "1,000 steps",
+                                 "SJF (true lengths): average finish": "1,000 steps"}

@@ -146,3 +146,25 @@ def test_screenshots_normal_and_presentation(app_server, page):
         wait_for_chart_title(page, "FCFS")
         assert_no_exception(page)
         screenshot(page, name)
+
+
+def test_a_scenario_json_imports_its_requests_engine_and_policy(app_server, page, tmp_path):
+    from sim import scenario as scenario_io
+
+    path = tmp_path / "swap.json"
+    preset = presets.get("recompute_vs_swap")
+    path.write_text(scenario_io.dumps(preset.scenario.with_config(preemption_mode="swap")))
+    open_app(page, f"{app_server}/Workbench")
+    wait_for_chart_title(page, "FCFS")
+    page.get_by_text("Import and export (CSV, scenario JSON)").click()
+    page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(path))
+    wait_for_app(page)
+    wait_for_chart_title(page, "Priority · swap")
+    assert_no_exception(page)
+    query = parse_qs(urlparse(page.url).query)
+    assert (query["num_blocks"], query["max_num_seqs"], query["r1"], query["r1_mode"]) == (
+        ["144"], ["4"], ["priority"], ["swap"])
+    assert [r["id"] for r in table_in_link(page)] == ["victim", "grower"]
+    trace = simulate(preset.scenario.config.replace(preemption_mode="swap", num_cpu_blocks=144,
+                                                    max_steps=wt.MAX_STEPS), preset.scenario.requests)
+    assert metric_values(page)[0] == f"{metrics.summary(trace)['finish_steps']['mean']:,.0f} steps"

@@ -231,3 +231,14 @@ def test_a_scenario_file_imports_with_what_the_table_cannot_hold_named():
     assert wt.dropped_fields(scenario.requests) == ["max_tokens of 1 request"]
     assert wt.rows_of(scenario.requests)[1]["arrival_step"] == "1"
     assert wt.dropped_fields([RequestSpec("x", 0, 1, 1)]) == []
+
+
+def test_a_files_config_maps_to_run_one_and_what_cannot_be_kept_is_named():
+    config = presets.get("recompute_vs_swap").scenario.config.replace(preemption_mode="swap", seed=3)
+    choice = wt.run_choice_of(config)
+    assert (choice.policy, choice.preemption_mode) == ("priority", "swap")
+    # swap here gets CPU space as large as the pool (144 blocks), the file had 400; the prediction seed has no knob
+    assert wt.config_not_kept(config) == ["num_cpu_blocks", "seed"]
+    fair = presets.get("weighted_vtc").scenario.config.replace(policy="vtc")
+    assert wt.run_choice_of(fair).config(wt.engine_of(fair)).client_weights == fair.client_weights
+    assert wt.config_not_kept(ARTICLE.config) == []
