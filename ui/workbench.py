@@ -365,8 +365,8 @@ def _import() -> None:
             rows = wt.from_csv(content)
             _set_rows(rows, ("success", f"Imported {count(len(rows), 'row')} from {plain(file.name, 60)}."))
     except ValueError as e:
-        st.session_state[NOTE_KEY] = ("error", f"{plain(file.name, 60)} was not imported: {e}. The table is as it "
-                                               f"was.")
+        st.session_state[NOTE_KEY] = ("error", f"{plain(file.name, 60)} was not imported: {plain(str(e), 400)}. "
+                                               f"The table is as it was.")
 
 
 def show_note() -> None:
@@ -411,7 +411,8 @@ def checked_table(rows: list[wt.Row], engine: EngineConfig, style: ChartStyle) -
     if checked.is_valid:
         st.session_state[VALID_KEY] = checked.specs
         return Table(rows, checked.specs, True)
-    listed = "\n".join(f"- {p}" for p in checked.problems[:12])
+    listed = "\n".join(f"- row {p.row + 1}, {wt.LABELS[p.column]}: {plain(p.message, 400)}"  # (cells as typed)
+                       for p in checked.problems[:12])
     more = len(checked.problems) - 12
     st.error(f"**{count(len(checked.problems), 'cell')} to fix** (marked ⚠ in the check column):\n{listed}"
              + (f"\n- and {more:,} more" if more > 0 else ""), icon=":material/error:")

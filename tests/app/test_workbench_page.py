@@ -37,7 +37,8 @@ def test_a_bad_cell_keeps_the_last_valid_table_and_says_so():
     at.session_state["workbench.rows"] = rows
     at.run()
     assert not at.exception
-    assert "row 3, answer tokens: a whole number from 1 to 10,000,000 (not a fraction), got '1.5'" in at.error[0].value
+    shown = at.error[0].value.replace("\\", "")  # (the Markdown source: the typed text's specials are escaped)
+    assert "row 3, answer tokens: a whole number from 1 to 10,000,000 (not a fraction), got '1.5'" in shown
     assert "last valid table (3 requests)" in at.warning[0].value
     assert metric_values(at)["FCFS: average finish"] == "1,100 steps"
 
@@ -83,3 +84,12 @@ def test_duplicate_and_remove_act_on_the_picked_row():
     assert at.number_input(key="workbench.pick_row").value == 1
     assert metric_values(at) == {"FCFS: average finish": "1,000 steps",
                                  "SJF (true lengths): average finish": "1,000 steps"}
+
+
+def test_a_cell_typed_as_markdown_is_shown_as_typed():
+    at = open_page(PAGE)
+    rows = wt.rows_of(presets.get("article_hol").scenario.requests)
+    rows[1]["arrival_step"] = "**[x](http://e.com)**"
+    at.session_state["workbench.rows"] = rows
+    at.run()
+    assert r"got '\*\*\[x\]\(http" in at.error[0].value  # escaped: no bold, no link
