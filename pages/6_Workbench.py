@@ -29,7 +29,7 @@ wb.generator_form()
 wb.preset_picker()
 st.subheader("The runs")
 choices = wb.pick_runs(style)
-wb.import_export(rows, table.specs, choices[0].config(engine) if choices else None)
+wb.import_export(rows, table.specs, wb.first_config(choices, engine))
 wb.sync_link(rows)
 st.caption(wb.LIMITS)
 

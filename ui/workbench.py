@@ -322,6 +322,15 @@ def _load_preset(key: str) -> None:
                                                 f"with its engine settings."))
 
 
+def first_config(choices: Sequence[wt.RunChoice], engine: EngineConfig) -> EngineConfig | None:
+    """Run 1's config, for the JSON download (None without a run, or while one of its settings is bad: the runs
+    below say which)."""
+    try:
+        return choices[0].config(engine) if choices else None
+    except ValueError:
+        return None
+
+
 def import_export(rows: Sequence[wt.Row], specs: Sequence[RequestSpec], run_config: EngineConfig | None) -> None:
     with st.expander("Import and export (CSV, scenario JSON)", icon=":material/swap_vert:"):
         st.file_uploader("Import a table (CSV) or a scenario (JSON)", type=["csv", "json"], key=f"{PAGE}.import",

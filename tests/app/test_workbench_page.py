@@ -93,3 +93,10 @@ def test_a_cell_typed_as_markdown_is_shown_as_typed():
     at.session_state["workbench.rows"] = rows
     at.run()
     assert r"got '\*\*\[x\]\(http" in at.error[0].value  # escaped: no bold, no link
+
+
+def test_bad_vtc_weights_are_named_and_no_run_is_made():
+    at = open_page(PAGE, {"r1": "vtc", "r1_weights": "A:zero"})
+    assert not at.exception
+    assert "VTC weights: 'A:zero' is not client:weight with a weight from 0.001 to 1,000" in at.error[0].value
+    assert not at.metric
