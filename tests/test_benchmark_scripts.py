@@ -59,3 +59,16 @@ def test_cli_overhead_times_every_phase_of_a_run():
                     "overhead (all but simulate)", "interpreter start-up", "import sim.__main__ (with it)",
                     "python -m sim run (whole)"]
     assert done.stdout.splitlines()[-1].startswith("overhead / simulate: ")
+
+
+def test_player_payload_refuses_a_bad_repeat_and_measures_one_lesson():
+    script = ROOT / "benchmarks" / "player_payload.py"
+    done = subprocess.run([sys.executable, str(script), "--repeat", "0"], capture_output=True, text=True, cwd=ROOT,
+                          timeout=120)
+    assert done.returncode == 2 and "--repeat: must be at least 1, got 0" in done.stderr
+    done = subprocess.run([sys.executable, str(script), "--repeat", "1", "--lesson", "preemption"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert [line.split()[1] for line in lines[1:]] == ["toy_pool", "recompute_vs_swap", "prefix_cache", "sizing"]
+    assert all(line.rstrip().endswith("kB") for line in lines[1:])

@@ -43,12 +43,43 @@ function unrun(pairs) {  // [value, times, value, times, ...] (ui/timeline.py's 
   return out;
 }
 
+// Each step's batch [row, tokens, kind, ...] from ui/timeline.py's batch_delta: the whole list ("f"), or rows gone
+// ("d"), the others' new tokens and kinds by position ("c") and rows appended ("a"); a missing step repeats.
+function batches(sparse, n) {
+  const out = new Array(n);
+  let last = [];
+  for (let i = 0; i < n; i++) {
+    const d = sparse[String(i)];
+    if (d !== undefined) {
+      if (d.f) last = d.f;
+      else {
+        const gone = new Set(d.d || []);
+        const next = [];
+        for (let j = 0; j < last.length; j += 3) if (!gone.has(last[j])) next.push(last[j], last[j + 1], last[j + 2]);
+        const c = d.c || [];
+        for (let j = 0; j < c.length; j += 3) { next[3 * c[j] + 1] = c[j + 1]; next[3 * c[j] + 2] = c[j + 2]; }
+        last = next.concat(d.a || []);
+      }
+    }
+    out[i] = last;
+  }
+  return out;
+}
+
 function prepare(run) {
   const n = run.end - run.first;
   const r = { ...run, n };
   r.counts = Object.fromEntries(Object.entries(run.counts).map(([k, v]) => [k, unrun(v)]));
   r.step_ms = unrun(run.step_ms);
-  r.batchAt = carried(run.batch, n, []);
+  r.x_ms = [run.start_ms];  // the clock at the start of each step of the window (and at its end)
+  for (let i = 0; i < n; i++) r.x_ms.push(r.x_ms[i] + r.step_ms[i]);
+  r.batchAt = batches(run.batch, n);
+  r.eventsAt = [];
+  for (let i = 0; i < n; i++) {
+    const v = run.events[String(i)];
+    const flat = v === 0 ? r.eventsAt[i - 1] : v || [];
+    r.eventsAt.push(flat);
+  }
   r.waitingAt = carried(run.queues.waiting_head, n, []);
   r.swappedAt = carried(run.queues.swapped, n, []);
   r.idleAt = carried(run.queues.idle_running, n, []);
@@ -322,7 +353,9 @@ function explainRun(p, r) {
   const list = el("ul", { class: "why", "data-testid": "player-why" });
   const arrived = r.arrived[String(i)];
   if (arrived) list.append(el("li", {}, el("span", { class: "label", text: "arrived: " }), arrived.map((row) => r.ids[row]).join(", ")));
-  for (const [row, labelIdx, whyIdx, kindCode] of r.events[String(i)] || []) {
+  const evs = r.eventsAt[i];
+  for (let j = 0; j < evs.length; j += 4) {
+    const [row, labelIdx, whyIdx, kindCode] = [evs[j], evs[j + 1], evs[j + 2], evs[j + 3]];
     const label = r.texts[labelIdx];
     const kind = p.data.kinds[kindCode];
     list.append(el("li", { class: `ev-${kind}` }, el("b", { text: r.ids[row] }), label ? ` ${label}: ` : " ", r.texts[whyIdx]));
@@ -338,7 +371,9 @@ function explainRun(p, r) {
 function blockMap(p, r, i) {
   const codes = codesAt(r, i);
   const before = i > 0 ? codesAt(r, i - 1) : null;
-  const victims = new Set((r.events[String(i)] || []).filter(([, , , k]) => ["preempt", "swap_out"].includes(p.data.kinds[k])).map(([row]) => row));
+  const victims = new Set();
+  const evs = r.eventsAt[i];
+  for (let j = 0; j < evs.length; j += 4) if (["preempt", "swap_out"].includes(p.data.kinds[evs[j + 3]])) victims.add(evs[j]);
   const n = codes.length;
   const per = Math.max(1, Math.ceil(n / MAX_MAP_CELLS));
   const cells = Math.ceil(n / per);
@@ -369,7 +404,7 @@ function blockMap(p, r, i) {
     for (const [k, v] of tally) if (v > best || (v === best && k > code)) { code = k; best = v; }
     const x = (c % cols) * cell, y = Math.floor(c / cols) * cell;
     const gap = cell >= 8 ? 1 : 0;
-    ctx.fillStyle = code >= 0 ? r.colors[code] || "#888" : freed ? pal.freed : code === -2 ? pal.cached : pal.free;
+    ctx.fillStyle = code >= 0 ? pal.requests[code % pal.requests.length] : freed ? pal.freed : code === -2 ? pal.cached : pal.free;
     if (freed && code < 0) freedCount++;
     ctx.fillRect(x + gap, y + gap, cell - 2 * gap, cell - 2 * gap);
     ctx.strokeStyle = "#bbbbbb";

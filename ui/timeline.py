@@ -61,18 +61,17 @@ def run_payload(label: str, trace: Trace, playback: Playback) -> dict[str, Any]:
         "label": label,
         "first": lo, "end": hi, "num_steps": trace.num_steps,
         "num_blocks": trace.config.num_blocks, "block_size": trace.config.block_size,
-        "x_ms": np.round(trace.start_ms(np.arange(lo, hi + 1)), 3).tolist(),
+        "start_ms": round(float(trace.start_ms(lo)), 3),  # the clock at the window's first step; then + step_ms
         "counts": {key: run_lengths(steps[col][lo:hi].astype(int)) for key, col in _COUNT_COLUMNS.items()},
         "step_ms": run_lengths(np.round(steps["step_ms"][lo:hi], 3)),
         "batch": batch,
         "queues": queues,
-        "events": {str(i): v for i, v in events.items()},
+        "events": _repeats_marked(events),
         "arrived": {str(i): v for i, v in arrived.items()},
         "texts": list(texts),
         "jumps": _jump_steps(trace, lo, hi),
         "blocks": _blocks(playback, rows_seen),
         "ids": {str(r): trace.request_ids[r] for r in sorted(rows_seen)},
-        "colors": {str(r): theme.request_color(r) for r in sorted(rows_seen)},
     }
 
 
@@ -90,21 +89,48 @@ _KIND_CODE = {kind: i for i, kind in enumerate(EventKind)}
 KIND_NAMES = [kind.value for kind in EventKind]  # the player's code -> kind (for the "jump" kinds and styling)
 
 
-def _batches(trace: Trace, lo: int, hi: int, rows_seen: set[int]) -> dict[str, list[int]]:
-    """Per step of the window: the scheduled requests as [row, tokens, kind, ...] in the scheduler's order, only
-    where the step differs from the one before (every step decodes the same requests: nothing sent)."""
+def _batches(trace: Trace, lo: int, hi: int, rows_seen: set[int]) -> dict[str, dict[str, list[int]]]:
+    """Per step of the window: the scheduled requests as [row, tokens, kind, ...] in the scheduler's order, sent
+    only where the step differs from the one before, and then as a change to it (``batch_delta``)."""
     off = trace.sched_offsets[lo : hi + 1].tolist()
     a0, b0 = off[0], off[-1]
     flat = np.column_stack((trace.sched_rows[a0:b0], trace.sched_tokens[a0:b0],
                             trace.sched_kind[a0:b0])).ravel().tolist()
-    out: dict[str, list[int]] = {}
-    before: list[int] | None = None
+    out: dict[str, dict[str, list[int]]] = {}
+    before: list[int] = []
     for t in range(lo, hi):
         now = flat[3 * (off[t - lo] - a0) : 3 * (off[t - lo + 1] - a0)]
-        if now != before:
-            out[str(t - lo)] = now
+        if now != before or t == lo:
+            out[str(t - lo)] = batch_delta(before, now) if t > lo else {"f": now}
             rows_seen.update(now[0::3])
         before = now
+    return out
+
+
+def batch_delta(before: list[int], now: list[int]) -> dict[str, list[int]]:
+    """``now`` (a step's [row, tokens, kind, ...]) as a change to ``before``: rows gone ("d"), the remaining rows'
+    new tokens and kinds by position ("c": [index, tokens, kind, ...]), rows appended at the end ("a": triples).
+    When the rows that stayed changed order (a request that got no tokens comes back in its place), the whole
+    list ("f")."""
+    rows_now = now[0::3]
+    present = set(rows_now)
+    gone = [r for r in before[0::3] if r not in present]
+    kept = [k for k in range(0, len(before), 3) if before[k] in present]
+    if rows_now[: len(kept)] != [before[k] for k in kept]:
+        return {"f": now}
+    changed = [v for i, k in enumerate(kept) if before[k + 1 : k + 3] != now[3 * i + 1 : 3 * i + 3]
+               for v in (i, now[3 * i + 1], now[3 * i + 2])]
+    delta = {"d": gone, "c": changed, "a": now[3 * len(kept) :]}
+    return {key: v for key, v in delta.items() if v}
+
+
+def _repeats_marked(events: dict[int, list[list[int]]]) -> dict[str, Any]:
+    """Each step's events as one flat list [row, label, why, kind, ...], or 0 where the step repeats the step
+    before word for word (a request still refused for the same reason, step after step)."""
+    out: dict[str, Any] = {}
+    for i, rows in events.items():
+        flat = [v for event in rows for v in event]
+        out[str(i)] = 0 if events.get(i - 1) == rows else flat
     return out
 
 
@@ -161,7 +187,8 @@ def payload_frame(unit: str, default_step: int) -> dict[str, Any]:
     return {
         "default_step": default_step, "unit": unit,
         "kinds": KIND_NAMES, "sched_words": {str(k): v for k, v in SCHED_WORDS.items()},
-        "palette": {"free": theme.WHITE, "cached": theme.LIGHT_GREY, "freed": "#F4C7B8"},
+        "palette": {"free": theme.WHITE, "cached": theme.LIGHT_GREY, "freed": "#F4C7B8",
+                    "requests": list(theme.REQUEST_COLORS)},  # a request's colour: its row mod this many
     }
 
 
