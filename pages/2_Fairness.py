@@ -56,11 +56,7 @@ limit_runs = page.guarded(lambda: lesson.limit_sweep_runs(scenario, limit_values
 weight_runs = page.guarded(lambda: lesson.weight_sweep_runs(vtc_scenario, weight_values)) if weight_values else []
 runs = run_variants(variants, make=lesson.run_maker(runner.measure), ahead=[*limit_runs, *weight_runs])
 
-# The numbers first: one column per policy.
-for col, run in zip(st.columns(len(runs)), runs, strict=True):
-    col.metric(f"{run.label}: total throughput", f"{run.summary['throughput_tok_s']:,.0f} tokens/s",
-               help="Output tokens generated over the whole run, per second of simulated GPU time.")
-    col.caption(lesson.run_caption(run))
+page.cards([lesson.headline(run) for run in runs])  # the numbers first: one column per policy
 
 # The sweep's curve comes first, and its sentences join the notice once every point is in (ui.sweeps: the page
 # draws the points ready now, and the rest fill in without holding up the rerun).
