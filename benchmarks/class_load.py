@@ -53,6 +53,7 @@ LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 MAX_MOVE_FRACTION = 0.2  # a slider moves by up to this share of its range
 SERVER_START_TIMEOUT_S = 60
 MEMORY_EVERY_S = 1.0
+SERVER_LOG_LINES = 60  # printed after a class with errors on a server this script started
 
 
 # --- arguments -------------------------------------------------------------------------------------------------
@@ -319,8 +320,10 @@ class Tab:
             return fm.script_finished
         if kind == "page_info_changed":
             self.query_string = fm.page_info_changed.query_string
-        elif kind == "new_session":  # a full script run starts (a fragment's st.rerun() starts one too): its
-            self.polls.clear()       # fragments ask anew to be polled (a poll of one it did not draw gets no answer)
+        elif kind == "new_session" and not fm.metadata.run.fragment_ids:
+            # A full script run starts (a fragment's st.rerun() starts one too; a fragment's run has its id here):
+            # its fragments ask anew to be polled (a poll of one it did not draw gets no answer).
+            self.polls.clear()
             self.is_full_run_pending = True
         elif kind == "navigation":
             self.page_script_hash = fm.navigation.page_script_hash
@@ -554,6 +557,9 @@ def main(argv: list[str] | None = None) -> int:
             logs = asyncio.run(run_class(args, memory))
             memory.end = memory.sample()
             report(args, logs, memory, time.perf_counter() - started)
+            if server is not None and any(log.errors for log in logs):  # (the log goes with the temp directory)
+                tail = Path(tmp, "server.log").read_text(errors="replace").splitlines()[-SERVER_LOG_LINES:]
+                print("\nthe server's log, last lines:\n" + "\n".join(tail))
         finally:
             if server is not None:
                 stop_server(server)

@@ -235,7 +235,7 @@ pids=("$!" "${pids[@]}")
 names=("nginx ($listen:$port)" "${names[@]}")
 
 shown=$listen
-[[ $listen == 0.0.0.0 ]] && shown=$(hostname)
+[[ $listen == 0.0.0.0 ]] && shown=${HOSTNAME:-THIS-MACHINE}
 echo "serve.sh: Scheduler Lab on http://$shown:$port/ (nginx, $replicas replica(s) on 127.0.0.1 ports" \
      "${replica_ports[*]}); run directory $run_dir; Ctrl-C stops everything"
 
