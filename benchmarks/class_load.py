@@ -350,15 +350,20 @@ class Tab:
         sent = time.perf_counter()
         deadline = sent + timeout_s
         await self.ws.send(self.rerun_message())
-        rerun_s, waiting_polls = None, 0
+        rerun_s, waiting_polls, last_message = None, 0, sent
         while True:
             remaining = deadline - time.perf_counter()
             if remaining <= 0:  # (the tab is out of step with its session now: the student leaves)
-                raise RerunTimeout(f"{self.lesson}: rerun not settled within {timeout_s:g} s")
+                raise RerunTimeout(
+                    f"{self.lesson}: rerun not settled within {timeout_s:g} s (script run "
+                    f"{'finished' if rerun_s is not None else 'not finished'}, {len(self.polls)} fragment(s) "
+                    f"polled, {waiting_polls} poll(s) unanswered, a full run pending: {self.is_full_run_pending}; "
+                    f"last message {time.perf_counter() - last_message:.1f} s ago)")
             try:
                 raw = await asyncio.wait_for(self.ws.recv(), remaining)
             except TimeoutError:
                 continue
+            last_message = time.perf_counter()
             fm = ForwardMsg()
             fm.ParseFromString(raw)
             status = self._read(fm)

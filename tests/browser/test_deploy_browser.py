@@ -86,7 +86,7 @@ def served(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen, Path]]:
 def test_two_replicas_behind_nginx(served, page):
     base_url, process, log_path = served
     started = log_path.read_text()
-    replica_ports = re.search(r"replica\(s\) on 127\.0\.0\.1 ports ([\d ]+);", started).group(1).split()
+    replica_ports = re.search(r"replica\(s\) on 127\.0\.0\.1 ports ([\d ]+)\)", started).group(1).split()
     run_dir = Path(re.search(r"run directory (\S+);", started).group(1))
     assert len(replica_ports) == 2 and all(_is_healthy(f"http://127.0.0.1:{p}") for p in replica_ports)
     processes = _descendants(process.pid)
