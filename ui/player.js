@@ -80,9 +80,10 @@ function prepare(run) {
     const flat = v === 0 ? r.eventsAt[i - 1] : v || [];
     r.eventsAt.push(flat);
   }
-  r.waitingAt = carried(run.queues.waiting_head, n, []);
-  r.swappedAt = carried(run.queues.swapped, n, []);
-  r.idleAt = carried(run.queues.idle_running, n, []);
+  // (no queues yet: the server re-runs the scenarios for their order once the player has been in view)
+  r.waitingAt = run.queues ? carried(run.queues.waiting_head, n, []) : null;
+  r.swappedAt = run.queues ? carried(run.queues.swapped, n, []) : null;
+  r.idleAt = run.queues ? carried(run.queues.idle_running, n, []) : new Array(n).fill([]);
   if (run.blocks) {
     // checkpoints of the block codes every 100 steps: any step is at most 99 change lists away
     r.checkpoints = [];
@@ -127,7 +128,7 @@ export default function (component) {
   p.step = Math.max(0, Math.min(p.step, p.maxStep));
 
   // (the root also holds the component's <style>: only our own box is replaced)
-  parentElement.querySelector(":scope > .player")?.remove();
+  for (const old of parentElement.querySelectorAll(".player")) old.remove();  // (":scope" matches nothing in a shadow root)
   const box = el("div", { class: "player", "data-testid": "step-player" });
   parentElement.append(box);
   p.ui = buildControls(p, box);
@@ -135,18 +136,43 @@ export default function (component) {
   box.append(p.explain);
   render(p);
   if (p.playing) startTimer(p);
-
-  const onKey = (ev) => keyHandler(p, ev);
-  document.addEventListener("keydown", onKey);
-  const scan = setInterval(() => drawCursors(p), 700);
-  const onResize = () => drawCursors(p);
-  window.addEventListener("resize", onResize);
+  const watcher = askForDetailWhenSeen(p, box);
+  // Page-wide listeners once per player, whatever the order of Streamlit's re-mounts and clean-ups: each acts on
+  // the player's latest mount, and only while one is mounted.
+  const mount = (p.mount = (p.mount || 0) + 1);
+  p.mounted = true;
+  if (!p.listening) {
+    p.listening = true;
+    document.addEventListener("keydown", (ev) => { if (p.mounted) keyHandler(p, ev); });
+    setInterval(() => { if (p.mounted) drawCursors(p); }, 700);
+    window.addEventListener("resize", () => { if (p.mounted) drawCursors(p); });
+  }
   return () => {
-    document.removeEventListener("keydown", onKey);
-    window.removeEventListener("resize", onResize);
-    clearInterval(scan);
+    watcher?.disconnect();
+    if (p.mount !== mount) return;  // a newer mount took over: leave it playing
+    p.mounted = false;
     stopTimer(p, false);
   };
+}
+
+// The waiting queue's order and the block map cost the server a re-run of every compared scenario: it makes
+// them once the player has been on screen for a moment (or is used), not for every slider move elsewhere.
+function askForDetailWhenSeen(p, box) {
+  if (p.data.detail) return null;
+  let timer = null;
+  const observer = new IntersectionObserver((entries) => {
+    const seen = entries.some((e) => e.isIntersecting);
+    clearTimeout(timer);
+    if (seen) timer = setTimeout(() => askForDetail(p), 400);
+  }, { threshold: 0.15 });
+  observer.observe(box);
+  return { disconnect: () => { clearTimeout(timer); observer.disconnect(); } };
+}
+
+function askForDetail(p) {
+  if (p.data.detail || p.detailAsked === p.data.runs_id) return;
+  p.detailAsked = p.data.runs_id;
+  p.setStateValue("detail", p.data.runs_id);
 }
 
 function initialStep(data, maxStep) {
@@ -243,6 +269,7 @@ function jump(p, direction) {
 }
 
 function moveTo(p, step, fromTimer = false) {
+  askForDetail(p);
   p.step = Math.max(0, Math.min(Number.isFinite(step) ? step : 0, p.maxStep));
   render(p);
   const outside = p.runs.some((r) => p.step < r.num_steps && (p.step < r.first || p.step >= r.end));
@@ -336,15 +363,17 @@ function explainRun(p, r) {
   if (nRun === 0) table.append(el("tr", {}, el("td", { class: "muted", text: "Nothing ran this step." })));
   col.append(table);
   // queues
-  const waiting = r.waitingAt[i], nWait = r.counts.waiting[i];
+  const waiting = r.waitingAt ? r.waitingAt[i] : null, nWait = r.counts.waiting[i];
   const q = el("p", { class: "queue", "data-testid": "player-waiting" },
-    el("b", { text: `Waiting queue after the step: ${fmt(nWait)}` }), nWait ? " (head first): " : "");
-  if (nWait) {
+    el("b", { text: `Waiting queue after the step: ${fmt(nWait)}` }),
+    nWait ? (waiting ? " (head first): " : " (listing them…)") : "");
+  if (nWait && waiting) {
     q.append(waiting.slice(0, MAX_QUEUE_IDS).map((row) => r.ids[row]).join(", "));
     if (nWait > Math.min(waiting.length, MAX_QUEUE_IDS)) q.append(` … and ${fmt(nWait - Math.min(waiting.length, MAX_QUEUE_IDS))} more`);
   }
   col.append(q);
-  const swapped = r.swappedAt[i];
+  const swapped = r.swappedAt ? r.swappedAt[i] : [];
+  if (!r.swappedAt && r.counts.swapped[i]) col.append(el("p", { class: "queue" }, el("b", { text: `Swapped to CPU: ${fmt(r.counts.swapped[i])}` })));
   if (swapped.length) {
     col.append(el("p", { class: "queue" }, el("b", { text: "Swapped to CPU: " }), swapped.map((row) => r.ids[row]).join(", ")));
   }
@@ -365,6 +394,7 @@ function explainRun(p, r) {
   }
   col.append(list);
   if (r.blocks) col.append(blockMap(p, r, i));
+  else if (p.data.block_map) col.append(el("p", { class: "muted", text: "Block map: loading…" }));
   return col;
 }
 

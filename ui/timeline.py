@@ -31,16 +31,20 @@ _COUNT_COLUMNS = {"running": "num_running", "waiting": "num_waiting", "swapped":
                   "decode": "num_decode_reqs", "preempted": "num_preempted"}
 
 
-def run_payload(label: str, trace: Trace, playback: Playback) -> dict[str, Any]:
-    """One run's window as plain JSON-able data (see the module docstring)."""
-    lo, hi = playback.first_step, playback.end_step
+def run_payload(label: str, trace: Trace, playback: Playback | None, first_step: int | None = None,
+                end_step: int | None = None) -> dict[str, Any]:
+    """One run's window as plain JSON-able data (see the module docstring). Without ``playback`` (the window
+    ``first_step`` to ``end_step`` then), everything the trace holds: no queue order and no block map."""
+    lo, hi = (playback.first_step, playback.end_step) if playback is not None else (first_step, end_step)
+    if lo is None or hi is None:
+        raise ValueError("first_step and end_step: needed when there is no playback")
     steps = trace.steps
     rows_seen: set[int] = set()
     batch = _batches(trace, lo, hi, rows_seen)
     texts: dict[str, int] = {}
     events: dict[int, list[list[int]]] = {}
     arrived: dict[int, list[int]] = {}
-    swapped_after = _swapped_by_step(playback)
+    swapped_after = _parked(trace, lo, hi)
     worded: dict[Event, str] = {}  # the same decision at another step reads the same: word it once
     for e in _events_in(trace, lo, hi):
         i = e.step - lo
@@ -56,7 +60,7 @@ def run_payload(label: str, trace: Trace, playback: Playback) -> dict[str, Any]:
         events.setdefault(i, []).append([e.row, texts.setdefault(label_text, len(texts)),
                                          texts.setdefault(why, len(texts)), _KIND_CODE[e.kind]])
     queues = {name: _sparse(getattr(playback, name), rows_seen)
-              for name in ("waiting_head", "swapped", "idle_running")}
+              for name in ("waiting_head", "swapped", "idle_running")} if playback is not None else None
     return {
         "label": label,
         "first": lo, "end": hi, "num_steps": trace.num_steps,
@@ -70,7 +74,7 @@ def run_payload(label: str, trace: Trace, playback: Playback) -> dict[str, Any]:
         "arrived": {str(i): v for i, v in arrived.items()},
         "texts": list(texts),
         "jumps": _jump_steps(trace, lo, hi),
-        "blocks": _blocks(playback, rows_seen),
+        "blocks": _blocks(playback, rows_seen) if playback is not None else None,
         "ids": {str(r): trace.request_ids[r] for r in sorted(rows_seen)},
     }
 
@@ -151,12 +155,24 @@ def _sparse(entries: list[tuple[int, ...] | None], rows_seen: set[int]) -> dict[
     return out
 
 
-def _swapped_by_step(playback: Playback):
-    """``fn(i)``: the rows parked in CPU memory after step ``first_step + i``."""
-    carried: list[tuple[int, ...]] = []
-    for rows in playback.swapped:
-        carried.append(carried[-1] if rows is None else rows)
-    return carried.__getitem__
+def _parked(trace: Trace, lo: int, hi: int):
+    """``fn(i)``: the rows parked in CPU memory after step ``lo + i``, from the swap events (a swapped request that
+    is refused is "not swapped back in yet", not "next in line": it is not in the waiting queue)."""
+    moves = [(e.step, e.row, e.kind is EventKind.SWAP_OUT) for e in trace.events
+             if e.kind in (EventKind.SWAP_OUT, EventKind.SWAP_IN, EventKind.ABORT, EventKind.FINISH) and e.step < hi]
+    parked: set[int] = set()
+    at: list[frozenset[int]] = []
+    k, now = 0, frozenset()
+    for step in range(lo, hi):
+        changed = False
+        while k < len(moves) and moves[k][0] <= step:
+            _, row, out = moves[k]
+            (parked.add if out else parked.discard)(row)
+            k, changed = k + 1, True
+        if changed:
+            now = frozenset(parked)
+        at.append(now)
+    return at.__getitem__
 
 
 def _jump_steps(trace: Trace, lo: int, hi: int) -> list[int]:

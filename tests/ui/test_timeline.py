@@ -199,3 +199,18 @@ def test_every_steps_batch_and_clock_decode_to_the_trace(key, label):
         assert batch_at(data["batch"], i) == want, t
         assert clock == pytest.approx(float(trace.start_ms(t)), abs=0.05), t
         clock += step_ms[i]
+
+
+def test_without_a_replay_the_trace_still_gives_batch_counts_and_decisions():
+    """Before the player has been in view, its data comes from the trace alone: no queue order, no block map."""
+    sc = _variant("recompute_vs_swap", "swap")
+    trace = simulate(sc.config, sc.requests)
+    full, _ = payload(sc, block_map=True)
+    light = timeline.run_payload("run", trace, None, full["first"], full["end"])
+    assert light["queues"] is None and light["blocks"] is None
+    for key in ("batch", "counts", "step_ms", "events", "arrived", "texts", "jumps", "start_ms"):
+        assert light[key] == full[key], key
+    lines = state_at({**light, "queues": full["queues"]}, 103)["lines"]  # (the swapped wording needs no replay)
+    assert any(line.startswith("victim is not swapped back in yet: needs") for line in lines)
+    with pytest.raises(ValueError, match="first_step and end_step"):
+        timeline.run_payload("run", trace, None)
