@@ -58,7 +58,8 @@ def _ask_cost(runs: Sequence[Run], values: Values) -> Problem:
     gb_s = config.cost.swap_bandwidth_gb_s
     return choice_question(
         "cost", runs, f"The victim holds {victim.num_tokens:,} tokens of KV. Bringing it back: "
-                      f"{term_link('recompute')} prefills them again ({fmt(config.cost.prefill_token_us)} us a token plus a "
+                      f"{term_link('recompute')} prefills them again "
+                      f"({fmt(config.cost.prefill_token_us)} us a token plus a "
                       f"{fmt(config.cost.step_base_ms, 2)}-ms step), {term_link('swap')} copies its blocks to CPU "
                       f"memory and back ({config.model.kv_bytes_per_token // 1024} KiB a token, {gb_s:g} GB/s). "
                       f"Which is faster?", (_RECOMPUTE, _SWAP, _EVEN), answer,
