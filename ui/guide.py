@@ -154,7 +154,8 @@ def show_path(lesson: str, style: ChartStyle) -> None:
                              label_visibility="collapsed", help="The path's steps (✓ answered)")
         st.button("Free page", key=f"{lesson}.guide.to_free", on_click=_to_free, args=(lesson,),
                   icon=":material/tune:", help="Every chart and knob of the lesson, as before.")
-    st.markdown(f"**Step {n} of {len(steps)}: {step.title}.** {step.text}")
+    stop = "" if step.title.endswith(("?", "!", ".")) else "."
+    st.markdown(f"**Step {n} of {len(steps)}: {step.title}{stop}** {step.text}")
     values = _values(lesson, step)
     runs = page.guarded(lambda: [Run(label, sc, tr := runner.run(sc), runner.summary(sc, tr))
                                  for label, sc in step.scenarios(values)])
