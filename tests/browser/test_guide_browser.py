@@ -42,7 +42,7 @@ def test_a_first_visit_shows_the_guided_path_with_its_question_on_the_first_scre
     assert_no_exception(page)
     text = _main(page)
     first = PATHS[lesson][0]
-    assert "guided path" in text and f"Step 1 of {len(PATHS[lesson])}: {first.title}." in text
+    assert "guided path" in text and f"Step 1 of {len(PATHS[lesson])}: {first.title}" in text
     assert "Predict:" in text and _num_charts(page) == 0  # the question, and no chart giving the answer away
     assert not _below_the_fold(page, "Show the answer")  # nothing of the question needs scrolling
     assert "guide=1" in page.url
