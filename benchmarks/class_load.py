@@ -442,7 +442,8 @@ async def student(k: int, args: argparse.Namespace, class_ends: float) -> Studen
         # proxy=None: a proxy in the environment must never see loopback traffic.
         async with websockets.connect(ws_url, subprotocols=["streamlit"], max_size=None, proxy=None,
                                       open_timeout=args.timeout) as ws:
-            tab = Tab(ws, lesson, query_string=f"preset={preset}" if preset else "")
+            # (the lesson's free page, with its sliders: a first visit with no settings opens the guided path)
+            tab = Tab(ws, lesson, query_string=f"preset={preset}" if preset else "mode=free")
             log.open_s.append((await tab.rerun(args.timeout))[0])
             while True:
                 await asyncio.sleep(rng.uniform(*args.think))
