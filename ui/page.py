@@ -20,7 +20,7 @@ from sim import ScenarioError, SimulationError, StepLimitError
 from .charts.tables import metric_row
 from .controls import Knob, KnobPanel
 from .theme import ChartStyle, plotly_config
-from .wording import file_slug
+from .wording import Card, file_slug
 
 _DISPLAY_KNOBS = [
     Knob("present", "Presentation mode (projector)", "bool", False, widget="toggle",
@@ -92,6 +92,14 @@ def show_chart(fig: go.Figure, name: str, style: ChartStyle, key: str | None = N
     # theme=None: the figure's own fonts and colours (Streamlit's theme would grey and shrink the tick labels).
     st.plotly_chart(fig, config=plotly_config(file_slug(style.file_prefix, name), style), key=key or f"chart-{name}",
                     theme=None)
+
+
+def cards(items: Sequence[Card], columns: int | None = None) -> None:
+    """Headline numbers side by side, ``columns`` to a row (default: all of them)."""
+    for col, card in zip(st.columns(columns or max(len(items), 1)), items, strict=False):
+        col.metric(card.label, card.value, help=card.help or None)
+        if card.caption:
+            col.caption(card.caption)
 
 
 def notice(sentences: Sequence[str]) -> None:
