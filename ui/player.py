@@ -69,7 +69,12 @@ def show(runs: Sequence[Any], page: str, unit: str, *, scope: str = "", block_ma
     to draw it (default: here)."""
     traces = [run.trace for run in runs]
     last_step = max(t.num_steps for t in traces) - 1
-    default = min(start_step(traces[0]) if start_step else timeline.default_step(traces), last_step)
+    if start_step is None:
+        default = timeline.earliest([runner.measure(run.scenario, timeline.first_decisions, trace=run.trace)
+                                     for run in runs])
+    else:
+        default = start_step(traces[0])
+    default = min(default, last_step)
     ident = hashlib.sha256("|".join(f"{run.label}={runner.scenario_key(run.scenario)}" for run in runs)
                            .encode()).hexdigest()[:16]
     key = f"{page}.player.{hashlib.sha256(scope.encode()).hexdigest()[:12]}"

@@ -211,8 +211,21 @@ def payload_frame(unit: str, default_step: int) -> dict[str, Any]:
 def default_step(traces: Sequence[Trace]) -> int:
     """Where a player starts: the first preemption in any run, else the first refusal to admit, else the first
     admission (else step 0)."""
-    for kinds in ((EventKind.PREEMPT, EventKind.SWAP_OUT), (EventKind.BLOCKED,), (EventKind.ADMIT,)):
-        found = [e.step for trace in traces for e in trace.events if e.kind in kinds]
+    return earliest([first_decisions(trace) for trace in traces])
+
+
+def earliest(firsts: Sequence[tuple[int | None, int | None, int | None]]) -> int:
+    """``default_step`` from each run's ``first_decisions``."""
+    for i in range(3):
+        found = [f[i] for f in firsts if f[i] is not None]
         if found:
             return min(found)
     return 0
+
+
+def first_decisions(trace: Trace) -> tuple[int | None, int | None, int | None]:
+    """The run's first preemption (or swap-out), first refusal to admit and first admission: steps, or None.
+    A pure function of the trace (a page caches it per run: reading a trace's events costs ~10 ms a run)."""
+    groups = ((EventKind.PREEMPT, EventKind.SWAP_OUT), (EventKind.BLOCKED,), (EventKind.ADMIT,))
+    return tuple(next((e.step for e in trace.events if e.kind in kinds), None)  # type: ignore[return-value]
+                 for kinds in groups)
