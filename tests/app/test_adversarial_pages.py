@@ -45,6 +45,7 @@ def test_an_upload_past_the_apps_clients_limit_is_refused_with_the_figure():
     requests = tuple(RequestSpec(f"r{i}", i, 20, 20, client_id=f"c{i}") for i in range(101))
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
     at.switch_page(PAGE)
+    at.query_params["mode"] = "free"  # the lesson's free page (a first visit opens the guided path)
     at.run()
     data = dumps(Scenario("101 clients", config, requests)).encode()
     at.file_uploader(key="fairness.upload.0").set_value(("many.json", data, "application/json")).run()

@@ -33,7 +33,9 @@ def test_each_preset_opens_by_url(app_server, page, preset):
     assert_no_exception(page)
     # The chart component loads lazily after the script has finished: wait for the page's charts to be drawn.
     page.wait_for_function("() => document.querySelectorAll('[data-testid=\"stPlotlyChart\"] .main-svg').length >= 5")
-    page.locator('[data-testid="player-block-map"] canvas').first.wait_for()  # the player's pool, block by block
+    # The player's pool, block by block: made once the player has been in view.
+    page.locator('[data-testid="step-player"]').scroll_into_view_if_needed()
+    page.locator('[data-testid="player-block-map"] canvas').first.wait_for()
     screenshot(page, f"preemption-{preset}")
 
 

@@ -19,9 +19,9 @@ def test_home_page(app_server, page):
     assert_no_exception(page)
     wait_for_chart_title(page, "Step 113")
     text = page.locator('[data-testid="stMain"]').inner_text()
-    for lesson in ("Queueing", "Fairness", "Cancellation", "Preemption"):
+    for lesson in ("Queueing", "Fairness", "Cancellation", "Preemption", "Token budget"):
         assert lesson in text
-    assert text.count("Open the lesson") == 4
+    assert text.count("Open the lesson") == 5
     screenshot(page, "home")
 
 
