@@ -162,8 +162,8 @@ def run_variants(variants: Sequence[tuple[str, Scenario]], make: Callable[..., A
     keys = {runner.scenario_key(sc) for _, sc in variants}
     sweep = [sc for sc in ahead if runner.scenario_key(sc) not in keys]
     runner.prefetch([*(sc for _, sc in variants[:half]), *sweep, *(sc for _, sc in variants[half:])])
-    runs = page.guarded(lambda: [make(label, sc, tr := runner.run(sc), runner.summary(sc, tr))
-                                 for label, sc in variants])
+    runs = page.guarded(lambda: [_run_one(i, len(variants), label, sc, make) for i, (label, sc) in
+                                 enumerate(variants, 1)])
     if not runs:
         st.warning(f"Pick at least one {what} to compare in the sidebar.", icon=":material/warning:")
         st.stop()
@@ -175,6 +175,16 @@ def run_variants(variants: Sequence[tuple[str, Scenario]], make: Callable[..., A
     if text:
         st.warning(text, icon=":material/block:")
     return runs
+
+
+def _run_one(i: int, n: int, label: str, scenario: Scenario, make: Callable[..., Any]) -> Any:
+    """One variant's run, under a spinner that says which (shown only when it takes over half a second: a cached
+    run draws nothing). Each spinner is a point where a newer slider move stops this rerun, so a busy preset
+    never holds up the next one for longer than the run in progress."""
+    with st.spinner(f"Simulating {label} ({i} of {n}): {count(len(scenario.requests), 'request')}…",
+                    show_time=True):
+        trace = runner.run(scenario)
+        return make(label, scenario, trace, runner.summary(scenario, trace))
 
 
 def unservable_message(scenario: Scenario, trace: Trace) -> str:

@@ -88,7 +88,8 @@ def show(runs: Sequence[Any], page: str, unit: str, *, scope: str = "", block_ma
             linked if linked is not None else default)
         if committed is not None and str(step) != st.query_params.get(STEP_PARAM):
             set_param(STEP_PARAM, str(step))  # the step the player paused on, for a copied link
-        window = [window_payload(run.label, run.scenario, run.trace, step, block_map) for run in runs]
+        with st.spinner("Preparing the step player: re-running the steps around this one…", show_time=True):
+            window = [window_payload(run.label, run.scenario, run.trace, step, block_map) for run in runs]
         spans = "|".join(f"{w['first']}-{w['end']}" for w in window)
         data = {**timeline.payload_frame(unit, default), "runs": window, "id": f"{ident}#{spans}"}
         _COMPONENT(key=key, data=data, default={"step": step}, on_step_change=_noop, height="content")
