@@ -290,3 +290,14 @@ def test_sizing_sweep_assembled_point_by_point_equals_the_whole_sweep():
     heat = charts.sweep_heatmap(pools, half.pools_blocks, seqs, half.preemptions, STYLE, title="t",
                                 colorbar_title="c", color="#000000", pending=half.pending)
     assert heat.data[0].text[1].tolist() == ["\u2026", "\u2026"]
+
+
+def test_notices_put_what_the_runs_compare_first():
+    # The page shows three sentences: on the prefix-cache preset the cache's hits lead, not who was evicted.
+    off, on = runs_of("prefix_cache")
+    first_three = lesson.notices([off, on])[:3]
+    assert first_three[0].startswith("prefix caching off: the 10 re-admissions prefilled all")
+    assert first_three[1].startswith("prefix caching on: the 9 re-admissions found")
+    assert "threw away KV that cost" in first_three[2]
+    # one run, nothing compared: the victim first
+    assert lesson.notices([off])[0].startswith("prefix caching off: the pool filled at step 33")

@@ -583,13 +583,15 @@ def _merged(per_run: Sequence[tuple[str, list[str]]]) -> list[str]:
 
 
 def notices(runs: Sequence[Run]) -> list[str]:
-    out = _merged([(run.label, victim_notice(run)) for run in runs])
-    for run in runs:
-        out += requeue_notice(run)
-    out += cost_notices(runs)
-    out += mode_notice(runs)
-    out += cache_notices(runs)
-    return out
+    """The sentences, most important first (the page shows three, the rest under "more"): what the runs compare,
+    prefix caching or recompute vs swap, when they differ in it, and what bringing victims back cost; else who was
+    evicted, who waited behind the victim, and the cost."""
+    victims = _merged([(run.label, victim_notice(run)) for run in runs])
+    requeued = [sentence for run in runs for sentence in requeue_notice(run)]
+    compared = cache_notices(runs) + mode_notice(runs)
+    if compared:
+        return [*compared, *cost_notices(runs), *victims, *requeued]
+    return [*victims, *requeued, *cost_notices(runs)]
 
 
 def sweep_notices(sweep: Sweep, pool: float, seqs: int) -> list[str]:
