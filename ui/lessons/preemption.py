@@ -505,8 +505,9 @@ def requeue_notice(run: Run) -> list[str]:
 
 
 def cost_notices(runs: Sequence[Run]) -> list[str]:
-    """What the run's preemptions cost: GPU time re-prefilling, copy time, CPU RAM, and swap fallbacks."""
-    out = []
+    """What the run's preemptions cost: swap fallbacks first (a swap that did not happen explains the rest), then
+    GPU time re-prefilling, copy time, CPU RAM."""
+    out, fallbacks = [], []
     for run in runs:
         ps, cfg = run.preempted, run.trace.config
         if not ps:
@@ -526,9 +527,10 @@ def cost_notices(runs: Sequence[Run]) -> list[str]:
                        f"{fmt_bytes(peak_cpu)} in CPU RAM; no token was recomputed.")
         fallback = [p for p in ps if p.kind is PreemptionKind.FALLBACK]
         if fallback:
-            out.append(f"{run.label}: {count(len(fallback), 'swap')} fell back to recompute: the CPU swap space "
-                       f"({cpu_swap_space(cfg)}) had no room for the victim's {fallback[0].num_blocks:,} blocks.")
-    return out
+            fallbacks.append(f"{run.label}: {count(len(fallback), 'swap')} fell back to recompute: the CPU swap "
+                             f"space ({cpu_swap_space(cfg)}) had no room for the victim's {fallback[0].num_blocks:,} "
+                             "blocks.")
+    return fallbacks + out
 
 
 def mode_notice(runs: Sequence[Run]) -> list[str]:
