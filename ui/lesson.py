@@ -162,8 +162,13 @@ def run_variants(variants: Sequence[tuple[str, Scenario]], make: Callable[..., A
     keys = {runner.scenario_key(sc) for _, sc in variants}
     sweep = [sc for sc in ahead if runner.scenario_key(sc) not in keys]
     runner.prefetch([*(sc for _, sc in variants[:half]), *sweep, *(sc for _, sc in variants[half:])])
-    runs = page.guarded(lambda: [_run_one(i, len(variants), label, sc, make) for i, (label, sc) in
+    # A run not made before may take seconds (a busy preset, a large workload): a bar says which is running from
+    # the start. Runs from the cache draw none (no flicker on a slider moved back).
+    slot = None if all(runner.is_ready(key) for key in keys) else st.empty()
+    runs = page.guarded(lambda: [_run_one(i, len(variants), label, sc, make, slot) for i, (label, sc) in
                                  enumerate(variants, 1)])
+    if slot is not None:
+        slot.empty()
     if not runs:
         st.warning(f"Pick at least one {what} to compare in the sidebar.", icon=":material/warning:")
         st.stop()
@@ -177,14 +182,15 @@ def run_variants(variants: Sequence[tuple[str, Scenario]], make: Callable[..., A
     return runs
 
 
-def _run_one(i: int, n: int, label: str, scenario: Scenario, make: Callable[..., Any]) -> Any:
-    """One variant's run, under a spinner that says which (shown only when it takes over half a second: a cached
-    run draws nothing). Each spinner is a point where a newer slider move stops this rerun, so a busy preset
-    never holds up the next one for longer than the run in progress."""
-    with st.spinner(f"Simulating {label} ({i} of {n}): {count(len(scenario.requests), 'request')}…",
-                    show_time=True):
-        trace = runner.run(scenario)
-        return make(label, scenario, trace, runner.summary(scenario, trace))
+def _run_one(i: int, n: int, label: str, scenario: Scenario, make: Callable[..., Any], slot: Any) -> Any:
+    """One variant's run, with a progress bar in ``slot`` (None: no bar, every run is cached) that says which.
+    Each update is also where a newer slider move stops this rerun: a busy preset never holds up the next one
+    for longer than the run in progress."""
+    if slot is not None:
+        slot.progress((i - 1) / n, text=f":material/hourglass_top: Simulating {label} ({i} of {n}): "
+                                        f"{count(len(scenario.requests), 'request')}…")
+    trace = runner.run(scenario)
+    return make(label, scenario, trace, runner.summary(scenario, trace))
 
 
 def unservable_message(scenario: Scenario, trace: Trace) -> str:
