@@ -70,3 +70,14 @@ def test_fairness_chart_picker_is_in_the_url_and_a_bad_one_warns():
     at = open_page("pages/2_Fairness.py", {"gantt_policy": "Nobody"}, settle=False)
     assert any("Nobody" in w.value and "is not one of this chart's" in w.value for w in at.warning)
     assert at.session_state["fairness.gantt_policy"] == labels[0] and "gantt_policy" not in at.query_params
+
+
+def test_the_players_step_and_the_chart_picked_come_back_with_the_page():
+    at = open_page("pages/2_Fairness.py", {"step": "40"}, settle=False)
+    labels = list(at.get("button_group")[0].options)
+    at.get("button_group")[0].set_value(labels[2]).run()
+    assert at.query_params.get("gantt_policy") == labels[2] and at.query_params.get("step") == "40"
+    _follow_link(at, "app.py")
+    _follow_link(at, "pages/2_Fairness.py")
+    assert at.query_params.get("step") == "40" and at.query_params.get("gantt_policy") == labels[2]
+    assert at.session_state["fairness.gantt_policy"] == labels[2]
