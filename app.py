@@ -1,4 +1,5 @@
-"""Scheduler Lab home page: the five questions, one engine step in a picture, links to the lessons."""
+"""Scheduler Lab home page: the five questions, one engine step in a picture, links to the lessons and the
+workbench."""
 
 import streamlit as st
 
@@ -35,6 +36,10 @@ LESSONS = {
                      "Without chunked prefill an 8,000-token prompt is one 134-ms step and every stream pauses that "
                      "long; cut into 512-token chunks, the streams keep flowing and the prompt's first token comes "
                      "later. The budget trades one wait for the other."),
+    "Workbench": ("What if two long requests arrive together?",
+                  "Your own question: build a workload request by request (or from the generator, a preset or a "
+                  "file), run up to four policies on it side by side, and read each request's time to first token "
+                  "and time between tokens."),
 }
 
 lessons = [p for p in page.PAGES if p[1] in LESSONS]
@@ -46,7 +51,8 @@ for start in range(0, len(lessons), 2):  # two cards a row: four would break "Ca
             st.subheader(f"{icon} {name}", anchor=False)  # (an anchor icon would wrap onto a line of its own)
             st.markdown(f"**{question}**")
             st.markdown(takeaway)
-            st.page_link(path, label="Open the lesson", icon=":material/arrow_forward:")
+            st.page_link(path, label="Open the workbench" if name == "Workbench" else "Open the lesson",
+                         icon=":material/arrow_forward:")
 
 st.subheader("One engine step, up close")
 st.markdown(

@@ -22,18 +22,7 @@ sigmas = preset.knobs["sigma_sweep"] if sweeping else ()
 sigma_sweep_runs = lesson.sigma_sweep_runs(scenario, sigmas) if sweeping else []
 runs = run_variants(lesson.variants(preset, scenario, own["policies"]), ahead=sigma_sweep_runs)
 
-# The numbers first: one column per policy.
-cols = st.columns(len(runs))
-for col, run in zip(cols, runs, strict=True):
-    s = run.summary
-    key = "finish_steps" if unit == "steps" else "finish_ms"
-    finished = s[key]["count"] > 0
-    col.metric(f"{run.label}: average finish", f"{s[key]['mean']:,.0f} {unit}" if finished else "none finished",
-               help="Arrival to the end of the last token, averaged over the requests that finished.")
-    # (a p99 of a handful of requests is only an interpolation between the two slowest: not shown below 20)
-    p99 = f"p99 {s[key]['p99']:,.0f} · " if s[key]["count"] >= 20 else ""
-    spread = f"{p99}max {s[key]['max']:,.0f} {unit} · " if finished else ""
-    col.caption(f"{spread}{s['num_preemptions']:,} preemption{'' if s['num_preemptions'] == 1 else 's'}")
+page.cards([lesson.headline(run, unit) for run in runs])  # the numbers first: one column per policy
 
 # The sweep's runs are made (or taken from the workers) as the rerun's time allows; its sentence joins the notice
 # once every point is in (ui.sweeps: the page reruns then).

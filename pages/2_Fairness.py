@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from ui import charts, knobs, page, runner, sweeps
+from ui import charts, clients, knobs, page, runner, sweeps
 from ui.charts import fairness as fairness_charts
 from ui.lesson import open_lesson, run_variants
 from ui.lessons import fairness as lesson
@@ -12,30 +12,7 @@ style, preset, base = lp.style, lp.preset, lp.base
 
 engine = lp.panel("Engine", f"{lesson.LESSON}.engine", knobs.engine_knobs(base.config))
 config = knobs.apply_engine(base.config, engine)
-workload = None
-if base.workload is not None:
-    shares = lesson.as_shares(base.workload)
-    workload = lp.workload(lesson.LESSON, shares)
-    st.sidebar.subheader("Clients")
-    num_clients = lp.knob_panel(f"{lesson.LESSON}.clients", [lesson.num_clients_knob(shares)]).render()["clients"]
-    specs = lesson.client_specs(shares, num_clients)
-    client_values = {}
-    if len(specs) > lesson.MAX_CLIENT_PANELS:  # one table, not a panel of sliders per client
-        st.sidebar.caption(f"{len(specs):,} clients: their settings are one table (a panel each past "
-                           f"{lesson.MAX_CLIENT_PANELS} would be too many). Edits to it are not kept in the link.")
-        table = st.sidebar.data_editor(lesson.client_settings_table(specs, shares, base.config), disabled=["client"],
-                                       hide_index=True, key=f"{lesson.LESSON}.client_table.{lp.scope}")
-        client_values = lesson.client_values_from_table(table, specs, shares, base.config)
-    else:
-        for spec in specs:  # one collapsed box per client; a bad link value still warns in the main area
-            box = st.sidebar.expander(f"Client {spec.client_id}", expanded=False)
-            client_values[spec.client_id] = lp.knob_panel(
-                f"{lesson.LESSON}.client.{spec.client_id}", lesson.client_knobs(spec, shares, base.config),
-                f"Client {spec.client_id}").render(box)
-    # (a setting that stops the page here still gets the way back to the preset's settings)
-    workload = page.guarded(lambda: lesson.apply_clients(workload, specs, client_values), on_stop=lp.show_changes)
-    config = lesson.apply_client_weights(config, specs, client_values)
-    st.sidebar.caption(lesson.describe_clients(workload))
+workload, config = clients.client_settings(lp, config)
 own = lp.panel("Policies", lesson.LESSON, lesson.knobs(preset, base.config))
 lp.show_changes()
 config = page.guarded(lambda: lesson.apply(config, own))
@@ -56,11 +33,7 @@ limit_runs = page.guarded(lambda: lesson.limit_sweep_runs(scenario, limit_values
 weight_runs = page.guarded(lambda: lesson.weight_sweep_runs(vtc_scenario, weight_values)) if weight_values else []
 runs = run_variants(variants, make=lesson.run_maker(runner.measure), ahead=[*limit_runs, *weight_runs])
 
-# The numbers first: one column per policy.
-for col, run in zip(st.columns(len(runs)), runs, strict=True):
-    col.metric(f"{run.label}: total throughput", f"{run.summary['throughput_tok_s']:,.0f} tokens/s",
-               help="Output tokens generated over the whole run, per second of simulated GPU time.")
-    col.caption(lesson.run_caption(run))
+page.cards([lesson.headline(run) for run in runs])  # the numbers first: one column per policy
 
 # The sweep's curve comes first, and its sentences join the notice once every point is in (ui.sweeps: the page
 # draws the points ready now, and the rest fill in without holding up the rerun).

@@ -28,15 +28,8 @@ if story is not None:
     with st.container(border=True):
         st.markdown(f"**The article's example, measured:** the user of request '{story.request_id}' leaves after "
                     f"token {story.tokens_read:,} of {story.tokens_read + story.wasted_tokens:,}.")
-        for col, (label, value, caption) in zip(st.columns(4), lesson.story_metrics(story), strict=False):
-            col.metric(label, value)
-            col.caption(caption)
-
-cols = st.columns(len(runs))
-for col, run in zip(cols, runs, strict=True):
-    col.metric(f"{run.label}: tokens for nobody", f"{run.summary['wasted_tokens']:,}",
-               help="Tokens generated after the user left, or past the end of the answer.")
-    col.caption(lesson.run_caption(run, unit))
+        page.cards(lesson.story_metrics(story), columns=4)
+page.cards([lesson.headline(run, unit) for run in runs])
 
 page.notice(lesson.notices(runs, story, unit))
 

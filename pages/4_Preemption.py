@@ -26,12 +26,7 @@ runs = run_variants(lesson.variants(preset, scenario, own.get("compare")), make=
 labels = [run.label for run in runs]
 columns = 1 if len(runs) == 1 else 2  # one run: full width
 
-cols = st.columns(len(runs))
-for col, run in zip(cols, runs, strict=True):
-    s = run.summary
-    col.metric(f"{run.label}: preemptions", f"{s['num_preemptions']:,}",
-               help="Evictions of a running request because the KV pool had no free block.")
-    col.caption(lesson.run_caption(run, unit))
+page.cards([lesson.headline(run, unit) for run in runs])
 
 page.notice(lesson.notices(runs))
 
@@ -68,8 +63,7 @@ def show_cost() -> None:
                    "bring back.")
         return
     cost, what = victim
-    for col, (label, value, why) in zip(st.columns(4), lesson.cost_cards(cost, config), strict=True):
-        col.metric(label, value, help=why)
+    page.cards(lesson.cost_cards(cost, config))
     st.caption(lesson.cost_caption(cost, config, what))
     page.show_chart(charts.cost_bars(cost, style, bandwidth_gb_s=config.cost.swap_bandwidth_gb_s),
                     "preemption-recompute-vs-swap", style)

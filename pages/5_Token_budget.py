@@ -27,17 +27,8 @@ if story:
     with st.container(border=True):
         st.markdown(f"**The worked example, measured:** {story[0].request_id} ({story[0].prompt_len:,} tokens) "
                     f"arrives while the other streams decode.")
-        for col, (label, value, caption) in zip(st.columns(len(story)), lesson.stall_metrics(story), strict=True):
-            col.metric(label, value)
-            col.caption(caption)
-
-cols = st.columns(len(runs))
-for col, run in zip(cols, runs, strict=True):
-    s = run.summary
-    col.metric(f"{run.label}: p99 time between tokens", f"{s['tbt_ms']['p99']:,.1f} ms",
-               help="The gap between two consecutive tokens of a stream; p99 of every gap of the served requests.")
-    col.caption(f"p50 {s['tbt_ms']['p50']:,.1f} ms · TTFT p50 {s['ttft_ms']['p50']:,.1f} ms, "
-                f"p99 {s['ttft_ms']['p99']:,.1f} ms · {s['num_preemptions']:,} preemptions")
+        page.cards(lesson.stall_metrics(story))
+page.cards([lesson.headline(run) for run in runs])
 
 sweep = page.guarded(lambda: sweeps.Sweep(sweep_runs, lesson.sweep_point, lp.started_s)) if budgets else None
 page.notice(lesson.notices(runs, story) + lesson.sweep_notice(

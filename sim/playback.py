@@ -25,7 +25,7 @@ BLOCK_CACHED = -2  # a free block that still holds prefix-cache content (a later
 _KIND = Event._fields.index("kind")
 _QUIET = (EventKind.BLOCKED, EventKind.FINISH, EventKind.DISCONNECT)  # kinds that leave the waiting queue as it was
 DEFAULT_QUEUE_HEAD = 10  # waiting requests listed per step (head first); the count covers the rest
-MAX_WINDOW_STEPS = 2_000  # steps per window: what a page sends to the browser at once
+MAX_WINDOW_STEPS = 1_000  # steps per window: what a page sends to the browser at once (100 s of play at 10 steps/s)
 MAX_BLOCK_MAP_BLOCKS = 4_096  # pools past this size get no block map (the counts still hold)
 
 # What a player can jump between: the decisions a student looks for (not arrivals, not "still waiting").

@@ -59,3 +59,141 @@ def test_cli_overhead_times_every_phase_of_a_run():
                     "overhead (all but simulate)", "interpreter start-up", "import sim.__main__ (with it)",
                     "python -m sim run (whole)"]
     assert done.stdout.splitlines()[-1].startswith("overhead / simulate: ")
+
+
+def test_player_payload_refuses_a_bad_repeat_and_measures_one_lesson():
+    script = ROOT / "benchmarks" / "player_payload.py"
+    done = subprocess.run([sys.executable, str(script), "--repeat", "0"], capture_output=True, text=True, cwd=ROOT,
+                          timeout=120)
+    assert done.returncode == 2 and "--repeat: must be at least 1, got 0" in done.stderr
+    done = subprocess.run([sys.executable, str(script), "--repeat", "1", "--lesson", "preemption"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert [line.split()[1] for line in lines[1:]] == ["toy_pool", "recompute_vs_swap", "prefix_cache", "sizing"]
+    assert all(line.rstrip().endswith("kB") for line in lines[1:])
+
+
+def _class_load():
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        import class_load
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+    return class_load
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--students", "0"], "argument --students: must be a whole number from 1 to 200, got '0'"),
+    (["--students", "201"], "argument --students: must be a whole number from 1 to 200, got '201'"),
+    (["--students", "ten"], "argument --students: must be a whole number from 1 to 200, got 'ten'"),
+    (["--minutes", "0"], "argument --minutes: must be a number of minutes above 0 and at most 60, got '0'"),
+    (["--minutes", "nan"], "argument --minutes: must be a number of minutes above 0 and at most 60, got 'nan'"),
+    (["--minutes", "61"], "argument --minutes: must be a number of minutes above 0 and at most 60, got '61'"),
+    (["--url", "http://10.0.0.5:8501"], "argument --url: must be http://HOST:PORT with HOST one of 127.0.0.1, "
+                                        "localhost, ::1 (loopback only) and a port, got 'http://10.0.0.5:8501'"),
+    (["--url", "http://127.0.0.1"], "(loopback only) and a port, got 'http://127.0.0.1'"),
+    (["--url", "https://localhost:8501"], "(loopback only) and a port, got 'https://localhost:8501'"),
+    (["--think", "6,2"], "argument --think: must be LOW,HIGH seconds with 0 <= LOW <= HIGH <= 600, e.g. '2,6'; "
+                         "got '6,2'"),
+    (["--think", "3"], "argument --think: must be LOW,HIGH seconds"),
+    (["--timeout", "-1"], "argument --timeout: must be a number of seconds above 0 and at most 600, got '-1'"),
+    (["--server-pid", "0"], "argument --server-pid: must be a process id (a whole number >= 1), got '0'"),
+    (["--presets", "some"], "argument --presets: invalid choice: 'some'"),
+])
+def test_class_load_refuses_bad_arguments(args, message, capsys):
+    with pytest.raises(SystemExit) as exited:
+        _class_load().parse_args(args)
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_class_load_defaults_and_a_loopback_url():
+    args = _class_load().parse_args(["--url", "http://localhost:8600/Queueing", "--think", "1.5,4"])
+    assert (args.students, args.minutes, args.think, args.presets) == (10, 2.0, (1.5, 4.0), "first")
+    assert args.url == "http://localhost:8600"  # the base URL: the students add /_stcore/stream
+
+
+def test_class_load_says_when_no_server_answers():
+    # A port nothing listens on (bound here, never listened to): exit 2, no class is started.
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        done = subprocess.run([sys.executable, str(SCRIPT.parent / "class_load.py"), "--url",
+                               f"http://127.0.0.1:{port}", "--minutes", "0.01"],
+                              capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 2
+    assert f"--url: no Streamlit app answers http://127.0.0.1:{port}/_stcore/health" in done.stderr
+
+
+def test_class_load_percentiles_are_nearest_rank():
+    class_load = _class_load()
+    values = [float(v) for v in range(1, 21)]  # 1..20
+    # p50: ceil(0.50 * 20) = 10th value; p95: ceil(0.95 * 20) = 19th; p100 the largest.
+    assert class_load.percentile(values, 50) == 10.0
+    assert class_load.percentile(values, 95) == 19.0
+    assert class_load.percentile(values, 100) == 20.0
+    assert class_load.percentile([0.4], 95) == 0.4
+    with pytest.raises(ValueError, match="percentile of no values"):
+        class_load.percentile([], 50)
+    with pytest.raises(ValueError, match=r"q must be in \(0, 100\], got 0"):
+        class_load.percentile(values, 0)
+
+
+def test_class_load_summary_sorts_and_counts_errors():
+    class_load = _class_load()
+    # Three reruns out of order: p50 = ceil(1.5) = 2nd = 0.2 s, p95 = ceil(2.85) = 3rd = 0.9 s.
+    summary = class_load.summarize([0.9, 0.1, 0.2], errors=1)
+    assert summary == class_load.Summary(count=3, p50_s=0.2, p95_s=0.9, max_s=0.9, errors=1)
+    assert class_load.format_row("Queueing", summary).split() == ["Queueing", "3", "200", "900", "900", "1"]
+    assert class_load.summarize([], errors=2) == class_load.Summary(0, None, None, None, 2)
+    assert class_load.format_row("all", class_load.summarize([], 0)).split() == ["all", "0", "-", "-", "-", "0"]
+
+
+def test_class_load_rotates_lessons_then_presets():
+    class_load = _class_load()
+    assert [class_load.lesson_and_preset(k, every_preset=False) for k in range(5)] == [
+        ("Queueing", None), ("Fairness", None), ("Cancellation", None), ("Preemption", None), ("Queueing", None)]
+    # Students 0, 4, 8, ... share Queueing and take its presets in turn; Cancellation has three, so the fourth
+    # Cancellation student (k = 14) is back on the first.
+    assert class_load.lesson_and_preset(0, every_preset=True) == ("Queueing", "article_hol")
+    assert class_load.lesson_and_preset(4, every_preset=True) == ("Queueing", "busy_server")
+    assert class_load.lesson_and_preset(7, every_preset=True) == ("Preemption", "recompute_vs_swap")
+    assert class_load.lesson_and_preset(14, every_preset=True) == ("Cancellation", "article_abandon")
+
+
+def test_class_load_moves_a_slider_within_its_range_by_its_step():
+    import random
+
+    class_load = _class_load()
+    tab = class_load.Tab(ws=None, lesson="Queueing")
+    # max_num_seqs from 1 to 16 in steps of 1, at 1: a fifth of 15 steps is a move of up to 3, never 0.
+    tab.sliders["s"] = class_load.Slider("s", min=1.0, max=16.0, step=1.0, value=1.0)
+    rng = random.Random(0)
+    seen = set()
+    for _ in range(200):
+        before = tab.sliders["s"].value
+        tab.move_a_slider(rng)
+        after = tab.sliders["s"].value
+        assert after != before and 1.0 <= after <= 16.0 and abs(after - before) <= 3 and after == int(after)
+        assert tab.moved == {"s": after}  # what the next rerun sends
+        seen.add(after)
+    assert seen == {float(v) for v in range(1, 17)}  # every value is reachable
+    with pytest.raises(class_load.LoadError, match="Queueing: no slider ending in engine.num_blocks or"):
+        class_load.Tab(ws=None, lesson="Queueing").move_a_slider(rng)
+
+
+def test_class_load_sends_the_rerun_a_browser_tab_sends():
+    from streamlit.proto.BackMsg_pb2 import BackMsg
+
+    class_load = _class_load()
+    tab = class_load.Tab(ws=None, lesson="Fairness", query_string="preset=rate_limits", moved={"slider-id": 64.0})
+    first = BackMsg.FromString(tab.rerun_message()).rerun_script
+    assert (first.page_name, first.page_script_hash, first.query_string) == ("Fairness", "", "preset=rate_limits")
+    assert [(w.id, list(w.double_array_value.data)) for w in first.widget_states.widgets] == [("slider-id", [64.0])]
+    assert (first.fragment_id, first.is_auto_rerun) == ("", False)
+    tab.page_script_hash = "abc"  # once the server has named the page, the tab asks for it by its hash
+    poll = BackMsg.FromString(tab.rerun_message(fragment_id="frag")).rerun_script
+    assert (poll.page_name, poll.page_script_hash, poll.fragment_id, poll.is_auto_rerun) == ("", "abc", "frag", True)

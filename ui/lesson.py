@@ -120,6 +120,9 @@ def open_lesson(lesson: str, title: str, question: str) -> LessonPage:
     """Set the page up and draw its header: title, the question, the preset picker and the upload box."""
     started_s = time.perf_counter()
     style = page.setup(title.split(":")[0])
+    from . import guide  # (here: the guided paths import the lesson modules, which import this one)
+    if guide.take_over(lesson, style):  # the guided path, or a problem from a link: not the free page
+        st.stop()
     st.title(title)
     st.markdown(question)
     preset = preset_picker(lesson, runner.presets_for(lesson))

@@ -20,7 +20,7 @@ from sim import ScenarioError, SimulationError, StepLimitError
 from .charts.tables import metric_row
 from .controls import Knob, KnobPanel, arrive, set_param
 from .theme import ChartStyle, plotly_config
-from .wording import as_code, file_slug
+from .wording import Card, as_code, file_slug
 
 _DISPLAY_KNOBS = [
     Knob("present", "Presentation mode (projector)", "bool", False, widget="toggle",
@@ -64,6 +64,7 @@ PAGES = (
     ("pages/3_Cancellation.py", "Cancellation", ":material/content_cut:"),
     ("pages/4_Preemption.py", "Preemption", ":material/autorenew:"),
     ("pages/5_Token_budget.py", "Token budget", ":material/speed:"),
+    ("pages/6_Workbench.py", "Workbench", ":material/construction:"),
     ("pages/9_Glossary.py", "Glossary", ":material/menu_book:"),
 )
 
@@ -100,6 +101,14 @@ def show_chart(fig: go.Figure, name: str, style: ChartStyle, key: str | None = N
     # theme=None: the figure's own fonts and colours (Streamlit's theme would grey and shrink the tick labels).
     st.plotly_chart(fig, config=plotly_config(file_slug(style.file_prefix, name), style), key=key or f"chart-{name}",
                     theme=None)
+
+
+def cards(items: Sequence[Card], columns: int | None = None) -> None:
+    """Headline numbers side by side, ``columns`` to a row (default: all of them)."""
+    for col, card in zip(st.columns(columns or max(len(items), 1)), items, strict=False):
+        col.metric(card.label, card.value, help=card.help or None)
+        if card.caption:
+            col.caption(card.caption)
 
 
 NOTICE_SHOWN = 3  # sentences in the "what to notice" box; the rest wait under "more" (a lesson lists its most

@@ -43,15 +43,47 @@ function unrun(pairs) {  // [value, times, value, times, ...] (ui/timeline.py's 
   return out;
 }
 
+// Each step's batch [row, tokens, kind, ...] from ui/timeline.py's batch_delta: the whole list ("f"), or rows gone
+// ("d"), the others' new tokens and kinds by position ("c") and rows appended ("a"); a missing step repeats.
+function batches(sparse, n) {
+  const out = new Array(n);
+  let last = [];
+  for (let i = 0; i < n; i++) {
+    const d = sparse[String(i)];
+    if (d !== undefined) {
+      if (d.f) last = d.f;
+      else {
+        const gone = new Set(d.d || []);
+        const next = [];
+        for (let j = 0; j < last.length; j += 3) if (!gone.has(last[j])) next.push(last[j], last[j + 1], last[j + 2]);
+        const c = d.c || [];
+        for (let j = 0; j < c.length; j += 3) { next[3 * c[j] + 1] = c[j + 1]; next[3 * c[j] + 2] = c[j + 2]; }
+        last = next.concat(d.a || []);
+      }
+    }
+    out[i] = last;
+  }
+  return out;
+}
+
 function prepare(run) {
   const n = run.end - run.first;
   const r = { ...run, n };
   r.counts = Object.fromEntries(Object.entries(run.counts).map(([k, v]) => [k, unrun(v)]));
   r.step_ms = unrun(run.step_ms);
-  r.batchAt = carried(run.batch, n, []);
-  r.waitingAt = carried(run.queues.waiting_head, n, []);
-  r.swappedAt = carried(run.queues.swapped, n, []);
-  r.idleAt = carried(run.queues.idle_running, n, []);
+  r.x_ms = [run.start_ms];  // the clock at the start of each step of the window (and at its end)
+  for (let i = 0; i < n; i++) r.x_ms.push(r.x_ms[i] + r.step_ms[i]);
+  r.batchAt = batches(run.batch, n);
+  r.eventsAt = [];
+  for (let i = 0; i < n; i++) {
+    const v = run.events[String(i)];
+    const flat = v === 0 ? r.eventsAt[i - 1] : v || [];
+    r.eventsAt.push(flat);
+  }
+  // (no queues yet: the server re-runs the scenarios for their order once the player has been in view)
+  r.waitingAt = run.queues ? carried(run.queues.waiting_head, n, []) : null;
+  r.swappedAt = run.queues ? carried(run.queues.swapped, n, []) : null;
+  r.idleAt = run.queues ? carried(run.queues.idle_running, n, []) : new Array(n).fill([]);
   if (run.blocks) {
     // checkpoints of the block codes every 100 steps: any step is at most 99 change lists away
     r.checkpoints = [];
@@ -96,7 +128,7 @@ export default function (component) {
   p.step = Math.max(0, Math.min(p.step, p.maxStep));
 
   // (the root also holds the component's <style>: only our own box is replaced)
-  parentElement.querySelector(":scope > .player")?.remove();
+  for (const old of parentElement.querySelectorAll(".player")) old.remove();  // (":scope" matches nothing in a shadow root)
   const box = el("div", { class: "player", "data-testid": "step-player" });
   parentElement.append(box);
   p.ui = buildControls(p, box);
@@ -104,18 +136,43 @@ export default function (component) {
   box.append(p.explain);
   render(p);
   if (p.playing) startTimer(p);
-
-  const onKey = (ev) => keyHandler(p, ev);
-  document.addEventListener("keydown", onKey);
-  const scan = setInterval(() => drawCursors(p), 700);
-  const onResize = () => drawCursors(p);
-  window.addEventListener("resize", onResize);
+  const watcher = askForDetailWhenSeen(p, box);
+  // Page-wide listeners once per player, whatever the order of Streamlit's re-mounts and clean-ups: each acts on
+  // the player's latest mount, and only while one is mounted.
+  const mount = (p.mount = (p.mount || 0) + 1);
+  p.mounted = true;
+  if (!p.listening) {
+    p.listening = true;
+    document.addEventListener("keydown", (ev) => { if (p.mounted) keyHandler(p, ev); });
+    setInterval(() => { if (p.mounted) drawCursors(p); }, 700);
+    window.addEventListener("resize", () => { if (p.mounted) drawCursors(p); });
+  }
   return () => {
-    document.removeEventListener("keydown", onKey);
-    window.removeEventListener("resize", onResize);
-    clearInterval(scan);
+    watcher?.disconnect();
+    if (p.mount !== mount) return;  // a newer mount took over: leave it playing
+    p.mounted = false;
     stopTimer(p, false);
   };
+}
+
+// The waiting queue's order and the block map cost the server a re-run of every compared scenario: it makes
+// them once the player has been on screen for a moment (or is used), not for every slider move elsewhere.
+function askForDetailWhenSeen(p, box) {
+  if (p.data.detail) return null;
+  let timer = null;
+  const observer = new IntersectionObserver((entries) => {
+    const seen = entries.some((e) => e.isIntersecting);
+    clearTimeout(timer);
+    if (seen) timer = setTimeout(() => askForDetail(p), 400);
+  }, { threshold: 0.15 });
+  observer.observe(box);
+  return { disconnect: () => { clearTimeout(timer); observer.disconnect(); } };
+}
+
+function askForDetail(p) {
+  if (p.data.detail || p.detailAsked === p.data.runs_id) return;
+  p.detailAsked = p.data.runs_id;
+  p.setStateValue("detail", p.data.runs_id);
 }
 
 function initialStep(data, maxStep) {
@@ -166,7 +223,9 @@ function buildControls(p, box) {
 function keyHandler(p, ev) {
   const t = ev.target;
   const tag = t && t.tagName ? t.tagName.toLowerCase() : "";
-  if (["input", "textarea", "select"].includes(tag) || (t && (t.isContentEditable || t.getAttribute?.("role") === "slider"))) {
+  // (nor in a table: a data editor's arrow keys move its selection)
+  if (["input", "textarea", "select"].includes(tag) || (t && (t.isContentEditable || t.getAttribute?.("role") === "slider"
+      || t.closest?.('[data-testid="stDataFrame"], [role="grid"]')))) {
     return;
   }
   if (ev.key === "ArrowRight" || ev.key === "ArrowLeft") {
@@ -212,6 +271,7 @@ function jump(p, direction) {
 }
 
 function moveTo(p, step, fromTimer = false) {
+  askForDetail(p);
   p.step = Math.max(0, Math.min(Number.isFinite(step) ? step : 0, p.maxStep));
   render(p);
   const outside = p.runs.some((r) => p.step < r.num_steps && (p.step < r.first || p.step >= r.end));
@@ -305,15 +365,17 @@ function explainRun(p, r) {
   if (nRun === 0) table.append(el("tr", {}, el("td", { class: "muted", text: "Nothing ran this step." })));
   col.append(table);
   // queues
-  const waiting = r.waitingAt[i], nWait = r.counts.waiting[i];
+  const waiting = r.waitingAt ? r.waitingAt[i] : null, nWait = r.counts.waiting[i];
   const q = el("p", { class: "queue", "data-testid": "player-waiting" },
-    el("b", { text: `Waiting queue after the step: ${fmt(nWait)}` }), nWait ? " (head first): " : "");
-  if (nWait) {
+    el("b", { text: `Waiting queue after the step: ${fmt(nWait)}` }),
+    nWait ? (waiting ? " (head first): " : " (listing them…)") : "");
+  if (nWait && waiting) {
     q.append(waiting.slice(0, MAX_QUEUE_IDS).map((row) => r.ids[row]).join(", "));
     if (nWait > Math.min(waiting.length, MAX_QUEUE_IDS)) q.append(` … and ${fmt(nWait - Math.min(waiting.length, MAX_QUEUE_IDS))} more`);
   }
   col.append(q);
-  const swapped = r.swappedAt[i];
+  const swapped = r.swappedAt ? r.swappedAt[i] : [];
+  if (!r.swappedAt && r.counts.swapped[i]) col.append(el("p", { class: "queue" }, el("b", { text: `Swapped to CPU: ${fmt(r.counts.swapped[i])}` })));
   if (swapped.length) {
     col.append(el("p", { class: "queue" }, el("b", { text: "Swapped to CPU: " }), swapped.map((row) => r.ids[row]).join(", ")));
   }
@@ -322,7 +384,9 @@ function explainRun(p, r) {
   const list = el("ul", { class: "why", "data-testid": "player-why" });
   const arrived = r.arrived[String(i)];
   if (arrived) list.append(el("li", {}, el("span", { class: "label", text: "arrived: " }), arrived.map((row) => r.ids[row]).join(", ")));
-  for (const [row, labelIdx, whyIdx, kindCode] of r.events[String(i)] || []) {
+  const evs = r.eventsAt[i];
+  for (let j = 0; j < evs.length; j += 4) {
+    const [row, labelIdx, whyIdx, kindCode] = [evs[j], evs[j + 1], evs[j + 2], evs[j + 3]];
     const label = r.texts[labelIdx];
     const kind = p.data.kinds[kindCode];
     list.append(el("li", { class: `ev-${kind}` }, el("b", { text: r.ids[row] }), label ? ` ${label}: ` : " ", r.texts[whyIdx]));
@@ -332,13 +396,16 @@ function explainRun(p, r) {
   }
   col.append(list);
   if (r.blocks) col.append(blockMap(p, r, i));
+  else if (p.data.block_map) col.append(el("p", { class: "muted", text: "Block map: loading…" }));
   return col;
 }
 
 function blockMap(p, r, i) {
   const codes = codesAt(r, i);
   const before = i > 0 ? codesAt(r, i - 1) : null;
-  const victims = new Set((r.events[String(i)] || []).filter(([, , , k]) => ["preempt", "swap_out"].includes(p.data.kinds[k])).map(([row]) => row));
+  const victims = new Set();
+  const evs = r.eventsAt[i];
+  for (let j = 0; j < evs.length; j += 4) if (["preempt", "swap_out"].includes(p.data.kinds[evs[j + 3]])) victims.add(evs[j]);
   const n = codes.length;
   const per = Math.max(1, Math.ceil(n / MAX_MAP_CELLS));
   const cells = Math.ceil(n / per);
@@ -369,7 +436,7 @@ function blockMap(p, r, i) {
     for (const [k, v] of tally) if (v > best || (v === best && k > code)) { code = k; best = v; }
     const x = (c % cols) * cell, y = Math.floor(c / cols) * cell;
     const gap = cell >= 8 ? 1 : 0;
-    ctx.fillStyle = code >= 0 ? r.colors[code] || "#888" : freed ? pal.freed : code === -2 ? pal.cached : pal.free;
+    ctx.fillStyle = code >= 0 ? pal.requests[code % pal.requests.length] : freed ? pal.freed : code === -2 ? pal.cached : pal.free;
     if (freed && code < 0) freedCount++;
     ctx.fillRect(x + gap, y + gap, cell - 2 * gap, cell - 2 * gap);
     ctx.strokeStyle = "#bbbbbb";

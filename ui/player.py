@@ -32,16 +32,19 @@ STEP_PARAM = "step"  # the URL's step: a copied link opens the player there
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
-def _window(key: str, label: str, _scenario: Scenario, _trace: Trace, first: int, end: int,
-            block_map: bool) -> dict[str, Any]:
-    playback = record_window(_scenario.config, _scenario.requests, first, end, block_map=block_map)
-    return timeline.run_payload(label, _trace, playback)
+def _window(key: str, label: str, _scenario: Scenario, _trace: Trace, first: int, end: int, block_map: bool,
+            detail: bool) -> dict[str, Any]:
+    playback = record_window(_scenario.config, _scenario.requests, first, end, block_map=block_map) if detail \
+        else None
+    return timeline.run_payload(label, _trace, playback, first, end)
 
 
-def window_payload(label: str, scenario: Scenario, trace: Trace, step: int, block_map: bool) -> dict[str, Any]:
-    """One run's data for the window of steps around ``step`` (cached per run and window)."""
+def window_payload(label: str, scenario: Scenario, trace: Trace, step: int, block_map: bool,
+                   detail: bool = True) -> dict[str, Any]:
+    """One run's data for the window of steps around ``step`` (cached per run and window). ``detail``: with the
+    queues' order and the block map, which re-run the scenario (the rest comes from its trace)."""
     first, end = window_around(min(step, trace.num_steps - 1), trace.num_steps)
-    return _window(runner.scenario_key(scenario), label, scenario, trace, first, end, block_map)
+    return _window(runner.scenario_key(scenario), label, scenario, trace, first, end, block_map, detail)
 
 
 def linked_step(last_step: int) -> tuple[int | None, str]:
@@ -67,7 +70,12 @@ def show(runs: Sequence[Any], page: str, unit: str, *, scope: str = "", block_ma
     to draw it (default: here)."""
     traces = [run.trace for run in runs]
     last_step = max(t.num_steps for t in traces) - 1
-    default = min(start_step(traces[0]) if start_step else timeline.default_step(traces), last_step)
+    if start_step is None:
+        default = timeline.earliest([runner.measure(run.scenario, timeline.first_decisions, trace=run.trace)
+                                     for run in runs])
+    else:
+        default = start_step(traces[0])
+    default = min(default, last_step)
     ident = hashlib.sha256("|".join(f"{run.label}={runner.scenario_key(run.scenario)}" for run in runs)
                            .encode()).hexdigest()[:16]
     key = f"{page}.player.{hashlib.sha256(scope.encode()).hexdigest()[:12]}"
@@ -84,15 +92,21 @@ def show(runs: Sequence[Any], page: str, unit: str, *, scope: str = "", block_ma
     def _player() -> None:
         held = st.session_state.get(key)
         committed = held.get("step") if isinstance(held, dict) or hasattr(held, "get") else None
+        # The queues' order and the block map re-run every compared scenario: only once the player has been in
+        # view (the browser asks, naming these runs), not for every slider move of a student looking elsewhere.
+        detail = (held.get("detail") if isinstance(held, dict) or hasattr(held, "get") else None) == ident
         step = committed if isinstance(committed, int) and 0 <= committed <= last_step else (
             linked if linked is not None else default)
         if committed is not None and str(step) != st.query_params.get(STEP_PARAM):
             set_param(STEP_PARAM, str(step))  # the step the player paused on, for a copied link
         with st.spinner("Preparing the step player: re-running the steps around this one…", show_time=True):
-            window = [window_payload(run.label, run.scenario, run.trace, step, block_map) for run in runs]
+            window = [window_payload(run.label, run.scenario, run.trace, step, block_map, detail) for run in runs]
         spans = "|".join(f"{w['first']}-{w['end']}" for w in window)
-        data = {**timeline.payload_frame(unit, default), "runs": window, "id": f"{ident}#{spans}"}
-        _COMPONENT(key=key, data=data, default={"step": step}, on_step_change=_noop, height="content")
+        data = {**timeline.payload_frame(unit, default), "runs": window, "runs_id": ident, "detail": detail,
+                "block_map": block_map,
+                "id": f"{ident}#{spans}#{int(detail)}"}
+        _COMPONENT(key=key, data=data, default={"step": step, "detail": ""}, on_step_change=_noop,
+                   on_detail_change=_noop, height="content")
 
     with box:
         _player()

@@ -31,16 +31,20 @@ _COUNT_COLUMNS = {"running": "num_running", "waiting": "num_waiting", "swapped":
                   "decode": "num_decode_reqs", "preempted": "num_preempted"}
 
 
-def run_payload(label: str, trace: Trace, playback: Playback) -> dict[str, Any]:
-    """One run's window as plain JSON-able data (see the module docstring)."""
-    lo, hi = playback.first_step, playback.end_step
+def run_payload(label: str, trace: Trace, playback: Playback | None, first_step: int | None = None,
+                end_step: int | None = None) -> dict[str, Any]:
+    """One run's window as plain JSON-able data (see the module docstring). Without ``playback`` (the window
+    ``first_step`` to ``end_step`` then), everything the trace holds: no queue order and no block map."""
+    lo, hi = (playback.first_step, playback.end_step) if playback is not None else (first_step, end_step)
+    if lo is None or hi is None:
+        raise ValueError("first_step and end_step: needed when there is no playback")
     steps = trace.steps
     rows_seen: set[int] = set()
     batch = _batches(trace, lo, hi, rows_seen)
     texts: dict[str, int] = {}
     events: dict[int, list[list[int]]] = {}
     arrived: dict[int, list[int]] = {}
-    swapped_after = _swapped_by_step(playback)
+    swapped_after = _parked(trace, lo, hi)
     worded: dict[Event, str] = {}  # the same decision at another step reads the same: word it once
     for e in _events_in(trace, lo, hi):
         i = e.step - lo
@@ -56,23 +60,22 @@ def run_payload(label: str, trace: Trace, playback: Playback) -> dict[str, Any]:
         events.setdefault(i, []).append([e.row, texts.setdefault(label_text, len(texts)),
                                          texts.setdefault(why, len(texts)), _KIND_CODE[e.kind]])
     queues = {name: _sparse(getattr(playback, name), rows_seen)
-              for name in ("waiting_head", "swapped", "idle_running")}
+              for name in ("waiting_head", "swapped", "idle_running")} if playback is not None else None
     return {
         "label": label,
         "first": lo, "end": hi, "num_steps": trace.num_steps,
         "num_blocks": trace.config.num_blocks, "block_size": trace.config.block_size,
-        "x_ms": np.round(trace.start_ms(np.arange(lo, hi + 1)), 3).tolist(),
+        "start_ms": round(float(trace.start_ms(lo)), 3),  # the clock at the window's first step; then + step_ms
         "counts": {key: run_lengths(steps[col][lo:hi].astype(int)) for key, col in _COUNT_COLUMNS.items()},
         "step_ms": run_lengths(np.round(steps["step_ms"][lo:hi], 3)),
         "batch": batch,
         "queues": queues,
-        "events": {str(i): v for i, v in events.items()},
+        "events": _repeats_marked(events),
         "arrived": {str(i): v for i, v in arrived.items()},
         "texts": list(texts),
         "jumps": _jump_steps(trace, lo, hi),
-        "blocks": _blocks(playback, rows_seen),
+        "blocks": _blocks(playback, rows_seen) if playback is not None else None,
         "ids": {str(r): trace.request_ids[r] for r in sorted(rows_seen)},
-        "colors": {str(r): theme.request_color(r) for r in sorted(rows_seen)},
     }
 
 
@@ -90,21 +93,48 @@ _KIND_CODE = {kind: i for i, kind in enumerate(EventKind)}
 KIND_NAMES = [kind.value for kind in EventKind]  # the player's code -> kind (for the "jump" kinds and styling)
 
 
-def _batches(trace: Trace, lo: int, hi: int, rows_seen: set[int]) -> dict[str, list[int]]:
-    """Per step of the window: the scheduled requests as [row, tokens, kind, ...] in the scheduler's order, only
-    where the step differs from the one before (every step decodes the same requests: nothing sent)."""
+def _batches(trace: Trace, lo: int, hi: int, rows_seen: set[int]) -> dict[str, dict[str, list[int]]]:
+    """Per step of the window: the scheduled requests as [row, tokens, kind, ...] in the scheduler's order, sent
+    only where the step differs from the one before, and then as a change to it (``batch_delta``)."""
     off = trace.sched_offsets[lo : hi + 1].tolist()
     a0, b0 = off[0], off[-1]
     flat = np.column_stack((trace.sched_rows[a0:b0], trace.sched_tokens[a0:b0],
                             trace.sched_kind[a0:b0])).ravel().tolist()
-    out: dict[str, list[int]] = {}
-    before: list[int] | None = None
+    out: dict[str, dict[str, list[int]]] = {}
+    before: list[int] = []
     for t in range(lo, hi):
         now = flat[3 * (off[t - lo] - a0) : 3 * (off[t - lo + 1] - a0)]
-        if now != before:
-            out[str(t - lo)] = now
+        if now != before or t == lo:
+            out[str(t - lo)] = batch_delta(before, now) if t > lo else {"f": now}
             rows_seen.update(now[0::3])
         before = now
+    return out
+
+
+def batch_delta(before: list[int], now: list[int]) -> dict[str, list[int]]:
+    """``now`` (a step's [row, tokens, kind, ...]) as a change to ``before``: rows gone ("d"), the remaining rows'
+    new tokens and kinds by position ("c": [index, tokens, kind, ...]), rows appended at the end ("a": triples).
+    When the rows that stayed changed order (a request that got no tokens comes back in its place), the whole
+    list ("f")."""
+    rows_now = now[0::3]
+    present = set(rows_now)
+    gone = [r for r in before[0::3] if r not in present]
+    kept = [k for k in range(0, len(before), 3) if before[k] in present]
+    if rows_now[: len(kept)] != [before[k] for k in kept]:
+        return {"f": now}
+    changed = [v for i, k in enumerate(kept) if before[k + 1 : k + 3] != now[3 * i + 1 : 3 * i + 3]
+               for v in (i, now[3 * i + 1], now[3 * i + 2])]
+    delta = {"d": gone, "c": changed, "a": now[3 * len(kept) :]}
+    return {key: v for key, v in delta.items() if v}
+
+
+def _repeats_marked(events: dict[int, list[list[int]]]) -> dict[str, Any]:
+    """Each step's events as one flat list [row, label, why, kind, ...], or 0 where the step repeats the step
+    before word for word (a request still refused for the same reason, step after step)."""
+    out: dict[str, Any] = {}
+    for i, rows in events.items():
+        flat = [v for event in rows for v in event]
+        out[str(i)] = 0 if events.get(i - 1) == rows else flat
     return out
 
 
@@ -125,12 +155,24 @@ def _sparse(entries: list[tuple[int, ...] | None], rows_seen: set[int]) -> dict[
     return out
 
 
-def _swapped_by_step(playback: Playback):
-    """``fn(i)``: the rows parked in CPU memory after step ``first_step + i``."""
-    carried: list[tuple[int, ...]] = []
-    for rows in playback.swapped:
-        carried.append(carried[-1] if rows is None else rows)
-    return carried.__getitem__
+def _parked(trace: Trace, lo: int, hi: int):
+    """``fn(i)``: the rows parked in CPU memory after step ``lo + i``, from the swap events (a swapped request that
+    is refused is "not swapped back in yet", not "next in line": it is not in the waiting queue)."""
+    moves = [(e.step, e.row, e.kind is EventKind.SWAP_OUT) for e in trace.events
+             if e.kind in (EventKind.SWAP_OUT, EventKind.SWAP_IN, EventKind.ABORT, EventKind.FINISH) and e.step < hi]
+    parked: set[int] = set()
+    at: list[frozenset[int]] = []
+    k, now = 0, frozenset()
+    for step in range(lo, hi):
+        changed = False
+        while k < len(moves) and moves[k][0] <= step:
+            _, row, out = moves[k]
+            (parked.add if out else parked.discard)(row)
+            k, changed = k + 1, True
+        if changed:
+            now = frozenset(parked)
+        at.append(now)
+    return at.__getitem__
 
 
 def _jump_steps(trace: Trace, lo: int, hi: int) -> list[int]:
@@ -161,15 +203,29 @@ def payload_frame(unit: str, default_step: int) -> dict[str, Any]:
     return {
         "default_step": default_step, "unit": unit,
         "kinds": KIND_NAMES, "sched_words": {str(k): v for k, v in SCHED_WORDS.items()},
-        "palette": {"free": theme.WHITE, "cached": theme.LIGHT_GREY, "freed": "#F4C7B8"},
+        "palette": {"free": theme.WHITE, "cached": theme.LIGHT_GREY, "freed": "#F4C7B8",
+                    "requests": list(theme.REQUEST_COLORS)},  # a request's colour: its row mod this many
     }
 
 
 def default_step(traces: Sequence[Trace]) -> int:
     """Where a player starts: the first preemption in any run, else the first refusal to admit, else the first
     admission (else step 0)."""
-    for kinds in ((EventKind.PREEMPT, EventKind.SWAP_OUT), (EventKind.BLOCKED,), (EventKind.ADMIT,)):
-        found = [e.step for trace in traces for e in trace.events if e.kind in kinds]
+    return earliest([first_decisions(trace) for trace in traces])
+
+
+def earliest(firsts: Sequence[tuple[int | None, int | None, int | None]]) -> int:
+    """``default_step`` from each run's ``first_decisions``."""
+    for i in range(3):
+        found = [f[i] for f in firsts if f[i] is not None]
         if found:
             return min(found)
     return 0
+
+
+def first_decisions(trace: Trace) -> tuple[int | None, int | None, int | None]:
+    """The run's first preemption (or swap-out), first refusal to admit and first admission: steps, or None.
+    A pure function of the trace (a page caches it per run: reading a trace's events costs ~10 ms a run)."""
+    groups = ((EventKind.PREEMPT, EventKind.SWAP_OUT), (EventKind.BLOCKED,), (EventKind.ADMIT,))
+    return tuple(next((e.step for e in trace.events if e.kind in kinds), None)  # type: ignore[return-value]
+                 for kinds in groups)

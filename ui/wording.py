@@ -7,6 +7,7 @@ import decimal
 import math
 import re
 from collections.abc import Sequence
+from typing import NamedTuple
 
 
 def count(n: int, noun: str, plural: str | None = None) -> str:
@@ -58,6 +59,16 @@ def pct_change(before: float, after: float) -> str:
 # finish, abort, reject, disconnect) already start with what happened: "admitted with a first chunk of 8 tokens".
 _EVENT_LABELS = {"arrive": "arrived", "resume": "resumed", "preempt": "preempted", "swap_out": "swapped out",
                  "swap_in": "swapped back in", "blocked": "is next in line but not admitted", "promote": "promoted"}
+
+
+
+class Card(NamedTuple):
+    """One headline number as a page shows it: "FCFS: average finish" -> "1,100 steps", a caption under it, a
+    tooltip (ui.page.cards draws a row of them)."""
+    label: str
+    value: str
+    caption: str = ""
+    help: str = ""
 
 
 def event_line(request_id: str, kind: str, why: str, *, swapped: bool = False) -> str:

@@ -18,10 +18,14 @@ def open_page(page: str | None = None, query: dict[str, str] | None = None, time
               settle: bool = True, session: dict[str, object] | None = None) -> AppTest:
     """Run ``page`` (e.g. "pages/1_Queueing.py"; None = the home page) with ``query`` as URL parameters and
     ``session`` in the session state (e.g. an uploaded scenario); then, with ``settle``, until its sweeps are
-    complete (what a reader sees a moment later)."""
+    complete (what a reader sees a moment later). A lesson opens on its free page (``?mode=free``) unless ``query``
+    asks for a view itself (``mode``, ``guide``, ``problem``): a first visit without settings would open the guided
+    path (ui/guide.py), which tests/app/test_guide_page.py drives."""
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=timeout)
     if page:
         at.switch_page(page)
+        if page.startswith("pages/") and not {"mode", "guide", "problem"} & set(query or {}):
+            query = {"mode": "free", **(query or {})}
     for key, value in (query or {}).items():
         at.query_params[key] = value
     for key, value in (session or {}).items():

@@ -23,13 +23,13 @@ def test_every_preset_runs(preset):
     assert {"Recompute: GPU time", "Swap: copied each way", "Swap: time each way",
             "Swap: CPU RAM parked"} <= set(values)
     assert "What to notice" in notices(at)
-    # The player opens at the runs' first preemption (the toy pool's D at step 113; sizing's at step 25), with
-    # each run's block map.
+    # The player opens at the runs' first preemption (the toy pool's D at step 113; sizing's at step 25); each
+    # run's block map comes once the player has been in view (the browser asks: tests/browser/test_player_browser).
     first_preemption = {"toy_pool": 113, "recompute_vs_swap": 102, "prefix_cache": 33, "sizing": 25}
     data = player_data(at)
     assert data["default_step"] == first_preemption[preset]
     assert [r["label"] for r in data["runs"]] == [label for label, _ in p.variants]
-    assert all(r["blocks"] is not None for r in data["runs"])
+    assert data["block_map"] and not data["detail"] and all(r["blocks"] is None for r in data["runs"])
 
 
 def test_toy_pool_names_the_victims_and_the_blocked_request():

@@ -97,7 +97,8 @@ def test_the_player_gets_each_run_and_opens_where_the_link_says():
     data = player_data(at)
     assert [r["label"] for r in data["runs"]] == ["FCFS", "SJF (true lengths)"]
     assert data["default_step"] == 0  # the first refusal to admit: short1 and short2 find the one slot taken
-    assert all(r["first"] == 0 and r["end"] == r["num_steps"] == 1200 for r in data["runs"])  # one window holds it
+    # The window of 1,000 steps the player gets holds the linked step and the run's end.
+    assert all((r["first"], r["end"], r["num_steps"]) == (200, 1200, 1200) for r in data["runs"])
     # The Gantt charts and the queue chart carry the player's cursor, each on its own run's steps.
     cursors = chart_cursors(at)
     assert cursors["FCFS"] == {"runs": ["FCFS"], "unit": "steps"}
@@ -232,7 +233,8 @@ def _changes_note(at) -> list[str]:
 def test_changed_settings_are_named_and_one_button_brings_the_preset_back():
     untouched = metric_values(open_page(PAGE, {"preset": "busy_server"}))
     at = open_page(PAGE, {"preset": "busy_server"})
-    assert _changes_note(at) == [] and not at.button  # nothing changed: nothing to say, no button
+    reset = [b for b in at.button if b.key == "queueing.reset_settings"]
+    assert _changes_note(at) == [] and not reset  # nothing changed: nothing to say, no button
     at.slider(key="queueing.engine.num_blocks").set_value(800).run()
     at.slider(key="queueing.engine.max_num_seqs").set_value(4).run()
     settle_sweeps(at)

@@ -99,9 +99,23 @@ def wait_for_app(page: Page, timeout_ms: float = 30_000, settle_ms: float = 250)
             return
 
 
-def open_app(page: Page, url: str, timeout_ms: float = 60_000) -> Page:
-    """Load `url` (the app's base URL, or base URL + "/PageName?query") and wait for its first run."""
-    page.goto(url)
+_LESSON_PATHS = ("/Queueing", "/Fairness", "/Cancellation", "/Preemption", "/Token_budget")
+_VIEW_PARAMS = ("mode=", "guide=", "problem=")
+
+
+def free_page_url(url: str) -> str:
+    """A lesson's URL with ``mode=free`` added unless it names a view itself (``mode``, ``guide``, ``problem``): a
+    first visit without settings opens the guided path (ui/guide.py), and the lesson tests address the free page."""
+    path, _, query = url.partition("?")
+    if not path.endswith(_LESSON_PATHS) or any(p in query for p in _VIEW_PARAMS):
+        return url
+    return f"{path}?mode=free" + (f"&{query}" if query else "")
+
+
+def open_app(page: Page, url: str, timeout_ms: float = 60_000, *, first_visit: bool = False) -> Page:
+    """Load `url` (the app's base URL, or base URL + "/PageName?query") and wait for its first run. A lesson page
+    opens on its free page (``free_page_url``); ``first_visit`` loads ``url`` as it is."""
+    page.goto(url if first_visit else free_page_url(url))
     wait_for_app(page, timeout_ms=timeout_ms)
     return page
 

@@ -59,7 +59,7 @@ def test_comparisons_stay_two_across_on_a_projector(app_server, browser):
     context = browser.new_context(viewport=PROJECTOR, device_scale_factor=1)
     page = context.new_page()
     try:
-        open_app(page, f"{app_server}/Queueing?present=1", timeout_ms=90_000)
+        open_app(page, f"{app_server}/Queueing?present=1&mode=free", timeout_ms=90_000)
         page.wait_for_function("() => document.querySelectorAll('[data-testid=\"stPlotlyChart\"] .main-svg')"
                                ".length >= 2")
         assert page.locator('[data-testid="stSidebar"]').get_attribute("aria-expanded") != "true"
@@ -107,7 +107,7 @@ def test_screenshot_each_lesson_on_a_projector(app_server, browser, lesson):
     context = browser.new_context(viewport=PROJECTOR, device_scale_factor=1)
     page = context.new_page()
     try:
-        open_app(page, f"{app_server}/{lesson}?present=1", timeout_ms=120_000)
+        open_app(page, f"{app_server}/{lesson}?present=1&mode=free", timeout_ms=120_000)
         assert_no_exception(page)
         page.screenshot(path=str(screenshot(page, f"classroom-{lesson}").with_name(f"classroom-{lesson}-first.png")))
     finally:

@@ -120,3 +120,16 @@ def test_the_keyboard_steps_and_plays(app_server, page):
     page.wait_for_timeout(1000)
     page.keyboard.press(" ")
     assert _step(page) >= 6
+
+
+def test_stepping_past_the_window_fetches_the_next_one(app_server, page):
+    """The article's run is 1,200 steps; a window holds 1,000: from step 995, +10 needs the next window."""
+    _open(page, app_server, "Queueing", "&step=995")
+    assert _step(page) == 995
+    _player(page).locator('[data-testid="player-fwd10"]').click()
+    page.wait_for_function("() => new URLSearchParams(location.search).get('step') === '1005'", timeout=30_000)
+    deadline = time.monotonic() + 30
+    while _column_steps(page) != [1005, 1005] and time.monotonic() < deadline:  # until its window has come
+        page.wait_for_timeout(100)
+    assert _column_steps(page) == [1005, 1005]
+    assert "short1" in " ".join(_player(page).locator('[data-testid="player-batch"]').all_text_contents())

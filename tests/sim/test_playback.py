@@ -89,13 +89,12 @@ def test_lists_that_repeat_the_step_before_are_not_stored_again():
 
 
 @pytest.mark.parametrize(("step", "num_steps", "want"), [
-    (0, 1200, (0, 1200)), (1199, 1200, (0, 1200)), (0, 5400, (0, 2000)), (999, 5400, (0, 2000)),
-    (2500, 5400, None), (5399, 5400, (3400, 5400))])
+    (0, 1000, (0, 1000)), (999, 1000, (0, 1000)), (0, 5400, (0, 1000)), (499, 5400, (0, 1000)),
+    (1250, 5400, (500, 1500)), (2500, 5400, (2000, 3000)), (5399, 5400, (4400, 5400))])
 def test_windows_hold_the_step_and_are_bounded(step, num_steps, want):
     first, end = window_around(step, num_steps)
-    assert first <= step < end <= num_steps and end - first <= 2000
-    if want is not None:
-        assert (first, end) == want
+    assert first <= step < end <= num_steps and end - first <= 1000
+    assert (first, end) == want
 
 
 def test_bad_windows_are_refused_with_the_field():

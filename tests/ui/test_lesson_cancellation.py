@@ -89,11 +89,11 @@ def test_article_story_numbers(article):
 
 
 def test_article_story_metrics_are_the_numbers_on_screen(article):
-    values = {label: value for label, value, _ in lesson.story_metrics(lesson.abandon_story(article))}
+    values = {card.label: card.value for card in lesson.story_metrics(lesson.abandon_story(article))}
     assert values == {"Generated for nobody, no abort": "700 tokens", "Its KV at the end, no abort": "131 MB",
                       "Freed by the abort at step 300": "39 MB",
                       "'waiting' starts sooner by": "700 steps"}
-    captions = " ".join(c for _, _, c in lesson.story_metrics(lesson.abandon_story(article)))
+    captions = " ".join(card.caption for card in lesson.story_metrics(lesson.abandon_story(article)))
     assert "63 blocks = 132 MB allocated" in captions and "19 blocks = 40 MB allocated" in captions  # 2 MiB blocks
     assert "step 299" in captions  # the user's last token
 

@@ -245,10 +245,10 @@ def test_cost_cards_and_caption_for_the_article_victim():
     config = EngineConfig(num_cpu_blocks=100)
     cost = preemption_cost(2000, config)
     cards = lesson.cost_cards(cost, config)
-    assert [(label, value) for label, value, _ in cards] == [
+    assert [(card.label, card.value) for card in cards] == [
         ("Recompute: GPU time", "32.0 ms"), ("Swap: copied each way", "262 MB"), ("Swap: time each way", "5.87 ms"),
         ("Swap: CPU RAM needed", "262 MB")]
-    assert cards[2][2] == "5.24 ms at 50 GB/s + 0.63 ms for 125 block copies"
+    assert cards[2].help == "5.24 ms at 50 GB/s + 0.63 ms for 125 block copies"
     text = lesson.cost_caption(cost, config, "r7")
     assert text.startswith("For r7: 2,000 tokens of KV at 128 KiB per token.")
     assert "(8,000 copies of 32 KiB here)" in text  # 125 blocks x 32 layers x K and V

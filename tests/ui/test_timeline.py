@@ -26,27 +26,54 @@ def carried(sparse: dict, i: int, empty=()):
     return sparse[str(i)] if i >= 0 else list(empty)
 
 
+def batch_at(sparse: dict, i: int) -> list[int]:
+    last: list[int] = []
+    for k in range(i + 1):
+        d = sparse.get(str(k))
+        if d is None:
+            continue
+        if "f" in d:
+            last = d["f"]
+            continue
+        gone = set(d.get("d", []))
+        kept = [v for j in range(0, len(last), 3) if last[j] not in gone for v in last[j : j + 3]]
+        c = d.get("c", [])
+        for j in range(0, len(c), 3):
+            kept[3 * c[j] + 1], kept[3 * c[j] + 2] = c[j + 1], c[j + 2]
+        last = kept + d.get("a", [])
+    return last
+
+
+def events_at(events: dict, i: int) -> list[int]:
+    v = events.get(str(i), [])
+    return events_at(events, i - 1) if v == 0 else v
+
+
 def state_at(data: dict, step: int) -> dict:
     """What the player shows for ``step`` of one run (its payload ``data``)."""
     i = step - data["first"]
     ids = data["ids"]
-    batch = carried(data["batch"], i)
+    batch = batch_at(data["batch"], i)
+    evs = events_at(data["events"], i)
+    step_ms = unrun(data["step_ms"])
     return {
         "batch": [(ids[str(r)], t, k) for r, t, k in zip(batch[0::3], batch[1::3], batch[2::3], strict=True)],
         "waiting": [ids[str(r)] for r in carried(data["queues"]["waiting_head"], i)],
         "idle": [ids[str(r)] for r in carried(data["queues"]["idle_running"], i)],
         "swapped": [ids[str(r)] for r in carried(data["queues"]["swapped"], i)],
         "counts": {k: unrun(v)[i] for k, v in data["counts"].items()},
-        "step_ms": unrun(data["step_ms"])[i],
+        "step_ms": step_ms[i],
+        "start_ms": data["start_ms"] + sum(step_ms[:i]),
         "lines": [f"{ids[str(row)]} {data['texts'][label]}: {data['texts'][why]}".replace(" : ", " ")
-                  for row, label, why, _ in data["events"].get(str(i), [])],
+                  for row, label, why in zip(evs[0::4], evs[1::4], evs[2::4], strict=True)],
         "arrived": [ids[str(r)] for r in data["arrived"].get(str(i), [])],
     }
 
 
-def payload(sc: Scenario, label: str = "run", block_map: bool = False) -> tuple[dict, object]:
+def payload(sc: Scenario, label: str = "run", block_map: bool = False, whole: bool = False) -> tuple[dict, object]:
     trace = simulate(sc.config, sc.requests)
-    pb = record_window(sc.config, sc.requests, *window_around(0, trace.num_steps), block_map=block_map)
+    window = (0, trace.num_steps) if whole else window_around(0, trace.num_steps)
+    pb = record_window(sc.config, sc.requests, *window, block_map=block_map)
     data = timeline.run_payload(label, trace, pb)
     json.dumps(data)  # what the component sends must be plain JSON
     return data, trace
@@ -59,7 +86,7 @@ def _variant(key: str, label: str) -> Scenario:
 
 
 def test_the_articles_one_slot_example_step_by_step():
-    data, trace = payload(_variant("article_hol", "FCFS"), "FCFS")
+    data, trace = payload(_variant("article_hol", "FCFS"), "FCFS", whole=True)
     start = state_at(data, 0)
     assert start["batch"] == [("long", 4, 1)]  # its 4-token prompt, then its first token
     assert start["waiting"] == ["short1", "short2"]
@@ -73,7 +100,7 @@ def test_the_articles_one_slot_example_step_by_step():
     handover = state_at(data, 1000)
     assert handover["batch"] == [("short1", 4, 1)] and handover["waiting"] == ["short2"]
     assert any(line.startswith("short1 admitted with a first chunk of 4 tokens") for line in handover["lines"])
-    assert data["x_ms"][1000] == pytest.approx(float(trace.start_ms(1000)), abs=1e-3)
+    assert handover["start_ms"] == pytest.approx(float(trace.start_ms(1000)), abs=0.01)  # the clock, from step_ms
 
 
 def test_what_the_player_shows_is_the_engines_state_at_every_step():
@@ -122,6 +149,15 @@ def test_request_ids_are_sent_as_data_exactly_as_typed():
     assert sorted(data["ids"].values()) == ["<b>x</b>", "[a](https://e.com)"]  # the browser writes them as text
 
 
+def test_a_batch_is_sent_as_its_change_from_the_step_before():
+    assert timeline.batch_delta([1, 1, 2, 2, 1, 2], [2, 1, 2, 3, 40, 0]) == {"d": [1], "a": [3, 40, 0]}
+    assert timeline.batch_delta([1, 8, 1, 2, 1, 2], [1, 1, 2, 2, 1, 2]) == {"c": [0, 1, 2]}
+    # a request that got no tokens last step is back in its place, not at the end: the whole list
+    assert timeline.batch_delta([1, 1, 2], [3, 1, 2, 1, 1, 2]) == {"f": [3, 1, 2, 1, 1, 2]}
+    for before, now in (([1, 1, 2, 2, 1, 2], [2, 1, 2, 3, 40, 0]), ([1, 8, 1], [1, 1, 2, 5, 8, 1])):
+        assert batch_at({"0": {"f": before}, "1": timeline.batch_delta(before, now)}, 1) == now
+
+
 def test_run_lengths_round_trip():
     import numpy as np
     values = np.array([3, 3, 3, 1, 1, 4, 3])
@@ -139,9 +175,42 @@ def test_the_player_starts_at_the_first_preemption_else_refusal_else_admission()
 
 def test_a_windows_payload_stays_small():
     data, _ = payload(_variant("starvation", "FCFS"))
-    assert data["num_steps"] == 5401 and (data["first"], data["end"]) == (0, 2000)
-    assert len(json.dumps(data)) < 200_000  # bytes, for 2,000 steps of a busy queue
+    assert data["num_steps"] == 5401 and (data["first"], data["end"]) == (0, 1000)
+    assert len(json.dumps(data)) < 60_000  # bytes, for 1,000 steps of a busy queue
 
 
 def _cfg_reqs(sc: Scenario):
     return sc.config, sc.requests
+
+
+@pytest.mark.parametrize(("key", "label"), [("article_fairness", "VTC"), ("busy_server", "SJF (predicted)"),
+                                            ("prefix_cache", "prefix caching on"), ("long_prompt", None)])
+def test_every_steps_batch_and_clock_decode_to_the_trace(key, label):
+    preset = presets.get(key)
+    label = label or preset.variants[-1][0]
+    data, trace = payload(_variant(key, label))
+    step_ms = unrun(data["step_ms"])
+    clock = data["start_ms"]
+    for i in range(data["end"] - data["first"]):
+        t = data["first"] + i
+        lo, hi = trace.sched_offsets[t], trace.sched_offsets[t + 1]
+        want = [v for r, k, n in zip(trace.sched_rows[lo:hi], trace.sched_kind[lo:hi], trace.sched_tokens[lo:hi],
+                                     strict=True) for v in (int(r), int(n), int(k))]
+        assert batch_at(data["batch"], i) == want, t
+        assert clock == pytest.approx(float(trace.start_ms(t)), abs=0.05), t
+        clock += step_ms[i]
+
+
+def test_without_a_replay_the_trace_still_gives_batch_counts_and_decisions():
+    """Before the player has been in view, its data comes from the trace alone: no queue order, no block map."""
+    sc = _variant("recompute_vs_swap", "swap")
+    trace = simulate(sc.config, sc.requests)
+    full, _ = payload(sc, block_map=True)
+    light = timeline.run_payload("run", trace, None, full["first"], full["end"])
+    assert light["queues"] is None and light["blocks"] is None
+    for key in ("batch", "counts", "step_ms", "events", "arrived", "texts", "jumps", "start_ms"):
+        assert light[key] == full[key], key
+    lines = state_at({**light, "queues": full["queues"]}, 103)["lines"]  # (the swapped wording needs no replay)
+    assert any(line.startswith("victim is not swapped back in yet: needs") for line in lines)
+    with pytest.raises(ValueError, match="first_step and end_step"):
+        timeline.run_payload("run", trace, None)

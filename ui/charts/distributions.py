@@ -28,10 +28,12 @@ def finish_time_ecdf(
     unit: str = "steps",
     colors: Mapping[str, str] | None = None,
     title: str = "Finish time distribution",
+    what: str = "finish time",
 ) -> go.Figure:
     """One ECDF step line per label (share of requests finished within x); the mean in the legend entry and as a
     dotted vertical line in the same colour. A value may be a Trace (its served requests' finish times, coloured
-    by policy like every other comparison chart) or an array of finish times in ``unit``."""
+    by policy like every other comparison chart) or an array of finish times in ``unit``; with arrays of another
+    latency (TTFT, say), ``what`` names it on the axis and in the hover text."""
     name, decimals = _unit(unit)
     colors = dict(colors) if colors else _default_colors(values_by_label)
     data = []
@@ -47,15 +49,18 @@ def finish_time_ecdf(
             "type": "scatter", "x": np.concatenate([[0.0], v]), "y": np.concatenate([[0.0], share]), "mode": "lines",
             "line": {**line, "shape": "hv", "dash": label_dash(i)}, "name": f"{label} (mean {fmt_num(mean)} {name})",
             "legendgroup": label,
-            "hovertemplate": f"{label}: %{{y:.1f}}% of requests finished within %{{x:,.{decimals}f}} {name}"
-                             "<extra></extra>",
+            "hovertemplate": (f"{label}: %{{y:.1f}}% of requests finished within %{{x:,.{decimals}f}} {name}"
+                              if what == "finish time" else
+                              f"{label}: {what} of %{{y:.1f}}% of requests within %{{x:,.{decimals}f}} {name}")
+                             + "<extra></extra>",
         })
         data.append({
             "type": "scatter", "x": [mean, mean], "y": [0, 100], "mode": "lines", "legendgroup": label,
             "line": {**line, "dash": "dot", "width": style.line_width * 0.7},
             "showlegend": False, "hovertemplate": f"{label}: mean {fmt_num(mean)} {name}<extra></extra>",
         })
-    layout = styled_layout(style, title=title, x_title=f"finish time ({name})", y_title="requests finished (%)",
+    layout = styled_layout(style, title=title, x_title=f"{what} ({name})",
+                           y_title="requests finished (%)" if what == "finish time" else "requests (%)",
                            height=400, yaxis={"range": [0, 102]},
                            xaxis={"range": [0, (x_max or 1.0) * 1.04]})  # room for the last step up to 100%
     return trusted_figure(data, layout)

@@ -21,7 +21,7 @@ from sim.trace import Trace
 from .. import knobs as shared_knobs
 from ..controls import Knob
 from ..lesson import Run
-from ..wording import count, join_and
+from ..wording import Card, count, join_and
 
 LESSON = "budget"
 QUESTION = (
@@ -116,10 +116,10 @@ def stalls(runs: Sequence[Run]) -> list[Stall]:
     return out
 
 
-def stall_metrics(story: Sequence[Stall]) -> list[tuple[str, str, str]]:
-    """(label, value, caption) of the worked example, one per run: the streams' longest pause as the figure, the
-    long prompt's TTFT and a plain decode step in the caption."""
-    return [(f"{s.label}: streams' longest pause", f"{s.others_max_gap_ms:,.1f} ms",
+def stall_metrics(story: Sequence[Stall]) -> list[Card]:
+    """The worked example, one card per run: the streams' longest pause as the figure, the long prompt's TTFT and
+    a plain decode step in the caption."""
+    return [Card(f"{s.label}: streams' longest pause", f"{s.others_max_gap_ms:,.1f} ms",
              f"{s.request_id}'s first token after {s.ttft_ms:,.1f} ms (its prefill in "
              f"{count(s.prefill_steps, 'step')}) · a plain decode step {s.plain_gap_ms:,.1f} ms") for s in story]
 
@@ -266,3 +266,12 @@ def sweep_notice(sweep: dict[str, Any] | None) -> list[str]:
         out.append(f"Without chunked prefill no budget of the sweep holds the longest request ({sweep['longest']:,} "
                    f"tokens), so that curve is empty: vLLM requires max_model_len <= max_num_batched_tokens.")
     return out
+
+
+def headline(run: Run) -> Card:
+    """A server's headline number: p99 time between tokens; p50, TTFT and preemptions under it."""
+    s = run.summary
+    return Card(f"{run.label}: p99 time between tokens", f"{s['tbt_ms']['p99']:,.1f} ms",
+                f"p50 {s['tbt_ms']['p50']:,.1f} ms · TTFT p50 {s['ttft_ms']['p50']:,.1f} ms, "
+                f"p99 {s['ttft_ms']['p99']:,.1f} ms · {count(s['num_preemptions'], 'preemption')}",
+                "The gap between two consecutive tokens of a stream; p99 of every gap of the served requests.")

@@ -25,7 +25,7 @@ from sim.workload import ABANDON_POINTS, WorkloadSpec
 
 from ..controls import Knob
 from ..lesson import Run
-from ..wording import count, join_and, pct_change, safe_id
+from ..wording import Card, count, join_and, pct_change, safe_id
 
 LESSON = "cancellation"
 QUESTION = (
@@ -240,22 +240,22 @@ def _most_delayed(aborting: Trace, keeping: Trace, exclude: int) -> int | None:
     return int(np.argmax(moved))
 
 
-def story_metrics(story: Story) -> list[tuple[str, str, str]]:
-    """(label, value, caption) for the article's headline numbers."""
+def story_metrics(story: Story) -> list[Card]:
+    """The article's headline numbers, measured."""
     cfg = story.config
     out = [
-        ("Generated for nobody, no abort", f"{story.wasted_tokens:,} tokens",
+        Card("Generated for nobody, no abort", f"{story.wasted_tokens:,} tokens",
          f"{story.wasted_gpu_ms:,.0f} ms of GPU time on tokens nobody reads"),
-        ("Its KV at the end, no abort", f"{mb(story.end_kv_tokens, cfg):,.0f} MB",
+        Card("Its KV at the end, no abort", f"{mb(story.end_kv_tokens, cfg):,.0f} MB",
          f"{story.end_kv_tokens:,} tokens x {cfg.model.kv_bytes_per_token:,} B; {count(story.end_blocks, 'block')} = "
          f"{story.end_blocks * cfg.block_bytes / MB:,.0f} MB allocated"),
-        (f"Freed by the abort at step {story.abort_step:,}", f"{mb(story.freed_kv_tokens, cfg):,.0f} MB",
+        Card(f"Freed by the abort at step {story.abort_step:,}", f"{mb(story.freed_kv_tokens, cfg):,.0f} MB",
          f"{story.freed_kv_tokens:,} tokens; {count(story.freed_blocks, 'block')} = "
          f"{story.freed_blocks * cfg.block_bytes / MB:,.0f} MB allocated, back in the pool on the very next step "
          f"after the user's last token (step {story.abort_step - 1:,})"),
     ]
     if story.waiter_id is not None:
-        out.append((f"'{safe_id(story.waiter_id)}' starts sooner by", f"{story.earlier_steps:,} steps",
+        out.append(Card(f"'{safe_id(story.waiter_id)}' starts sooner by", f"{story.earlier_steps:,} steps",
                     f"at step {story.waiter_start_abort:,} with the abort, step {story.waiter_start_no_abort:,} "
                     f"without"))
     return out
@@ -281,6 +281,12 @@ def timed_out(run: Run) -> np.ndarray:
     left_earlier = np.array([s.abort_step is not None and s.abort_step <= s.arrival_step + timeout
                              for s in run.scenario.requests])
     return (r["disconnect_step"] == deadline) & ~left_earlier
+
+
+def headline(run: Run, unit: str) -> Card:
+    """A server's headline number: the tokens it generated for nobody; waste, goodput and waits under it."""
+    return Card(f"{run.label}: tokens for nobody", f"{run.summary['wasted_tokens']:,}", run_caption(run, unit),
+                "Tokens generated after the user left, or past the end of the answer.")
 
 
 def run_caption(run: Run, unit: str) -> str:

@@ -28,7 +28,7 @@ from sim.workload import ClientSpec, WorkloadSpec, client_rates
 
 from ..controls import Knob
 from ..lesson import Run as LessonRun
-from ..wording import count, join_and, pct_change, safe_id, safe_ids
+from ..wording import Card, count, join_and, pct_change, safe_id, safe_ids
 
 LESSON = "fairness"
 QUESTION = (
@@ -456,6 +456,12 @@ def sweep_references(runs: Sequence[Run], measure_fn: MeasureFn,
 def gap_inputs(runs: Sequence[Run]) -> dict[str, tuple[np.ndarray, float, float]]:
     """label -> (service difference, gap, bound) of the first two clients: the gap chart's precomputed lines."""
     return {run.label: (run.stats["difference"], run.stats["gap"], run.stats["bound"]) for run in runs}
+
+
+def headline(run: Run) -> Card:
+    """A policy's headline number: its total throughput, and the clients' finish times and fairness under it."""
+    return Card(f"{run.label}: total throughput", f"{run.summary['throughput_tok_s']:,.0f} tokens/s",
+                run_caption(run), "Output tokens generated over the whole run, per second of simulated GPU time.")
 
 
 def run_caption(run: Run) -> str:

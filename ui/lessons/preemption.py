@@ -44,7 +44,7 @@ from sim.trace import Trace
 from ..controls import Knob
 from ..knobs import engine_knobs as shared_engine_knobs
 from ..lesson import Run as LessonRun
-from ..wording import count, fmt_binary_size, fmt_fixed, fmt_gib, join_and, pct_change, safe_id
+from ..wording import Card, count, fmt_binary_size, fmt_fixed, fmt_gib, join_and, pct_change, safe_id
 
 LESSON = "preemption"
 QUESTION = (
@@ -387,20 +387,20 @@ def _swap_fits(cost: PreemptionCost, config: EngineConfig) -> bool:
     return cost.num_blocks <= config.num_cpu_blocks
 
 
-def cost_cards(cost: PreemptionCost, config: EngineConfig) -> list[tuple[str, str, str]]:
-    """The four numbers above the recompute-vs-swap chart: (label, value, help) each."""
+def cost_cards(cost: PreemptionCost, config: EngineConfig) -> list[Card]:
+    """The four numbers above the recompute-vs-swap chart, each with how it is worked out as its tooltip."""
     c = config.cost
     fits = _swap_fits(cost, config)
     return [
-        ("Recompute: GPU time", f"{cost.recompute_ms:,.1f} ms",
-         f"{cost.num_tokens:,} tokens x {c.prefill_token_us:g} us per prefill token"),
-        ("Swap: copied each way", fmt_bytes(cost.swap_bytes),
-         f"{cost.num_blocks:,} blocks x {config.block_bytes / 2**20:g} MiB"),
-        ("Swap: time each way", f"{fmt_fixed(cost.swap_ms)} ms",
-         f"{fmt_fixed(cost.swap_transfer_ms)} ms at {c.swap_bandwidth_gb_s:g} GB/s + "
-         f"{fmt_fixed(cost.swap_overhead_ms)} ms for {cost.num_blocks:,} block copies"),
-        ("Swap: CPU RAM parked" if fits else "Swap: CPU RAM needed", fmt_bytes(cost.swap_bytes),
-         f"{cost.num_blocks:,} blocks; the CPU swap space holds {config.num_cpu_blocks:,}"),
+        Card("Recompute: GPU time", f"{cost.recompute_ms:,.1f} ms",
+             help=f"{cost.num_tokens:,} tokens x {c.prefill_token_us:g} us per prefill token"),
+        Card("Swap: copied each way", fmt_bytes(cost.swap_bytes),
+             help=f"{cost.num_blocks:,} blocks x {config.block_bytes / 2**20:g} MiB"),
+        Card("Swap: time each way", f"{fmt_fixed(cost.swap_ms)} ms",
+             help=f"{fmt_fixed(cost.swap_transfer_ms)} ms at {c.swap_bandwidth_gb_s:g} GB/s + "
+                  f"{fmt_fixed(cost.swap_overhead_ms)} ms for {cost.num_blocks:,} block copies"),
+        Card("Swap: CPU RAM parked" if fits else "Swap: CPU RAM needed", fmt_bytes(cost.swap_bytes),
+             help=f"{cost.num_blocks:,} blocks; the CPU swap space holds {config.num_cpu_blocks:,}"),
     ]
 
 
@@ -686,6 +686,12 @@ def gantt_notes(preempted: Sequence[Preemption]) -> dict[tuple[int, int], str]:
             notes[(p.row, p.resume_step)] = (f"re-prefill of {p.num_resume_tokens:,} tokens, "
                                              f"{p.num_cached_tokens:,} from the prefix cache")
     return notes
+
+
+def headline(run: Run, unit: str) -> Card:
+    """A run's headline number: its preemptions; latency, recompute, swap and peak KV under it."""
+    return Card(f"{run.label}: preemptions", f"{run.summary['num_preemptions']:,}", run_caption(run, unit),
+                "Evictions of a running request because the KV pool had no free block.")
 
 
 def run_caption(run: Run, unit: str) -> str:

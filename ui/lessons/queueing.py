@@ -17,7 +17,7 @@ from sim.trace import Trace
 from ..controls import Knob
 from ..lesson import Run
 from ..theme import POLICY_COLORS
-from ..wording import join_and, pct_change, safe_id
+from ..wording import Card, count, join_and, pct_change, safe_id
 
 LESSON = "queueing"
 QUESTION = (
@@ -306,3 +306,16 @@ def sigma_sweep(base: Scenario, sigmas: tuple[float, ...], measure_fn: Any) -> d
     shown = [(float(s), v) for s, v in zip(sigmas, predicted, strict=True) if v is not None]
     return {"sigma": [s for s, _ in shown], "predicted": [v for _, v in shown],
             "sigma_all": [float(s) for s in sigmas], "sjf": sjf, "fcfs": fcfs}
+
+
+def headline(run: Run, unit: str) -> Card:
+    """A policy's headline number: its average finish time, with p99 (from 20 requests up: below that a p99 is
+    only an interpolation between the two slowest), max and preemptions under it."""
+    s = run.summary
+    key = "finish_steps" if unit == "steps" else "finish_ms"
+    finished = s[key]["count"] > 0
+    p99 = f"p99 {s[key]['p99']:,.0f} · " if s[key]["count"] >= 20 else ""
+    spread = f"{p99}max {s[key]['max']:,.0f} {unit} · " if finished else ""
+    return Card(f"{run.label}: average finish", f"{s[key]['mean']:,.0f} {unit}" if finished else "none finished",
+                f"{spread}{count(s['num_preemptions'], 'preemption')}",
+                "Arrival to the end of the last token, averaged over the requests that finished.")

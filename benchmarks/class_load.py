@@ -1,0 +1,576 @@
+"""A class on one server: N simulated students, each on a lesson, moving a slider every few seconds.
+
+    .venv/bin/python benchmarks/class_load.py [--students 10] [--minutes 2] [--url http://127.0.0.1:8501]
+                                              [--start-server] [--server-pid PID] [--seed 0]
+
+Each student speaks Streamlit's own websocket protocol (``/_stcore/stream``, the ``BackMsg``/``ForwardMsg``
+protobufs Streamlit ships), as a browser tab does, without a browser: student k opens lesson k mod 4 (Queueing,
+Fairness, Cancellation, Preemption; with ``--presets all`` the lesson's presets in turn too), then, after a think
+time drawn from ``--think`` (seeded), moves the KV pool or the ``max_num_seqs`` slider by up to a fifth of its
+range and sends the rerun a released slider sends.
+
+- "rerun" is the time from sending that rerun to the end of the page's script run (its ``script_finished``):
+  what the issue's "slider release to finished rerun" means.
+- "settled" is until the page is complete: a sweep that fills in after the rerun (ui/sweeps.py) is polled as the
+  browser polls it (the fragment's ``auto_rerun`` interval, one poll at a time) until its last point is in.
+- errors: an exception box on the page, a script that does not compile, a lost connection, or a rerun that has not
+  settled within ``--timeout`` s. An ``st.error`` a setting earns ("Invalid setting") is the page's answer, not an
+  error.
+
+The server's memory is read from /proc/<pid>/status (VmRSS) at the start, every second (peak) and at the end, for
+the server and for it with its worker processes (ui/background.py). The server is ``--server-pid``, else the
+process listening on the URL's port, else the one ``--start-server`` starts (``streamlit run app.py`` on that
+port, stopped at the end). Loopback only, and bounded: at most MAX_STUDENTS students for at most MAX_MINUTES.
+The students share one process with one event loop; on a 2-core machine it takes some of the CPU the server would
+otherwise have, so the figures are a little pessimistic.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import math
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # run from anywhere: the repo root on the path (sim.presets for --presets all)
+
+LESSONS = ("Queueing", "Fairness", "Cancellation", "Preemption")  # page names of pages/1_Queueing.py ... 4_...
+MOVED_SLIDERS = ("engine.num_blocks", "engine.pool_gib", "engine.max_num_seqs")  # key endings (ui/knobs.py)
+MAX_STUDENTS = 200
+MAX_MINUTES = 60.0
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+MAX_MOVE_FRACTION = 0.2  # a slider moves by up to this share of its range
+SERVER_START_TIMEOUT_S = 60
+MEMORY_EVERY_S = 1.0
+SERVER_LOG_LINES = 60  # printed after a class with errors on a server this script started
+
+
+# --- arguments -------------------------------------------------------------------------------------------------
+
+def _students(text: str) -> int:
+    if not text.strip().isdigit() or not 1 <= int(text) <= MAX_STUDENTS:
+        raise argparse.ArgumentTypeError(f"must be a whole number from 1 to {MAX_STUDENTS}, got {text!r}")
+    return int(text)
+
+
+def _minutes(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value <= MAX_MINUTES:  # (NaN fails too)
+        raise argparse.ArgumentTypeError(f"must be a number of minutes above 0 and at most {MAX_MINUTES:g}, "
+                                         f"got {text!r}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value <= 600:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0 and at most 600, got {text!r}")
+    return value
+
+
+def _think(text: str) -> tuple[float, float]:
+    """'LOW,HIGH' seconds between a student's reruns, e.g. '2,6'."""
+    parts = text.split(",")
+    try:
+        low, high = (float(p) for p in parts)
+    except ValueError:
+        low = high = math.nan
+    if not 0 <= low <= high <= 600:
+        raise argparse.ArgumentTypeError(f"must be LOW,HIGH seconds with 0 <= LOW <= HIGH <= 600, e.g. '2,6'; "
+                                         f"got {text!r}")
+    return low, high
+
+
+def _pid(text: str) -> int:
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a process id (a whole number >= 1), got {text!r}")
+    return int(text)
+
+
+def _loopback_url(text: str) -> str:
+    parts = urlsplit(text)
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if parts.scheme != "http" or parts.hostname not in LOOPBACK_HOSTS or port is None:
+        raise argparse.ArgumentTypeError(
+            f"must be http://HOST:PORT with HOST one of {', '.join(LOOPBACK_HOSTS)} (loopback only) and a port, "
+            f"got {text!r}")
+    return f"http://{parts.netloc}"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--students", type=_students, default=10, help=f"simulated students (1..{MAX_STUDENTS})")
+    parser.add_argument("--minutes", type=_minutes, default=2.0, help=f"length of the class (0..{MAX_MINUTES:g})")
+    parser.add_argument("--url", type=_loopback_url, default="http://127.0.0.1:8501",
+                        help="the app's base URL, loopback only")
+    parser.add_argument("--think", type=_think, default=(2.0, 6.0),
+                        help="LOW,HIGH seconds a student waits between slider moves (uniform, seeded)")
+    parser.add_argument("--timeout", type=_seconds, default=60.0,
+                        help="seconds a rerun may take before it counts as an error")
+    parser.add_argument("--presets", choices=("first", "all"), default="first",
+                        help="first: every student on the lesson's first preset (the article's example); all: "
+                             "students rotate over each lesson's presets too (the busy ones included)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the students' think times and moves")
+    parser.add_argument("--server-pid", type=_pid, default=None,
+                        help="the server's process id (default: the process listening on the URL's port)")
+    parser.add_argument("--start-server", action="store_true",
+                        help="start `streamlit run app.py` on the URL's port and stop it at the end")
+    return parser.parse_args(argv)
+
+
+# --- statistics ------------------------------------------------------------------------------------------------
+
+def percentile(sorted_values: list[float], q: float) -> float:
+    """The nearest-rank q-th percentile (0 < q <= 100) of values sorted ascending: the smallest value with at
+    least q% of the values at or below it (no interpolation: a figure that was measured)."""
+    if not sorted_values:
+        raise ValueError("percentile of no values")
+    if not 0 < q <= 100:
+        raise ValueError(f"q must be in (0, 100], got {q}")
+    rank = math.ceil(q / 100 * len(sorted_values))
+    return sorted_values[rank - 1]
+
+
+@dataclass(frozen=True)
+class Summary:
+    count: int
+    p50_s: float | None  # None when nothing was measured
+    p95_s: float | None
+    max_s: float | None
+    errors: int
+
+
+def summarize(times_s: list[float], errors: int) -> Summary:
+    values = sorted(times_s)
+    if not values:
+        return Summary(0, None, None, None, errors)
+    return Summary(len(values), percentile(values, 50), percentile(values, 95), values[-1], errors)
+
+
+def format_row(name: str, summary: Summary) -> str:
+    def ms(value: float | None) -> str:
+        return "-" if value is None else f"{value * 1e3:,.0f}"
+
+    return (f"{name:<14} {summary.count:>6} {ms(summary.p50_s):>9} {ms(summary.p95_s):>9} "
+            f"{ms(summary.max_s):>9} {summary.errors:>6}")
+
+
+TABLE_HEADER = f"{'lesson':<14} {'count':>6} {'p50 ms':>9} {'p95 ms':>9} {'max ms':>9} {'errors':>6}"
+
+
+# --- the server's process and memory ---------------------------------------------------------------------------
+
+def _listening_inodes(port: int) -> set[str]:
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            local, state, inode = fields[1], fields[3], fields[9]
+            if state == "0A" and int(local.rsplit(":", 1)[1], 16) == port:  # 0A = LISTEN
+                inodes.add(inode)
+    return inodes
+
+
+def find_pid_by_port(port: int) -> int | None:
+    """The process listening on a TCP port (via /proc: needs permission to read its fds, e.g. the same user)."""
+    wanted = {f"socket:[{inode}]" for inode in _listening_inodes(port)}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if any(os.readlink(fd) in wanted for fd in (proc / "fd").iterdir()):
+                return int(proc.name)
+        except OSError:
+            continue
+    return None
+
+
+def rss_kib(pid: int) -> int | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                stat = (proc / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:  # field 4, after the command in parentheses
+                found.append(int(proc.name))
+    return found
+
+
+def memory_kib(pid: int) -> tuple[int | None, int | None]:
+    """(the server's RSS, the server's and its child processes' RSS), in KiB."""
+    own = rss_kib(pid)
+    if own is None:
+        return None, None
+    return own, own + sum(rss_kib(child) or 0 for child in _children(pid))
+
+
+@dataclass
+class MemoryWatch:
+    pid: int
+    start: tuple[int | None, int | None] = (None, None)
+    peak: tuple[int, int] = (0, 0)
+    end: tuple[int | None, int | None] = (None, None)
+
+    def sample(self) -> tuple[int | None, int | None]:
+        now = memory_kib(self.pid)
+        self.peak = (max(self.peak[0], now[0] or 0), max(self.peak[1], now[1] or 0))
+        return now
+
+    async def watch(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            self.sample()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), MEMORY_EVERY_S)
+
+
+def _mib(kib: int | None) -> str:
+    return "?" if kib is None else f"{kib / 1024:,.0f} MiB"
+
+
+# --- one student -----------------------------------------------------------------------------------------------
+
+class LoadError(Exception):
+    """A rerun that failed: what the errors column counts."""
+
+
+class RerunTimeout(LoadError):
+    """A rerun that did not settle in time: the student stops."""
+
+
+@dataclass
+class Slider:
+    id: str
+    min: float
+    max: float
+    step: float
+    value: float
+
+
+@dataclass
+class Tab:
+    """What a browser tab knows about its session: the page, the URL's query string, the widgets it has moved,
+    the sliders the page drew and the fragments that asked to be polled (id -> interval s)."""
+
+    ws: object
+    lesson: str
+    page_script_hash: str = ""
+    query_string: str = ""
+    moved: dict[str, float] = field(default_factory=dict)
+    sliders: dict[str, Slider] = field(default_factory=dict)
+    polls: dict[str, float] = field(default_factory=dict)
+    exceptions: list[str] = field(default_factory=list)
+    is_full_run_pending: bool = False
+
+    def rerun_message(self, fragment_id: str = "") -> bytes:
+        from streamlit.proto.BackMsg_pb2 import BackMsg
+
+        msg = BackMsg()
+        state = msg.rerun_script
+        state.query_string = self.query_string
+        state.page_name = "" if self.page_script_hash else self.lesson  # by name until the server says its hash
+        state.page_script_hash = self.page_script_hash
+        state.fragment_id = fragment_id
+        state.is_auto_rerun = bool(fragment_id)
+        for widget_id, value in self.moved.items():
+            widget = state.widget_states.widgets.add()
+            widget.id = widget_id
+            widget.double_array_value.data.append(value)  # a slider's value, as the frontend sends it
+        return msg.SerializeToString()
+
+    def _read(self, fm) -> int | None:
+        """Take in one ForwardMsg; the script_finished status if it is one."""
+        kind = fm.WhichOneof("type")
+        if kind == "script_finished":
+            return fm.script_finished
+        if kind == "page_info_changed":
+            self.query_string = fm.page_info_changed.query_string
+        elif kind == "new_session" and not fm.metadata.run.fragment_ids:
+            # A full script run starts (a fragment's st.rerun() starts one too; a fragment's run has its id here):
+            # its fragments ask anew to be polled (a poll of one it did not draw gets no answer).
+            self.polls.clear()
+            self.is_full_run_pending = True
+        elif kind == "navigation":
+            self.page_script_hash = fm.navigation.page_script_hash
+        elif kind == "auto_rerun":
+            self.polls[fm.auto_rerun.fragment_id] = fm.auto_rerun.interval
+        elif kind == "stop_auto_rerun":
+            for fragment_id in fm.stop_auto_rerun.fragment_ids:
+                self.polls.pop(fragment_id, None)
+        elif kind == "delta" and fm.delta.WhichOneof("type") == "new_element":
+            element = fm.delta.new_element
+            which = element.WhichOneof("type")
+            if which == "exception":  # (read on to the end of the run: the next rerun must start clean)
+                self.exceptions.append(element.exception.message[:200])
+            if which == "slider" and element.slider.id.endswith(MOVED_SLIDERS):
+                s = element.slider
+                value = s.value[0] if s.set_value and s.value else s.default[0]
+                self.sliders[s.id] = Slider(s.id, s.min, s.max, s.step, self.moved.get(s.id, value))
+        return None
+
+    async def rerun(self, timeout_s: float) -> tuple[float, float]:
+        """Send a rerun; (s until its script run ended, s until its sweeps were in and the page settled)."""
+        from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+        sent = time.perf_counter()
+        deadline = sent + timeout_s
+        await self.ws.send(self.rerun_message())
+        rerun_s, waiting_polls, last_message = None, 0, sent
+        while True:
+            remaining = deadline - time.perf_counter()
+            if remaining <= 0:  # (the tab is out of step with its session now: the student leaves)
+                raise RerunTimeout(
+                    f"{self.lesson}: rerun not settled within {timeout_s:g} s (script run "
+                    f"{'finished' if rerun_s is not None else 'not finished'}, {len(self.polls)} fragment(s) "
+                    f"polled, {waiting_polls} poll(s) unanswered, a full run pending: {self.is_full_run_pending}; "
+                    f"last message {time.perf_counter() - last_message:.1f} s ago)")
+            try:
+                raw = await asyncio.wait_for(self.ws.recv(), remaining)
+            except TimeoutError:
+                continue
+            last_message = time.perf_counter()
+            fm = ForwardMsg()
+            fm.ParseFromString(raw)
+            status = self._read(fm)
+            if status is None:
+                continue
+            if status == ForwardMsg.FINISHED_WITH_COMPILE_ERROR:
+                raise LoadError(f"{self.lesson}: the script did not compile")
+            now = time.perf_counter()
+            if status == ForwardMsg.FINISHED_SUCCESSFULLY:
+                rerun_s = now - sent if rerun_s is None else rerun_s
+                self.is_full_run_pending = False
+                waiting_polls = 0
+            elif status == ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY:
+                waiting_polls = max(waiting_polls - 1, 0)
+            if rerun_s is None or self.is_full_run_pending or status == ForwardMsg.FINISHED_EARLY_FOR_RERUN:
+                continue  # (a run that ended early for a rerun: the rerun's own end is still to come)
+            if not self.polls:
+                if self.exceptions:
+                    text, self.exceptions = "; ".join(self.exceptions), []
+                    raise LoadError(f"{self.lesson}: exception on the page: {text}")
+                return rerun_s, now - sent
+            if waiting_polls == 0:
+                # The browser polls a fragment every `interval` s; one poll at a time here (a poll the server
+                # is still running would only queue behind it).
+                await asyncio.sleep(min(self.polls.values()))
+                for fragment_id in list(self.polls):
+                    await self.ws.send(self.rerun_message(fragment_id))
+                waiting_polls = len(self.polls)
+
+    def move_a_slider(self, rng: random.Random) -> None:
+        """Move the KV pool or max_num_seqs slider by up to MAX_MOVE_FRACTION of its range, never to where it is."""
+        if not self.sliders:
+            raise LoadError(f"{self.lesson}: no slider ending in {' or '.join(MOVED_SLIDERS)} on the page")
+        slider = self.sliders[rng.choice(sorted(self.sliders))]
+        num_steps = round((slider.max - slider.min) / slider.step)
+        max_move = max(1, round(num_steps * MAX_MOVE_FRACTION))
+        at = round((slider.value - slider.min) / slider.step)
+        to = at
+        while to == at:
+            to = min(max(at + rng.randint(-max_move, max_move), 0), num_steps)
+        slider.value = slider.min + to * slider.step
+        self.moved[slider.id] = slider.value
+
+
+def lesson_and_preset(k: int, every_preset: bool) -> tuple[str, str | None]:
+    """Student k's lesson (k mod 4) and, with every_preset, its preset: the lesson's presets in turn, so students
+    k, k+4, k+8, ... take its first, second, third ... preset (None: the page's default)."""
+    lesson = LESSONS[k % len(LESSONS)]
+    if not every_preset:
+        return lesson, None
+    from sim import presets
+
+    keys = [p.key for p in presets.presets_for(lesson.lower())]
+    return lesson, keys[(k // len(LESSONS)) % len(keys)]
+
+
+@dataclass
+class StudentLog:
+    lesson: str
+    open_s: list[float] = field(default_factory=list)
+    rerun_s: list[float] = field(default_factory=list)
+    settled_s: list[float] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+async def student(k: int, args: argparse.Namespace, class_ends: float) -> StudentLog:
+    """Student k: opens lesson k mod 4, then moves a slider after each think time until the class ends."""
+    import websockets
+
+    rng = random.Random(f"{args.seed}:{k}")
+    lesson, preset = lesson_and_preset(k, args.presets == "all")
+    log = StudentLog(lesson)
+    ws_url = "ws" + args.url.removeprefix("http") + "/_stcore/stream"
+    await asyncio.sleep(rng.uniform(*args.think))  # the class does not open its laptops in the same millisecond
+    try:
+        # proxy=None: a proxy in the environment must never see loopback traffic.
+        async with websockets.connect(ws_url, subprotocols=["streamlit"], max_size=None, proxy=None,
+                                      open_timeout=args.timeout) as ws:
+            # (the lesson's free page, with its sliders: a first visit with no settings opens the guided path)
+            tab = Tab(ws, lesson, query_string=f"preset={preset}" if preset else "mode=free")
+            log.open_s.append((await tab.rerun(args.timeout))[0])
+            while True:
+                await asyncio.sleep(rng.uniform(*args.think))
+                if time.perf_counter() >= class_ends:
+                    return log
+                tab.move_a_slider(rng)
+                try:
+                    rerun_s, settled_s = await tab.rerun(args.timeout)
+                except RerunTimeout:
+                    raise
+                except LoadError as exc:
+                    log.errors.append(str(exc))
+                    continue
+                log.rerun_s.append(rerun_s)
+                log.settled_s.append(settled_s)
+    except (LoadError, OSError, websockets.WebSocketException) as exc:
+        log.errors.append(f"{log.lesson}: {type(exc).__name__}: {exc}")
+    return log
+
+
+# --- the class -------------------------------------------------------------------------------------------------
+
+def _is_healthy(base_url: str) -> bool:
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback traffic never via a proxy
+    try:
+        with opener.open(f"{base_url}/_stcore/health", timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def start_server(base_url: str, log_path: Path) -> subprocess.Popen:
+    """`streamlit run app.py` on the URL's port, loopback only; returns once it answers its health check."""
+    parts = urlsplit(base_url)
+    if _is_healthy(base_url):
+        raise SystemExit(f"--start-server: something already answers on {base_url}; pick a free port in --url")
+    command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+               "--server.port", str(parts.port), "--server.address", parts.hostname,
+               "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
+    with log_path.open("wb") as log:  # a file, not a pipe: a full pipe would block the server
+        process = subprocess.Popen(command, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=log,
+                                   stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + SERVER_START_TIMEOUT_S
+    while not _is_healthy(base_url):
+        if process.poll() is not None or time.monotonic() > deadline:
+            stop_server(process)
+            tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-20:])
+            raise SystemExit(f"--start-server: the app did not start on {base_url}; its output:\n{tail}")
+        time.sleep(0.25)
+    return process
+
+
+def stop_server(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+async def run_class(args: argparse.Namespace, memory: MemoryWatch) -> list[StudentLog]:
+    stop = asyncio.Event()
+    watcher = asyncio.create_task(memory.watch(stop))
+    class_ends = time.perf_counter() + args.minutes * 60
+    try:
+        return await asyncio.gather(*(student(k, args, class_ends) for k in range(args.students)))
+    finally:
+        stop.set()
+        await watcher
+
+
+def report(args: argparse.Namespace, logs: list[StudentLog], memory: MemoryWatch, wall_s: float) -> None:
+    print(f"{args.students} students for {args.minutes:g} min on {args.url}, presets: {args.presets} "
+          f"(think {args.think[0]:g}-{args.think[1]:g} s, seed {args.seed}); {wall_s:.0f} s wall; load average now "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
+    for title, attribute in (("rerun: slider release -> script run finished", "rerun_s"),
+                             ("settled: until the page's sweeps are in", "settled_s"),
+                             ("first open of the page", "open_s")):
+        print(f"\n{title}\n{TABLE_HEADER}")
+        for lesson in LESSONS:
+            mine = [log for log in logs if log.lesson == lesson]
+            if mine:
+                times = [t for log in mine for t in getattr(log, attribute)]
+                print(format_row(lesson, summarize(times, sum(len(log.errors) for log in mine))))
+        every = summarize([t for log in logs for t in getattr(log, attribute)], sum(len(lg.errors) for lg in logs))
+        print(format_row("all", every))
+    print(f"\nserver pid {memory.pid} RSS: start {_mib(memory.start[0])}, peak {_mib(memory.peak[0])}, "
+          f"end {_mib(memory.end[0])}; with its worker processes: start {_mib(memory.start[1])}, "
+          f"peak {_mib(memory.peak[1])}, end {_mib(memory.end[1])}")
+    errors = [e for log in logs for e in log.errors]
+    for text in sorted(set(errors))[:10]:
+        print(f"error x{errors.count(text)}: {text}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    port = urlsplit(args.url).port
+    server = None
+    with tempfile.TemporaryDirectory(prefix="class_load-") as tmp:
+        try:
+            if args.start_server:
+                server = start_server(args.url, Path(tmp) / "server.log")
+            elif not _is_healthy(args.url):
+                print(f"--url: no Streamlit app answers {args.url}/_stcore/health; start one or pass "
+                      "--start-server", file=sys.stderr)
+                return 2
+            pid = args.server_pid or (server.pid if server else find_pid_by_port(port))
+            if pid is None or rss_kib(pid) is None:
+                print(f"--server-pid: cannot read the memory of the process on port {port} "
+                      f"({'not found' if pid is None else f'pid {pid}'}); pass its pid", file=sys.stderr)
+                return 2
+            memory = MemoryWatch(pid)
+            memory.start = memory.sample()
+            started = time.perf_counter()
+            logs = asyncio.run(run_class(args, memory))
+            memory.end = memory.sample()
+            report(args, logs, memory, time.perf_counter() - started)
+            if server is not None and any(log.errors for log in logs):  # (the log goes with the temp directory)
+                tail = Path(tmp, "server.log").read_text(errors="replace").splitlines()[-SERVER_LOG_LINES:]
+                print("\nthe server's log, last lines:\n" + "\n".join(tail))
+        finally:
+            if server is not None:
+                stop_server(server)
+    return 1 if any(log.errors for log in logs) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,60 @@
+"""What every lesson page promises, checked on each of them alike: its preset's runs side by side (a headline number
+each, the step player over the same runs, a cursor on each run's Gantt chart), the "what to notice" box, a bad
+link value warned about where the page starts, and the way back to the preset after a change."""
+
+from __future__ import annotations
+
+import pytest
+
+from sim import presets
+from tests.app.conftest import assert_clean, chart_cursors, open_page, player_data
+
+# page -> (lesson, the knob every page has: the KV pool, and a value it takes)
+LESSON_PAGES = {
+    "pages/1_Queueing.py": ("queueing", "num_blocks", "500"),
+    "pages/2_Fairness.py": ("fairness", "num_blocks", "500"),
+    "pages/3_Cancellation.py": ("cancellation", "num_blocks", "500"),
+    "pages/4_Preemption.py": ("preemption", "pool_gib", "0.125"),
+    "pages/5_Token_budget.py": ("budget", "num_blocks", "3000"),
+}
+
+
+@pytest.mark.parametrize("path", list(LESSON_PAGES))
+def test_each_lesson_compares_its_presets_runs_with_one_player(path):
+    lesson, _, _ = LESSON_PAGES[path]
+    preset = presets.presets_for(lesson)[0]
+    at = open_page(path)
+    assert_clean(at)
+    data = player_data(at)
+    labels = [run["label"] for run in data["runs"]]  # (a lesson may name a run by its settings: "B: chunked, 512")
+    assert len(labels) == len(preset.variants) >= 2
+    headlines = [m.label for m in at.metric]
+    # one headline number per run, named after it (a story's cards may come first)
+    assert all(any(h.startswith(f"{label}:") for h in headlines) for label in labels), headlines
+    assert all(run["num_steps"] > 0 and run["first"] <= data["default_step"] < max(run["end"], 1)
+               for run in data["runs"])
+    cursors = chart_cursors(at)
+    for label in labels:  # each run's charts carry the player's cursor on that run's steps
+        assert any(c["runs"] == [label] for c in cursors.values()), (label, list(cursors))
+    assert "What to notice" in " ".join(i.value for i in at.info)
+
+
+@pytest.mark.parametrize("path", list(LESSON_PAGES))
+def test_each_lesson_warns_about_a_bad_link_value_and_keeps_its_preset(path):
+    _, knob, _ = LESSON_PAGES[path]
+    at = open_page(path, {knob: "banana", "step": "soon"})
+    assert_clean(at)
+    warnings = " ".join(w.value for w in at.warning)
+    assert f"{knob}=banana" in warnings and "step `soon` was ignored" in warnings
+
+
+@pytest.mark.parametrize("path", list(LESSON_PAGES))
+def test_each_lesson_names_a_changed_setting_and_goes_back_to_the_preset(path):
+    lesson, knob, value = LESSON_PAGES[path]
+    at = open_page(path, {knob: value})
+    assert_clean(at)
+    changed = " ".join(c.value for c in at.caption if "Changed from the preset" in c.value)
+    assert changed, "the page does not say which setting differs from its preset"
+    at.button(key=f"{lesson}.reset_settings").click().run()
+    assert_clean(at)
+    assert not any("Changed from the preset" in c.value for c in at.caption)

@@ -1,0 +1,117 @@
+"""Learn mode in a real browser (ui/guide.py): a first visit to each lesson shows its guided path with the question
+and no chart; a wrong answer gets its reason, a right one the explanation and then the step's chart; the free page
+is one click away; a problem link opens that problem. Screenshots at 1280x720, normal and presentation mode."""
+
+from __future__ import annotations
+
+import pytest
+
+from sim.problems import problem_for
+from tests.browser.helpers import (
+    SCREENSHOT_DIR,
+    assert_no_exception,
+    open_app,
+    screenshot,
+    wait_for_app,
+    wait_for_chart_title,
+)
+from ui.guide import PATHS
+
+LESSON_PAGES = {"queueing": "Queueing", "fairness": "Fairness", "cancellation": "Cancellation",
+                "preemption": "Preemption", "budget": "Token_budget"}
+
+
+def _main(page) -> str:
+    return page.locator('[data-testid="stMain"]').inner_text()
+
+
+def _num_charts(page) -> int:
+    return page.locator('[data-testid="stPlotlyChart"]').count()
+
+
+def _below_the_fold(page, text: str) -> bool:
+    """Does ``text`` end below the first screen (the viewport's height)?"""
+    box = page.get_by_text(text, exact=False).first.bounding_box()
+    return box is None or box["y"] + box["height"] > page.viewport_size["height"]
+
+
+@pytest.mark.parametrize("lesson", list(LESSON_PAGES))
+def test_a_first_visit_shows_the_guided_path_with_its_question_on_the_first_screen(app_server, page, lesson):
+    page.set_viewport_size({"width": 1280, "height": 720})
+    open_app(page, f"{app_server}/{LESSON_PAGES[lesson]}", timeout_ms=120_000, first_visit=True)
+    assert_no_exception(page)
+    text = _main(page)
+    first = PATHS[lesson][0]
+    assert "guided path" in text and f"Step 1 of {len(PATHS[lesson])}: {first.title}" in text
+    assert "Predict:" in text and _num_charts(page) == 0  # the question, and no chart giving the answer away
+    assert not _below_the_fold(page, "Show the answer")  # nothing of the question needs scrolling
+    assert "guide=1" in page.url
+    screenshot(page, f"guide-{lesson}-step1")
+
+
+def test_wrong_then_right_shows_the_reason_then_the_explanation_and_the_chart(app_server, page):
+    open_app(page, f"{app_server}/Queueing", first_visit=True)
+    box = page.get_by_label("Your answer (steps)")
+    box.fill("500")
+    box.press("Enter")
+    wait_for_app(page)
+    page.get_by_role("button", name="Check").click()
+    wait_for_app(page)
+    alert = page.locator('[data-testid="stAlert"]').first.inner_text()
+    assert "Not 500: that is shortest-job-first's figure" in alert
+    assert _num_charts(page) == 0
+    box.fill("1100")
+    box.press("Enter")
+    wait_for_app(page)
+    page.get_by_role("button", name="Check").click()
+    wait_for_app(page)
+    assert "Right: 1,100 steps. FCFS runs them in arrival order" in _main(page)
+    wait_for_chart_title(page, "FCFS")  # the step's chart, after the explanation
+    explanation = page.get_by_text("Right: 1,100 steps").first.bounding_box()
+    chart = page.locator('[data-testid="stPlotlyChart"]').first.bounding_box()
+    assert explanation["y"] < chart["y"]
+    assert_no_exception(page)
+    screenshot(page, "guide-queueing-answered")
+
+
+def test_the_free_page_is_one_click_away_and_back(app_server, page):
+    open_app(page, f"{app_server}/Fairness", timeout_ms=120_000, first_visit=True)
+    page.get_by_role("button", name="Free page").click()
+    wait_for_app(page, timeout_ms=120_000)
+    assert_no_exception(page)
+    assert "Fairness: per customer" in page.locator("h1").first.inner_text()
+    assert "mode=free" in page.url and _num_charts(page) > 3
+    page.get_by_role("button", name="Guided path").click()
+    wait_for_app(page, timeout_ms=120_000)
+    assert "Fairness: guided path" in _main(page) and "guide=1" in page.url
+
+
+def test_a_problem_link_opens_that_problem(app_server, page):
+    problem = problem_for("preemption", 4)  # (seed 4: the victim kind, a multiple choice)
+    open_app(page, f"{app_server}/Preemption?problem=4", first_visit=True)
+    assert_no_exception(page)
+    text = _main(page)
+    assert "Preemption: problem 4" in text and problem.question.startswith("A pool of 16 KV blocks")
+    assert "Which request is preempted first?" in text and _num_charts(page) == 0
+    page.locator('[data-testid="stRadio"]').get_by_text(problem.answer_text, exact=True).click()  # the right one
+    wait_for_app(page)
+    page.get_by_role("button", name="Check").click()
+    wait_for_app(page)
+    assert f"Right: {problem.answer_text}." in _main(page)
+    assert _num_charts(page) >= 1
+    assert_no_exception(page)
+
+
+@pytest.mark.parametrize("present", [False, True])
+def test_screenshots_of_every_guided_step_at_1280x720(app_server, page, present):
+    """Every step's first screen, to look at: the question before any answer, nothing below the fold."""
+    page.set_viewport_size({"width": 1280, "height": 720})
+    for lesson, steps in PATHS.items():
+        for n in range(1, len(steps) + 1):
+            query = f"guide={n}" + ("&present=true" if present else "")
+            open_app(page, f"{app_server}/{LESSON_PAGES[lesson]}?{query}", timeout_ms=120_000)
+            assert_no_exception(page)
+            assert f"Step {n} of {len(steps)}" in _main(page) and _num_charts(page) == 0
+            assert not _below_the_fold(page, "Show the answer"), f"{lesson} step {n}: the question needs scrolling"
+            shot = SCREENSHOT_DIR / f"guide-{lesson}-{n}{'-present' if present else ''}.png"
+            page.screenshot(path=str(shot))  # (the first screen only: what a student sees before scrolling)

@@ -1,0 +1,130 @@
+"""The guided paths (ui/lessons/*_guide.py): every step's answer is the simulator's figure for the step's settings
+(pinned for the article's examples), and changes when a knob the step exposes changes."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from sim import metrics
+from sim.preemption_metrics import preemption_cost, preemptions
+from ui.glossary import PAGE_PATH, TERMS
+from ui.guide import CHARTS, PATHS
+from ui.lessons.guided import Step, simulate_step
+
+ALL_STEPS = [(lesson, step) for lesson, steps in PATHS.items() for step in steps]
+IDS = [f"{lesson}.{step.key}" for lesson, step in ALL_STEPS]
+
+
+def _answer(step: Step, values: dict | None = None):
+    values = {**step.defaults(), **(values or {})}
+    return step.ask(simulate_step(step, values), values)
+
+
+def test_every_lesson_has_a_path_of_four_to_six_steps_with_known_charts():
+    assert set(PATHS) == {"queueing", "fairness", "cancellation", "preemption", "budget"}
+    for lesson, steps in PATHS.items():
+        assert 4 <= len(steps) <= 6, lesson
+        assert len({s.key for s in steps}) == len(steps)
+        for s in steps:
+            assert s.charts and set(s.charts) <= set(CHARTS), (lesson, s.key)
+            assert s.settings, f"{lesson}.{s.key} exposes no knob"
+            assert 1 <= s.text.count(". ") + 1 <= 4  # two or three sentences
+
+
+@pytest.mark.parametrize(("lesson", "step"), ALL_STEPS, ids=IDS)
+def test_the_answer_is_right_by_its_own_check_and_a_known_mistake_is_not(lesson, step):
+    problem = _answer(step)
+    ok, feedback = problem.check(problem.answer)
+    assert ok and feedback.startswith(f"Right: {problem.answer_text}.")
+    for wrong, why in problem.mistakes:
+        ok, feedback = problem.check(wrong)
+        assert not ok and why in feedback  # the reason, not just "wrong"
+    if problem.is_multiple_choice:
+        for wrong in problem.choices:
+            if wrong != problem.answer:
+                assert problem.check(wrong)[1].startswith(f"Not {wrong}:")
+
+
+@pytest.mark.parametrize(("lesson", "step"), ALL_STEPS, ids=IDS)
+def test_the_answer_changes_with_a_knob_the_step_exposes(lesson, step):
+    base = _answer(step).answer
+    changed = {}
+    for s in step.settings:
+        for option in s.options:
+            if option != s.default:
+                changed[(s.key, option)] = _answer(step, {s.key: option}).answer
+    assert any(a != base for a in changed.values()), f"{lesson}.{step.key}: {base!r} for every option {changed}"
+
+
+# The article's figures, from the simulator's runs of the steps' settings (the presets' numbers).
+ARTICLE = {
+    ("queueing", "fcfs"): 1100.0, ("queueing", "sjf"): 500.0, ("cancellation", "wasted"): 700.0,
+    ("cancellation", "delay"): 50.0, ("budget", "chunks"): 16.0,
+}
+
+
+@pytest.mark.parametrize(("key", "figure"), list(ARTICLE.items()), ids=[".".join(k) for k in ARTICLE])
+def test_the_article_examples(key, figure):
+    step = next(s for s in PATHS[key[0]] if s.key == key[1])
+    assert _answer(step).answer == figure
+
+
+def _step(lesson: str, key: str) -> Step:
+    return next(s for s in PATHS[lesson] if s.key == key)
+
+
+def test_each_answer_equals_the_simulators_figure_read_independently():
+    # Queueing: the runs' mean finish times (1,100 / 500 on one slot; 433.3 on two, by hand: 1000, 100, 200).
+    step = _step("queueing", "fcfs")
+    for slots, figure in ((1, 1100.0), (2, 1300 / 3)):
+        runs = simulate_step(step, {"max_num_seqs": slots})
+        assert _answer(step, {"max_num_seqs": slots}).answer == pytest.approx(figure)
+        assert runs[0].summary["finish_steps"]["mean"] == pytest.approx(figure)
+    # Cancellation: KV held at the end without an abort, 1,000 tokens x 131,072 B = 131.07 MB (2,000: 262.1).
+    kv = _step("cancellation", "kv")
+    for tokens in (1000, 2000):
+        runs = simulate_step(kv, {"answer_tokens": tokens})
+        held = int(runs[1].trace.requests["num_computed_tokens"][0]) * runs[1].scenario.config.model.kv_bytes_per_token
+        assert held == tokens * 131072
+        assert _answer(kv, {"answer_tokens": tokens}).answer == pytest.approx(held / 1e6)
+    # Preemption: the first victim of the trace (D under FCFS, C under priority) ...
+    victim = _step("preemption", "victim")
+    for policy, who in (("fcfs", "D"), ("priority", "C")):
+        runs = simulate_step(victim, {"policy": policy})
+        assert preemptions(runs[0].trace)[0].request_id == who == _answer(victim, {"policy": policy}).answer
+    # ... and the 2,000-token victim: recompute 32 ms against swap ~5.9 ms (50 GB/s) or ~53 ms (5 GB/s).
+    cost_step = _step("preemption", "cost")
+    for gb_s, faster in ((50.0, "swap is faster"), (5.0, "recompute is faster")):
+        runs = simulate_step(cost_step, {"swap_gb_s": gb_s})
+        p = preemptions(runs[0].trace)[0]
+        cost = preemption_cost(p.num_tokens, runs[0].scenario.config)
+        assert p.num_tokens == 2000 and cost.recompute_ms == pytest.approx(32.0) and cost.swap_bytes == 262_144_000
+        assert _answer(cost_step, {"swap_gb_s": gb_s}).answer == faster
+    # Budget: the stalling step's cost from the trace, 5.75 + 8,000 x 16 us + 8 x 6 us = 133.798 ms.
+    stall = _step("budget", "stall")
+    runs = simulate_step(stall)
+    row = runs[0].trace.request_ids.index("long")
+    step_ms = float(runs[0].trace.steps["step_ms"][runs[0].trace.requests["first_scheduled_step"][row]])
+    assert step_ms == pytest.approx(133.798) and _answer(stall).answer == pytest.approx(step_ms)
+    # Fairness: under FCFS the light client waits about as long as the heavy one (mean queueing ms per client).
+    trace = simulate_step(_step("fairness", "who_waits"))[0].trace
+    rows = {r["client"]: r["mean_queue_ms"] for r in metrics.per_client(trace)}
+    assert abs(rows["A"] - rows["B"]) <= 0.2 * max(rows.values())
+    assert _answer(_step("fairness", "who_waits")).answer.startswith("about the same")
+
+
+def test_the_steps_text_links_glossary_terms_at_first_use():
+    for lesson, steps in PATHS.items():
+        text = " ".join(s.text for s in steps)
+        links = re.findall(rf"\]\({PAGE_PATH}#([a-z0-9-]+)\)", text)
+        assert links, lesson
+        assert len(links) == len(set(links)), f"{lesson}: a term linked twice in its steps' text"
+        assert set(links) <= {t.anchor for t in TERMS}
+
+
+def test_a_step_naming_a_variant_its_preset_lacks_is_refused_with_the_variants():
+    bad = Step("x", "t", "text.", "article_hol", ("LIFO",), lambda runs, v: None, ("gantt",))
+    with pytest.raises(ValueError, match="preset 'article_hol' has no variant 'LIFO'; its variants: FCFS, SJF"):
+        bad.scenarios()

@@ -1,0 +1,152 @@
+"""Fairness's guided path: a 90/10 client split under FCFS (who waits), a per-client rate limit (what it costs in
+throughput), VTC (what it does for the light client), and the lift for a client returning from idle. Each
+question's answer is read from the step's runs (``ui/lessons/guided.py``)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from sim import metrics
+from sim.fairness_metrics import longest_starvation_steps
+from sim.problems import Problem
+from sim.scenario import Scenario
+from sim.workload import ClientSpec, generate
+
+from ..glossary import term_link
+from ..lesson import Run
+from .guided import Setting, Step, Values, by_label, choice_question, config_setting, fmt
+
+POLICY = config_setting("policy", "policy", "Policy", "fcfs", ("fcfs", "vtc"), {"fcfs": "FCFS", "vtc": "VTC"},
+                        names_run=True)
+
+
+def _queue_ms(run: Run) -> dict[str, float]:
+    """Client -> its served requests' mean queueing delay (ms)."""
+    return {row["client"]: float(row["mean_queue_ms"]) for row in metrics.per_client(run.trace)}
+
+
+_A, _B, _SAME = "A's (it sends 90% of the requests)", "B's (it sends 10%)", "about the same (within 20%)"
+
+
+def _ask_who_waits(runs: Sequence[Run], values: Values) -> Problem:
+    run = runs[0]
+    q = _queue_ms(run)
+    answer = _SAME if abs(q["A"] - q["B"]) <= 0.2 * max(q["A"], q["B"]) else _A if q["A"] > q["B"] else _B
+    why = ("FCFS serves requests in arrival order and never looks at who sent them: B's few requests queue behind "
+           "A's wall like everyone else's" if answer == _SAME else
+           "VTC serves the client with the least service first: B's few requests go ahead of A's queue")
+    return choice_question(
+        "who_waits", runs, f"Client A sends 90% of the requests, B the other 10%, more than the server can take. Under "
+                           f"{run.label}, whose requests wait longer in the queue, on average?", (_A, _B, _SAME),
+        answer, f"Mean queueing delay: A {fmt(q['A'], 0)} ms, B {fmt(q['B'], 0)} ms. {why}. The finish-time boxes "
+                f"below show it per client.",
+        "Think about what the policy looks at when it picks the next request: its arrival, or its client.",
+        {_A: f"A's requests wait {fmt(q['A'], 0)} ms on average and B's {fmt(q['B'], 0)} ms.",
+         _B: f"B's requests wait {fmt(q['B'], 0)} ms on average and A's {fmt(q['A'], 0)} ms.",
+         _SAME: f"A's requests wait {fmt(q['A'], 0)} ms and B's {fmt(q['B'], 0)} ms: not the same."})
+
+
+def _limit(scenario: Scenario, value: int) -> Scenario:
+    # (only where the variant has a limit: FCFS's own run stays without one)
+    return scenario.with_config(rate_limit_max_requests=value) if scenario.config.rate_limit_max_requests else scenario
+
+
+LIMIT = Setting("limit", "Requests per client per 200-step window", 10, (10, 25, 60), _limit)
+_HALF, _SOME, _KEPT = ("it falls below 60% of FCFS's", "it falls to between 60% and 90% of FCFS's",
+                       "about the same (90% or more of FCFS's)")
+
+
+def _throughput(run: Run) -> float:
+    return float(run.summary["throughput_tok_s"])
+
+
+def _ask_rate_limit(runs: Sequence[Run], values: Values) -> Problem:
+    fcfs, limited = by_label(runs, "FCFS"), by_label(runs, "Rate limit")
+    share = _throughput(limited) / _throughput(fcfs)
+    answer = _HALF if share < 0.6 else _SOME if share < 0.9 else _KEPT
+    limit = limited.scenario.config.rate_limit_max_requests
+    turned = limited.summary["num_rejected"]
+    return choice_question(
+        "rate_limit", runs, f"A gateway lets each client send at most {limit} requests per 200 steps and turns the "
+                            f"rest away. What happens to the server's total throughput (output tokens/s)?",
+        (_HALF, _SOME, _KEPT), answer,
+        f"Throughput: FCFS {fmt(_throughput(fcfs), 0)} tokens/s, with the limit {fmt(_throughput(limited), 0)} "
+        f"({share:.0%}). The limit turned {turned:,} requests away even while slots stood empty: it protects B by "
+        f"refusing A, not by sharing the GPU. The throughput chart shows the gap.",
+        "The limit applies whether or not the GPU has room to spare.",
+        {c: f"with this limit the server keeps {share:.0%} of FCFS's throughput." for c in (_HALF, _SOME, _KEPT)})
+
+
+def _b_share(scenario: Scenario, share: float) -> Scenario:
+    spec = scenario.workload
+    assert spec is not None  # (the preset's workload is generated)
+    workload = spec.replace(clients=(ClientSpec("A", share=1 - share), ClientSpec("B", share=share)))
+    return dataclasses.replace(scenario, workload=workload, requests=tuple(generate(workload)))
+
+
+B_SHARE = Setting("b_share", "Client B's share of the requests", 0.1, (0.1, 0.5), _b_share,
+                  {0.1: "10%", 0.5: "50%"})
+_TENTH, _SHORTER, _ABOUT, _LONGER = ("less than a tenth of it", "shorter, but more than a tenth of it",
+                                     "about the same (within 25%)", "longer")
+
+
+def _ask_vtc(runs: Sequence[Run], values: Values) -> Problem:
+    fcfs, vtc = _queue_ms(by_label(runs, "FCFS")), _queue_ms(by_label(runs, "VTC"))
+    ratio = vtc["B"] / fcfs["B"] if fcfs["B"] > 0 else 1.0
+    answer = (_LONGER if ratio > 1.25 else _ABOUT if ratio >= 0.75 else _SHORTER if ratio >= 0.1 else _TENTH)
+    share = values.get("b_share", B_SHARE.default)
+    return choice_question(
+        "vtc", runs, f"VTC keeps a {term_link('VTC', 'virtual token counter')} per client and serves the waiting "
+                     f"client with the lowest. B sends {share:.0%} of the requests; under FCFS its requests wait "
+                     f"{fmt(fcfs['B'], 0)} ms on average. Under VTC?", (_TENTH, _SHORTER, _ABOUT, _LONGER), answer,
+        f"B's mean queueing delay: FCFS {fmt(fcfs['B'], 0)} ms, VTC {fmt(vtc['B'], 0)} ms ({ratio:.0%}); A's: "
+        f"{fmt(fcfs['A'], 0)} -> {fmt(vtc['A'], 0)} ms. A client that asks for less than its share has the lowest "
+        "counter, so its requests go first; one asking as much as the other gets no head start. The counters "
+        "chart shows who is behind.",
+        "Who has the lowest counter when both clients have requests waiting?",
+        {c: f"B's wait goes from {fmt(fcfs['B'], 0)} to {fmt(vtc['B'], 0)} ms ({ratio:.0%})."
+         for c in (_TENTH, _SHORTER, _ABOUT, _LONGER)})
+
+
+LIFT_POLICY = config_setting("policy", "policy", "Policy", "lcf", ("lcf", "vtc"),
+                             {"lcf": "LCF (no lift)", "vtc": "VTC (lift)"}, names_run=True)
+_SHUT, _SHARE = ("A is not admitted for over 100 steps: B spends its banked credit",
+                 "A keeps being admitted alongside B (no gap over 100 steps)")
+
+
+def _ask_lift(runs: Sequence[Run], values: Values) -> Problem:
+    run = runs[0]
+    a = run.trace.client_ids.index("A")
+    starved = longest_starvation_steps(run.trace)[a]
+    answer = _SHUT if starved > 100 else _SHARE
+    return choice_question(
+        "lift", runs, f"B is idle for 300 steps while A uses the server, then sends a burst. Under {run.label}, "
+                      f"what happens to A when B returns?", (_SHUT, _SHARE), answer,
+        f"A's longest stretch waiting without an admission: {starved:,} steps. Without the "
+        f"{term_link('counter lift', 'lift')}, B returns with its counter still near 0 while A's is far ahead, "
+        "so B is served alone until it catches up; the lift raises B's counter to the lowest active one and the "
+        "two share from the start. See the counters and each client's tokens/s below.",
+        "Compare the two counters at the moment B returns.",
+        {_SHUT: f"A's longest wait without an admission is only {starved:,} steps.",
+         _SHARE: f"A waits {starved:,} steps in a row without an admission."})
+
+
+STEPS = (
+    Step("who_waits", "One busy client, one light client",
+         "Client A floods the server with 90% of the requests; client B sends a trickle. The server is overloaded, "
+         f"so a queue builds and each request's {term_link('queueing delay')} grows.",
+         "article_fairness", ("FCFS",), _ask_who_waits, ("client_latency",), (POLICY,)),
+    Step("rate_limit", "A per-client rate limit",
+         f"A common fix in front of the server: a {term_link('rate limit')} per client per time window. It stops A "
+         "from crowding B out. What does it cost?",
+         "article_fairness", ("FCFS", "Rate limit"), _ask_rate_limit, ("throughput",), (LIMIT,)),
+    Step("vtc", "VTC: serve the least-served client first",
+         "The Virtual Token Counter counts the weighted tokens each client has been served and always admits from "
+         "the client with the lowest count, without turning anyone away.",
+         "article_fairness", ("FCFS", "VTC"), _ask_vtc, ("client_latency", "counters"), (B_SHARE,)),
+    Step("lift", "Returning from idle: the lift",
+         "A counter that only grows has a loophole: a client that stays away banks credit. Least counter first "
+         f"({term_link('LCF')}) has no rule against it; VTC lifts a returning client's counter.",
+         "returning_idle", ("LCF (no lift)",), _ask_lift, ("counters", "client_rates"), (LIFT_POLICY,)),
+)

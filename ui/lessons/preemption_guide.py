@@ -1,0 +1,139 @@
+"""Preemption's guided path: the toy pool (who is evicted), recompute vs swap for a 2,000-token victim, prefix-cache
+hits on a re-prefill, and sizing. Each question's answer is read from the step's runs (``ui/lessons/guided.py``)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from sim.preemption_metrics import preemption_cost, preemptions
+from sim.problems import Problem
+from sim.scenario import Scenario
+
+from ..glossary import term_link
+from ..lesson import Run
+from .guided import Setting, Step, Values, choice_question, config_setting, fmt
+
+VICTIM_POLICY = config_setting("policy", "policy", "Policy", "fcfs", ("fcfs", "priority"),
+                               {"fcfs": "FCFS victim", "priority": "priority victim"}, names_run=True)
+_VICTIM_RULE = {"fcfs": "FCFS evicts the last request of the running list (the one admitted last)",
+                "priority": "priority evicts the running request with the largest priority value (the least urgent)"}
+
+
+def _ask_victim(runs: Sequence[Run], values: Values) -> Problem:
+    run = runs[0]
+    first = preemptions(run.trace)[0]
+    policy = run.scenario.config.policy.value
+    needer = run.trace.request_ids[first.needed_by_row]
+    ids = [r.request_id for r in run.scenario.requests if r.arrival_step == 0]
+    rule = _VICTIM_RULE[policy]
+    mistakes = {rid: f"{rule}: {first.request_id}." for rid in ids}
+    if needer != first.request_id:
+        mistakes[needer] = f"{needer} is the one that needed a block; the victim is chosen by the rule: {rule}."
+    return choice_question(
+        "victim", runs, f"Policy {run.label.split()[0]}. A, B, C and D (priorities 1, 0, 2, 0) start together and grow "
+                        f"200-token answers in a 32-block pool. When the pool is full, which request is preempted "
+                        f"first?", ids, first.request_id,
+        f"At step {first.step:,} {needer} needs a new block and none is free; {rule}: {first.request_id}. It goes back "
+        f"to the waiting queue, at its front, and its KV is freed (the triangle in the Gantt and KV charts).",
+        "Who was admitted last? Who is least urgent?", mistakes)
+
+
+def _bandwidth(scenario: Scenario, gb_s: float) -> Scenario:
+    cost = dataclasses.replace(scenario.config.cost, swap_bandwidth_gb_s=gb_s)
+    return scenario.with_config(cost=cost)
+
+
+BANDWIDTH = Setting("swap_gb_s", "PCIe bandwidth for a swap (GB/s)", 50.0, (5.0, 25.0, 50.0), _bandwidth)
+_RECOMPUTE, _SWAP, _EVEN = ("recompute is faster", "swap is faster", "about the same (within 20%)")
+
+
+def _ask_cost(runs: Sequence[Run], values: Values) -> Problem:
+    run = runs[0]
+    victim = preemptions(run.trace)[0]
+    config = run.scenario.config
+    cost = preemption_cost(victim.num_tokens, config)
+    ratio = cost.recompute_ms / cost.swap_ms
+    answer = _EVEN if 1 / 1.2 <= ratio <= 1.2 else _SWAP if ratio > 1 else _RECOMPUTE
+    gb_s = config.cost.swap_bandwidth_gb_s
+    return choice_question(
+        "cost", runs, f"The victim holds {victim.num_tokens:,} tokens of KV. Bringing it back: "
+                      f"{term_link('recompute')} prefills them again "
+                      f"({fmt(config.cost.prefill_token_us)} us a token plus a "
+                      f"{fmt(config.cost.step_base_ms, 2)}-ms step), {term_link('swap')} copies its blocks to CPU "
+                      f"memory and back ({config.model.kv_bytes_per_token // 1024} KiB a token, {gb_s:g} GB/s). "
+                      f"Which is faster?", (_RECOMPUTE, _SWAP, _EVEN), answer,
+        f"Recompute: {fmt(cost.recompute_ms)} ms of GPU work. Swap: {cost.swap_bytes / 1e6:,.0f} MB each way, "
+        f"{fmt(cost.swap_ms, 2)} ms at {gb_s:g} GB/s with the per-block overhead, and the CPU RAM held meanwhile. "
+        "vLLM V1 only recomputes: simpler, and a prefix cache can make it cheaper. The bars below compare them.",
+        "Work out both: tokens x time per token, and bytes / bandwidth.",
+        {c: f"recompute takes {fmt(cost.recompute_ms)} ms and swap {fmt(cost.swap_ms, 2)} ms at {gb_s:g} GB/s."
+         for c in (_RECOMPUTE, _SWAP, _EVEN)})
+
+
+CACHING = config_setting("caching", "enable_prefix_caching", "Prefix caching", True, (False, True),
+                         {False: "off", True: "on"})
+_NONE, _UNDER, _OVER = ("none of them", "some, under half", "more than half")
+
+
+def _ask_hits(runs: Sequence[Run], values: Values) -> Problem:
+    run = runs[0]
+    back = [p for p in preemptions(run.trace) if p.resume_step >= 0]
+    resumed = sum(p.num_resume_tokens for p in back)
+    hits = sum(p.num_cached_tokens for p in back)
+    share = hits / resumed if resumed else 0.0
+    answer = _NONE if hits == 0 else _UNDER if share < 0.5 else _OVER
+    on = run.scenario.config.enable_prefix_caching
+    return choice_question(
+        "hits", runs, f"Every request starts with the same 512-token system prompt; the pool is too small, so requests "
+                      f"are preempted and recomputed. With prefix caching {'on' if on else 'off'}, how many of the "
+                      f"re-prefilled tokens are cache hits?", (_NONE, _UNDER, _OVER), answer,
+        f"{len(back):,} re-admissions prefilled {resumed:,} tokens, {hits:,} of them ({share:.0%}) found in the "
+        f"{term_link('prefix cache')}: the shared prompt's blocks, and the victim's own freed blocks that nobody "
+        "reused yet. Without the cache every token is computed again.",
+        "What stays in a freed block until another request takes it?",
+        {c: f"{hits:,} of {resumed:,} re-prefilled tokens ({share:.0%}) were hits." for c in (_NONE, _UNDER, _OVER)})
+
+
+POOL = config_setting("num_blocks", "num_blocks", "KV pool (blocks)", 1200, (1200, 1600, 2000))
+SEQS = config_setting("max_num_seqs", "max_num_seqs", "Batch slots (max_num_seqs)", 32, (16, 32))
+_YES, _NO = "yes, some are preempted", "no preemption"
+
+
+def _ask_sizing(runs: Sequence[Run], values: Values) -> Problem:
+    run = runs[0]
+    c = run.scenario.config
+    longest = max(r.prompt_len + r.output_len for r in run.scenario.requests)
+    count = int(run.summary["num_preemptions"])
+    answer = _YES if count else _NO
+    return choice_question(
+        "sizing", runs, f"40 requests of up to {longest:,} tokens (prompt + answer) arrive within 40 steps. The engine "
+                        f"has {c.max_num_seqs} batch slots and a pool of {c.num_blocks:,} blocks of {c.block_size} "
+                        f"tokens. Are requests preempted?", (_YES, _NO), answer,
+        f"{count:,} preemptions. {c.max_num_seqs} requests growing to ~{longest:,} tokens need up to "
+        f"{c.max_num_seqs} x {-(-longest // c.block_size)} blocks at once against the pool's {c.num_blocks:,}: "
+        "preemptions all the time are a sizing problem, fixed by a larger pool or fewer slots (more queueing).",
+        "Compare what the slots can grow into with the pool.",
+        {_YES: f"this pool holds what {c.max_num_seqs} slots grow into: no preemption.",
+         _NO: f"the {c.max_num_seqs} slots grow past the pool: {count:,} preemptions."})
+
+
+STEPS = (
+    Step("victim", "The toy pool: who is evicted?",
+         f"Four answers grow together in a {term_link('pool', 'KV pool')} of 32 {term_link('KV block', 'blocks')} "
+         f"of 16 tokens. When a request needs a block and none is free, the scheduler must "
+         f"{term_link('preemption', 'preempt')} someone.",
+         "toy_pool", ("FCFS victim",), _ask_victim, ("gantt", "kv_requests"), (VICTIM_POLICY,)),
+    Step("cost", "Recompute or swap?",
+         "A preempted request has lost its place, not its text. It can come back two ways: compute its KV again, or "
+         "have kept a copy in CPU memory.",
+         "recompute_vs_swap", ("recompute",), _ask_cost, ("cost",), (BANDWIDTH,)),
+    Step("hits", "Prefix caching softens recompute",
+         "Full blocks are hashed by their tokens. A freed block keeps its KV until it is reused, so a re-prefill can "
+         "find part of itself still there.",
+         "prefix_cache", ("prefix caching on",), _ask_hits, ("hits",), (CACHING,)),
+    Step("sizing", "Preemption all the time is a sizing problem",
+         "Preemptions cost work every time. If they happen all the time, the engine is sized wrong: the pool, or "
+         f"the number of batch slots ({term_link('max_num_seqs')}).",
+         "sizing", ("FCFS",), _ask_sizing, ("kv",), (POOL, SEQS)),
+)

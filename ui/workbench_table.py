@@ -1,0 +1,513 @@
+"""The Workbench's logic, without Streamlit: the request table (rows of text, as typed) and its checks cell by
+cell, rows to ``RequestSpec`` and back, the runs a student picks and their configs, CSV and scenario JSON in and
+out, and the compact encoding of a small table in the URL.
+
+A row is a dict from column key to the text typed in the cell (None or "" = empty). ``check_rows`` turns rows into
+request specs and lists every bad cell as a ``CellProblem`` (row, column, message with the allowed range): a bad
+cell never throws away the other rows, and the page keeps running the last table that had none.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import dataclasses
+import io
+import json
+import re
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from sim import cost_estimate
+from sim import scenario as scenario_io
+from sim.admission import rejection_message
+from sim.config import MODELS, EngineConfig, Policy, PreemptionMode
+from sim.request import MAX_LEN_TOKENS, MAX_PRIORITY, RequestSpec
+from sim.scenario import Scenario, ScenarioError
+
+
+class Column(NamedTuple):
+    key: str  # the CSV header and the scenario file's request key
+    label: str  # the editor's column head
+    help: str
+    lo: int | None = None  # whole-number columns: the allowed range
+    hi: int | None = None
+
+
+MAX_ROWS = 2_000  # requests the table holds at most (an editable grid past that is no longer a table to edit)
+URL_MAX_ROWS = 50  # a table of at most this many rows lives in the link; past it, the JSON file is the way
+MAX_ID_CHARS = 64
+MAX_STEPS = cost_estimate.PAGE_LIMITS.max_steps  # a run's max_steps here (as for an uploaded scenario)
+
+COLUMNS: tuple[Column, ...] = (
+    Column("id", "id", "A unique name for the request"),
+    Column("client", "client", "Who sent it (fairness policies count per client); empty = default"),
+    Column("arrival_step", "arrival step", "Engine step it arrives at", 0, MAX_STEPS - 1),
+    Column("prompt_len", "prompt tokens", "Prompt length, tokens (shared prefix included)", 1, MAX_LEN_TOKENS),
+    Column("output_len", "answer tokens", "Answer length, tokens", 1, MAX_LEN_TOKENS),
+    Column("priority", "priority", "Lower runs first under the priority policy (vLLM's order); empty = 0",
+           -MAX_PRIORITY, MAX_PRIORITY),
+    Column("abort_step", "abandon step", "Step the user closes the tab (empty = never); at or after arrival",
+           0, MAX_STEPS - 1),
+    Column("prefix_group", "prefix group", "Requests of one group share their first prefix tokens (empty = none)"),
+    Column("prefix_len", "prefix tokens", "Shared prefix length, tokens, at most the prompt; needs a group", 0,
+           MAX_LEN_TOKENS),
+)
+KEYS = tuple(c.key for c in COLUMNS)
+LABELS = {c.key: c.label for c in COLUMNS}
+_BY_KEY = {c.key: c for c in COLUMNS}
+Row = dict[str, str | None]
+
+
+@dataclass(frozen=True)
+class CellProblem:
+    row: int  # 0-based position in the table
+    column: str  # a column key
+    message: str  # what is wrong and what is allowed
+
+    def __str__(self) -> str:
+        return f"row {self.row + 1}, {LABELS[self.column]}: {self.message}"
+
+
+# ---- cells ------------------------------------------------------------------------------------------------------
+def text(value: Any) -> str:
+    """A cell's text: None and NaN (pandas' empty cell) are empty; numbers as typed, 3.0 as 3."""
+    if value is None or (isinstance(value, float) and value != value):
+        return ""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value).strip()
+
+
+_WHOLE = re.compile(r"^[+-]?\d[\d,_]*(\.0*)?$")
+
+
+def parse_whole(raw: str, lo: int, hi: int) -> int:
+    """The whole number ``raw`` spells ("1,000", "1000", "12.0"), from ``lo`` to ``hi``; ValueError says what is
+    allowed."""
+    allowed = f"a whole number from {lo:,} to {hi:,}"
+    if _WHOLE.match(raw):
+        value = int(raw.split(".")[0].replace(",", "").replace("_", ""))
+    else:
+        try:
+            number = float(raw.replace(",", ""))
+        except ValueError:
+            raise ValueError(f"{allowed}, got {raw[:20]!r}") from None
+        if not number.is_integer():  # (NaN and infinities are not either)
+            raise ValueError(f"{allowed} (not a fraction), got {raw[:20]!r}") from None
+        value = int(number)
+    if not lo <= value <= hi:
+        raise ValueError(f"{allowed}, got {value:,}")
+    return value
+
+
+def _cell_value(row: Row, key: str, problems: list[CellProblem], index: int) -> Any:
+    raw = text(row.get(key))
+    col = _BY_KEY[key]
+    if key == "id":
+        if not raw:
+            problems.append(CellProblem(index, key, "required: a name for the request"))
+        elif len(raw) > MAX_ID_CHARS:
+            problems.append(CellProblem(index, key, f"at most {MAX_ID_CHARS} characters, got {len(raw):,}"))
+        return raw
+    if key == "client":
+        if len(raw) > MAX_ID_CHARS:
+            problems.append(CellProblem(index, key, f"at most {MAX_ID_CHARS} characters, got {len(raw):,}"))
+        return raw or "default"
+    if key == "prefix_group":
+        if len(raw) > MAX_ID_CHARS:
+            problems.append(CellProblem(index, key, f"at most {MAX_ID_CHARS} characters, got {len(raw):,}"))
+        return raw or None
+    if not raw:
+        if key in ("arrival_step", "prompt_len", "output_len"):
+            problems.append(CellProblem(index, key, f"required: a whole number from {col.lo:,} to {col.hi:,}"))
+        return {"priority": 0, "prefix_len": 0}.get(key)
+    try:
+        return parse_whole(raw, col.lo, col.hi)
+    except ValueError as e:
+        problems.append(CellProblem(index, key, str(e)))
+        return None
+
+
+def _row_spec(values: dict[str, Any], index: int, problems: list[CellProblem]) -> RequestSpec | None:
+    """The row's spec once each cell is valid alone: the rules between cells of one row, then the spec."""
+    arrival, abort, prompt, prefix = (values[k] for k in ("arrival_step", "abort_step", "prompt_len", "prefix_len"))
+    if abort is not None and arrival is not None and abort < arrival:
+        problems.append(CellProblem(index, "abort_step", f"at or after the arrival step ({arrival:,}), or empty for "
+                                                         f"never; got {abort:,}"))
+        return None
+    if prefix and prompt is not None and prefix > prompt:
+        problems.append(CellProblem(index, "prefix_len", f"at most the prompt ({prompt:,} tokens), got {prefix:,}"))
+        return None
+    if prefix and values["prefix_group"] is None:
+        problems.append(CellProblem(index, "prefix_group", f"required when prefix tokens is {prefix:,}: name the "
+                                                           f"group of requests that share the prefix"))
+        return None
+    if any(values[k] is None for k in ("arrival_step", "prompt_len", "output_len")) or not values["id"]:
+        return None
+    try:
+        return RequestSpec(values["id"], values["arrival_step"], values["prompt_len"], values["output_len"],
+                           client_id=values["client"], priority=values["priority"], abort_step=abort,
+                           prefix_group=values["prefix_group"], prefix_len=prefix or 0)
+    except ValueError as e:  # (a rule the cells above do not check alone: said in RequestSpec's words)
+        problems.append(CellProblem(index, "id", str(e)))
+        return None
+
+
+class Checked(NamedTuple):
+    specs: tuple[RequestSpec, ...]  # every row's request, when there is no problem (else the rows that are fine)
+    problems: tuple[CellProblem, ...]
+
+    @property
+    def is_valid(self) -> bool:
+        return not self.problems and bool(self.specs)
+
+
+def check_rows(rows: Sequence[Row], config: EngineConfig) -> Checked:
+    """Every row's cells checked alone, then within the row, then against the other rows (unique ids) and the
+    engine (a request that can never run on ``config``: the pool, the token budget, max_model_len)."""
+    problems: list[CellProblem] = []
+    if not rows:
+        return Checked((), (CellProblem(0, "id", "the table is empty: add at least one request"),))
+    if len(rows) > MAX_ROWS:
+        return Checked((), (CellProblem(MAX_ROWS, "id", f"the table holds at most {MAX_ROWS:,} requests, got "
+                                                        f"{len(rows):,}"),))
+    specs: list[RequestSpec] = []
+    first_row: dict[str, int] = {}
+    for i, row in enumerate(rows):
+        values = {key: _cell_value(row, key, problems, i) for key in KEYS}
+        if values["id"] in first_row:
+            problems.append(CellProblem(i, "id", f"{values['id']!r} is also row {first_row[values['id']] + 1}'s id; "
+                                                 f"ids must be unique"))
+            continue
+        if values["id"]:
+            first_row[values["id"]] = i
+        spec = _row_spec(values, i, problems)
+        if spec is None:
+            continue
+        why = rejection_message(spec, config)
+        if why:
+            column = "output_len" if "KV blocks" in why and spec.prompt_len <= config.num_blocks * config.block_size \
+                else "prompt_len"
+            problems.append(CellProblem(i, column, f"can never run on this engine: it {why}; at most "
+                                                   f"{config.num_blocks * config.block_size:,} tokens (prompt + "
+                                                   f"answer) fit the pool"))
+            continue
+        specs.append(spec)
+    problems.sort(key=lambda p: (p.row, KEYS.index(p.column)))
+    return Checked(tuple(specs), tuple(problems))
+
+
+def cost_problem(specs: Sequence[RequestSpec], config: EngineConfig) -> str:
+    """Why a run of ``specs`` is past the app's limits (tokens, steps, memory), '' if it is within them."""
+    try:
+        cost_estimate.check(cost_estimate.of_requests(config, specs), cost_estimate.PAGE_LIMITS,
+                            "shorten the table, or export it as JSON and run it with `python -m sim run FILE`")
+    except ValueError as e:
+        return str(e)
+    return ""
+
+
+# ---- rows <-> specs ---------------------------------------------------------------------------------------------
+def row_of(spec: RequestSpec) -> Row:
+    """A spec as the table shows it: every cell text, empty where the spec has its default."""
+    return {
+        "id": spec.request_id, "client": "" if spec.client_id == "default" else spec.client_id,
+        "arrival_step": str(spec.arrival_step), "prompt_len": str(spec.prompt_len),
+        "output_len": str(spec.output_len), "priority": str(spec.priority) if spec.priority else "",
+        "abort_step": "" if spec.abort_step is None else str(spec.abort_step),
+        "prefix_group": spec.prefix_group or "", "prefix_len": str(spec.prefix_len) if spec.prefix_len else "",
+    }
+
+
+def rows_of(specs: Sequence[RequestSpec]) -> list[Row]:
+    return [row_of(s) for s in specs]
+
+
+def dropped_fields(specs: Sequence[RequestSpec]) -> list[str]:
+    """What the table cannot hold of ``specs`` (a file's max_tokens or stop strings), worded for a note."""
+    out = []
+    if n := sum(s.max_tokens is not None for s in specs):
+        out.append(f"max_tokens of {n:,} request{'s' if n > 1 else ''}")
+    if n := sum(s.stop_type.value != "token" for s in specs):
+        out.append(f"the stop type of {n:,} request{'s' if n > 1 else ''}")
+    return out
+
+
+def new_row(rows: Sequence[Row]) -> Row:
+    """A row to add: a fresh id, arriving with the last row, 100-token prompt and answer."""
+    taken = {text(r.get("id")) for r in rows}
+    n = len(rows)
+    while f"r{n}" in taken:
+        n += 1
+    last = rows[-1] if rows else {}
+    return {"id": f"r{n}", "client": text(last.get("client")), "arrival_step": text(last.get("arrival_step")) or "0",
+            "prompt_len": "100", "output_len": "100", "priority": "", "abort_step": "", "prefix_group": "",
+            "prefix_len": ""}
+
+
+def duplicate_row(rows: Sequence[Row], index: int) -> list[Row]:
+    """``rows`` with a copy of row ``index`` after it, under a fresh id (``<id>-copy``, ``<id>-copy2``...)."""
+    taken = {text(r.get("id")) for r in rows}
+    base = f"{text(rows[index].get('id')) or 'r'}-copy"
+    new_id, n = base, 1
+    while new_id in taken:
+        n += 1
+        new_id = f"{base}{n}"
+    copy = {**{k: text(rows[index].get(k)) for k in KEYS}, "id": new_id}
+    return [*rows[: index + 1], copy, *rows[index + 1 :]]
+
+
+def apply_edits(rows: Sequence[Row], edits: dict[str, Any]) -> list[Row]:
+    """``rows`` after an editor's edits (st.data_editor's state: ``edited_rows`` {position: {column: value}},
+    ``deleted_rows`` [positions], ``added_rows`` [{column: value}]); an added row's empty cells get ``new_row``'s."""
+    out = [{k: text(r.get(k)) for k in KEYS} for r in rows]
+    for pos, changes in (edits.get("edited_rows") or {}).items():
+        i = int(pos)
+        if 0 <= i < len(out):
+            out[i].update({k: text(v) for k, v in changes.items() if k in KEYS})
+    gone = {int(i) for i in edits.get("deleted_rows") or []}
+    out = [r for i, r in enumerate(out) if i not in gone]
+    for added in edits.get("added_rows") or []:
+        typed = {k: text(v) for k, v in added.items() if k in KEYS and text(v)}
+        out.append({**new_row(out), **typed})
+    return out
+
+
+# ---- the runs compared ------------------------------------------------------------------------------------------
+POLICIES = {  # the run picker's choices: label, and the config it sets
+    "fcfs": ("FCFS", {"policy": Policy.FCFS}),
+    "sjf": ("SJF (true lengths)", {"policy": Policy.SJF}),
+    "sjf_predicted": ("SJF (predicted)", {"policy": Policy.SJF_PREDICTED}),
+    "priority": ("Priority", {"policy": Policy.PRIORITY}),
+    "vtc": ("VTC", {"policy": Policy.VTC}),
+    "lcf": ("LCF", {"policy": Policy.LCF}),
+    "rate_limit": ("Rate limit", {"policy": Policy.FCFS}),
+}
+MAX_RUNS = 4
+
+
+@dataclass(frozen=True)
+class RunChoice:
+    """One run the student picked: a policy and its settings, on the workbench's engine."""
+
+    policy: str  # a key of POLICIES
+    preemption_mode: str = "recompute"
+    prefix_caching: bool = False
+    sigma: float = 0.5  # SJF (predicted): the lognormal error of the predicted lengths
+    guard_steps: int = 0  # SJF: the starvation guard (0 = off)
+    weights: str = ""  # VTC: "A:2, B:1" (unnamed clients weigh 1)
+    rate_limit: int = 2  # rate limit: requests a client may start per window
+    window_steps: int = 100
+
+    def config(self, engine: EngineConfig) -> EngineConfig:
+        """``engine`` with this run's policy and settings (swap gets CPU space as large as the GPU pool)."""
+        changes: dict[str, Any] = dict(POLICIES[self.policy][1])
+        changes["preemption_mode"] = PreemptionMode(self.preemption_mode)
+        changes["num_cpu_blocks"] = engine.num_blocks if self.preemption_mode == "swap" else 0
+        changes["enable_prefix_caching"] = self.prefix_caching
+        if self.policy == "sjf_predicted":
+            changes["prediction_error_sigma"] = self.sigma
+        if self.policy in ("sjf", "sjf_predicted"):
+            changes["starvation_threshold_steps"] = self.guard_steps
+        if self.policy == "vtc":
+            changes["client_weights"] = parse_weights(self.weights)
+        if self.policy == "rate_limit":
+            changes["rate_limit_max_requests"] = self.rate_limit
+            changes["rate_limit_window_steps"] = self.window_steps
+        return engine.replace(**changes)
+
+    def label(self) -> str:
+        name = POLICIES[self.policy][0]
+        extra = {"sjf_predicted": f"σ {self.sigma:g}", "rate_limit": f"{self.rate_limit}/{self.window_steps} steps",
+                 "vtc": self.weights.replace(" ", "") if parse_weights(self.weights) else ""}.get(self.policy, "")
+        parts = [f"{name} {extra}".strip()]
+        if self.policy in ("sjf", "sjf_predicted") and self.guard_steps:
+            parts.append(f"guard {self.guard_steps}")
+        if self.preemption_mode == "swap":
+            parts.append("swap")
+        if self.prefix_caching:
+            parts.append("prefix cache")
+        return " · ".join(parts)
+
+
+def run_labels(choices: Sequence[RunChoice]) -> list[str]:
+    """Each run's label, made unique by its slot number where two runs are the same ("FCFS (run 3)")."""
+    labels = [c.label() for c in choices]
+    return [f"{lab} (run {i + 1})" if labels.count(lab) > 1 else lab for i, lab in enumerate(labels)]
+
+
+def parse_weights(raw: str) -> tuple[tuple[str, float], ...]:
+    """VTC weights typed as "A:2, B:1" (or "A=2"); ValueError names the piece that is not a client and a weight."""
+    pairs = []
+    for piece in (p.strip() for p in raw.split(",")):
+        if not piece:
+            continue
+        name, sep, weight = piece.replace("=", ":").rpartition(":")
+        try:
+            value = float(weight)
+        except ValueError:
+            value = float("nan")
+        if not sep or not name.strip() or not 0.001 <= value <= 1000:
+            raise ValueError(f"VTC weights: {piece[:30]!r} is not client:weight with a weight from 0.001 to 1,000 "
+                             f"(e.g. A:2, B:1)")
+        pairs.append((name.strip(), value))
+    if len({n for n, _ in pairs}) < len(pairs):
+        raise ValueError("VTC weights: a client is given two weights; give each client one")
+    return tuple(pairs)
+
+
+def run_choice_of(config: EngineConfig) -> RunChoice:
+    """The run that comes nearest to ``config`` (a scenario file's), within the pickers' ranges."""
+    return RunChoice("rate_limit" if config.rate_limit_max_requests else config.policy.value,
+                     config.preemption_mode.value, config.enable_prefix_caching,
+                     min(config.prediction_error_sigma, MAX_SIGMA), min(config.starvation_threshold_steps, MAX_GUARD),
+                     ", ".join(f"{c}:{w:g}" for c, w in config.client_weights),
+                     min(config.rate_limit_max_requests, MAX_RATE_LIMIT) or RunChoice.rate_limit,
+                     min(config.rate_limit_window_steps, MAX_WINDOW))
+
+
+def engine_of(config: EngineConfig) -> EngineConfig:
+    """The workbench engine nearest to ``config``: its pool, slots, budget, chunking, watermark (at most
+    MAX_WATERMARK) and named model (else the default one)."""
+    model = next((k for k, m in MODELS.items() if m == config.model), "llama-3.1-8b")
+    return engine_config(config.num_blocks, config.block_size, config.max_num_seqs, config.max_num_batched_tokens,
+                         config.chunked_prefill, min(config.watermark, MAX_WATERMARK), model)
+
+
+def config_not_kept(config: EngineConfig) -> list[str]:
+    """The settings of ``config`` the workbench cannot hold (run 1 on its engine differs there), by field name."""
+    ours = run_choice_of(config).config(engine_of(config))
+    return [f.name for f in dataclasses.fields(EngineConfig)
+            if f.name != "max_steps" and getattr(ours, f.name) != getattr(config, f.name)]
+
+
+MAX_SIGMA, MAX_GUARD, MAX_RATE_LIMIT, MAX_WINDOW, MAX_WATERMARK = 2.5, 100_000, 10_000, 100_000, 0.5
+
+
+def engine_config(num_blocks: int, block_size: int, max_num_seqs: int, max_num_batched_tokens: int,
+                  chunked_prefill: bool, watermark: float, model: str) -> EngineConfig:
+    """The workbench's engine: every run shares it (the page's settings; ValueError names a bad one)."""
+    if model not in MODELS:
+        raise ValueError(f"model: {model!r} is not one of: {', '.join(MODELS)}")
+    return EngineConfig(num_blocks=num_blocks, block_size=block_size, max_num_seqs=max_num_seqs,
+                        max_num_batched_tokens=max_num_batched_tokens, chunked_prefill=chunked_prefill,
+                        watermark=watermark, model=MODELS[model], max_steps=MAX_STEPS)
+
+
+def scenarios(specs: Sequence[RequestSpec], engine: EngineConfig,
+              choices: Sequence[RunChoice]) -> list[tuple[str, Scenario]]:
+    """(label, scenario) of each run: the same requests and engine, each run's policy and settings."""
+    return [(label, Scenario(f"Workbench: {label}", choice.config(engine), tuple(specs),
+                             f"{len(specs):,} requests built on the Scheduler Lab workbench, run with {label}"))
+            for label, choice in zip(run_labels(choices), choices, strict=True)]
+
+
+# ---- CSV and scenario JSON --------------------------------------------------------------------------------------
+def to_csv(rows: Sequence[Row]) -> str:
+    """The table as CSV: the scenario file's request keys as headers, cells as typed."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=KEYS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows({k: text(r.get(k)) for k in KEYS} for r in rows)
+    return out.getvalue()
+
+
+MAX_IMPORT_BYTES = 2 * 2**20  # a CSV or JSON file the workbench reads at most (2,000 rows take ~100 KB)
+
+
+def from_csv(data: str) -> list[Row]:
+    """Rows from CSV text with the table's headers (``id``, ``arrival_step``, ``prompt_len``, ``output_len``
+    required, the rest optional, in any order); ValueError names an unknown or missing header, or too many rows.
+    The cells are kept as text: ``check_rows`` says which are bad."""
+    if len(data) > MAX_IMPORT_BYTES:
+        raise ValueError(f"the file is larger than {MAX_IMPORT_BYTES:,} bytes")
+    reader = csv.DictReader(io.StringIO(data.lstrip("\ufeff")))
+    headers = [h.strip() for h in reader.fieldnames or []]
+    if not headers:
+        raise ValueError("the file is empty: the first line must name the columns (id, arrival_step, prompt_len, "
+                         "output_len, ...)")
+    unknown = [h for h in headers if h not in KEYS]
+    if unknown:
+        raise ValueError(f"unknown column {unknown[0][:40]!r}; the columns are: {', '.join(KEYS)}")
+    missing = [k for k in ("id", "arrival_step", "prompt_len", "output_len") if k not in headers]
+    if missing:
+        raise ValueError(f"missing column {missing[0]!r}; id, arrival_step, prompt_len and output_len are required")
+    rows = []
+    for record in reader:
+        if len(rows) >= MAX_ROWS:
+            raise ValueError(f"more than {MAX_ROWS:,} rows: the workbench holds at most {MAX_ROWS:,} requests (run "
+                             f"larger workloads with `python -m sim run`)")
+        if None in record:
+            raise ValueError(f"line {reader.line_num}: more cells than the {len(headers)} columns")
+        rows.append({k.strip(): text(v) for k, v in record.items() if k is not None})
+    if not rows:
+        raise ValueError("the file has a header line but no requests")
+    return [{k: r.get(k, "") for k in KEYS} for r in rows]
+
+
+def scenario_json(specs: Sequence[RequestSpec], config: EngineConfig, name: str) -> str:
+    """The scenario file of ``specs`` on ``config`` (what ``python -m sim run`` reads)."""
+    return scenario_io.dumps(Scenario(name, config, tuple(specs),
+                                      "Built on the Scheduler Lab workbench (python -m sim run FILE)"))
+
+
+def from_json(data: str) -> Scenario:
+    """A scenario file (the format of ``python -m sim run``), within the app's limits and the table's size;
+    ScenarioError names the field."""
+    if len(data) > MAX_IMPORT_BYTES:
+        raise ScenarioError(f"the file is larger than {MAX_IMPORT_BYTES:,} bytes")
+    scenario = scenario_io.loads(data, cost_estimate.PAGE_LIMITS)
+    if len(scenario.requests) > MAX_ROWS:
+        raise ScenarioError(f"requests: {len(scenario.requests):,} requests, and the workbench holds at most "
+                            f"{MAX_ROWS:,} (run larger workloads with `python -m sim run`)")
+    return scenario
+
+
+# ---- the link ---------------------------------------------------------------------------------------------------
+URL_VERSION = "1"
+MAX_URL_CHARS = 8_000  # a table parameter longer than this is refused (50 rows take ~1,000)
+
+
+def encode_rows(rows: Sequence[Row]) -> str | None:
+    """A table of at most URL_MAX_ROWS rows as one URL-safe string ("1." + base64 of the zlib'd cells); None for a
+    larger one (its JSON file is the way to share it)."""
+    if len(rows) > URL_MAX_ROWS:
+        return None
+    cells = []
+    for r in rows:
+        values = [text(r.get(k)) for k in KEYS]
+        while values and not values[-1]:
+            values.pop()
+        cells.append(values)
+    packed = zlib.compress(json.dumps(cells, separators=(",", ":")).encode(), 9)
+    return f"{URL_VERSION}.{base64.urlsafe_b64encode(packed).decode().rstrip('=')}"
+
+
+def decode_rows(param: str) -> list[Row]:
+    """The rows ``encode_rows`` wrote; ValueError says why a tampered or cut link cannot be read. The cells are
+    not checked here (``check_rows`` does)."""
+    if len(param) > MAX_URL_CHARS:
+        raise ValueError(f"longer than {MAX_URL_CHARS:,} characters")
+    version, _, body = param.partition(".")
+    if version != URL_VERSION or not body:
+        raise ValueError(f"not a workbench table (it should start with {URL_VERSION}.)")
+    try:
+        packed = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
+        unzip = zlib.decompressobj()
+        raw = unzip.decompress(packed, 256 * 1024)  # (bounded: a small link must not unpack to gigabytes)
+        if unzip.unconsumed_tail or not unzip.eof:
+            raise ValueError
+        cells = json.loads(raw)
+    except (ValueError, zlib.error, UnicodeDecodeError):
+        raise ValueError("cut or changed: it does not unpack to a table") from None
+    if not isinstance(cells, list) or not cells or len(cells) > URL_MAX_ROWS:
+        raise ValueError(f"it must hold 1 to {URL_MAX_ROWS} rows")
+    rows = []
+    for values in cells:
+        if not isinstance(values, list) or len(values) > len(KEYS) or not all(isinstance(v, str) for v in values):
+            raise ValueError("a row is not a list of cells")
+        rows.append({k: (values[i] if i < len(values) else "")[:200] for i, k in enumerate(KEYS)})
+    return rows
