@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from ui import knobs, page, runner, theme
+from ui import knobs, page, sweeps, theme
 from ui.charts import preemption as charts
 from ui.charts import time_extent
 from ui.controls import KnobPanel
@@ -97,10 +97,12 @@ def show_sweep() -> None:
         return
     st.subheader("Sizing: KV pool size x max_num_seqs")
     pools, seqs = lesson.sweep_axes(preset)
-    sweep_base = runs[0].scenario
-    key = f"{runner.scenario_key(lesson.sweep_identity(sweep_base))}|{pools}|{seqs}"
-    with st.spinner(f"Running the sweep: {len(pools) * len(seqs)} simulations..."):
-        sweep = runner.computed("sizing_sweep", key, lambda: lesson.sizing_sweep(sweep_base, pools, seqs))
+    points = lesson.sizing_points(runs[0].scenario, pools, seqs)  # (coarse first: the grid fills in as they run)
+    live = page.guarded(lambda: sweeps.Sweep([sc for _, _, sc in points], lesson.sizing_point, lp.started_s))
+    sweeps.show(live, lambda measure: draw_sweep(lesson.sizing_from(points, pools, seqs, measure)))
+
+
+def draw_sweep(sweep: lesson.Sweep) -> None:
     pool = lesson.pool_gib(config)
     i, j, exact = lesson.nearest_cell(sweep, pool, config.max_num_seqs)
     # (presentation mode: one under the other; half a projector's width runs the larger cell numbers together)
@@ -108,19 +110,20 @@ def show_sweep() -> None:
     with left:
         page.show_chart(charts.sweep_heatmap(
             sweep.pools_gib, sweep.pools_blocks, sweep.seqs, sweep.preemptions, style, current=(i, j),
-            title="Preemptions per run", colorbar_title="preemptions", color=theme.VERMILLION),
-            "preemption-sweep-preemptions", style)
+            title="Preemptions per run", colorbar_title="preemptions", color=theme.VERMILLION,
+            pending=sweep.pending), "preemption-sweep-preemptions", style)
     with right:
         page.show_chart(charts.sweep_heatmap(
             sweep.pools_gib, sweep.pools_blocks, sweep.seqs, sweep.finish_ms / 1000, style, current=(i, j),
             title="Mean finish time (s)", colorbar_title="mean finish (s)", color=theme.BLUE, value_format=".2f",
-            from_zero=False),
+            from_zero=False, pending=sweep.pending),
             "preemption-sweep-latency", style)
     where = "your setting" if exact else "the grid cell nearest your setting"
     st.caption(f"Outlined: {where} ({fmt_gib(pool)}, max_num_seqs {config.max_num_seqs}). "
-               f"{sweep.preemptions.size} runs of this workload in {sweep.seconds:.2f} s, cached: moving the pool "
-               "or max_num_seqs knobs only moves the outline.")
-    page.notice(lesson.sweep_notices(sweep, pool, config.max_num_seqs))
+               f"{sweep.preemptions.size} runs of this workload, cached: moving the pool or max_num_seqs knobs only "
+               "moves the outline.")
+    if sweep.pending is None:
+        page.notice(lesson.sweep_notices(sweep, pool, config.max_num_seqs))
 
 
 SECTIONS = {"timeline": show_timeline, "kv": show_kv, "cost": show_cost,

@@ -1,9 +1,18 @@
-"""Widgets whose values live in the URL, so a copied link reproduces the view.
+"""Widgets whose values live in the URL, so a copied link reproduces the view; and the URL that follows the reader
+from page to page.
 
 A page declares its knobs (``Knob``), then ``KnobPanel(page, knobs).render(container)`` returns their values.
 On the first run of a session the values come from the URL (``st.query_params``) when they are valid; an invalid
 or tampered value falls back to the default with a visible warning. After every run the URL holds exactly the
 values that differ from the defaults (the preset's), so links stay short.
+
+Leaving a page and coming back: Streamlit's page links drop the query string, and a page's widgets lose their
+state once another page has run. So every write to the URL goes through ``set_param``, which also remembers the
+page's query string in the session, and ``arrive(page)`` (first thing in every run, from ``ui.page.setup``) puts
+it back when the reader returns to a page: the widgets then start from the URL, as from a copied link. The
+session-wide settings (``SESSION_PARAMS``: presentation mode, the export format) come along from the page just
+left. Any view setting that a page keeps in the URL this way (a knob, the preset, the chart picked, the player's
+step) survives navigation without code of its own.
 """
 
 from __future__ import annotations
@@ -17,6 +26,56 @@ import streamlit as st
 from .wording import as_code
 
 PRESET_PARAM = "preset"
+SESSION_PARAMS = ("present", "export")  # the Display panel's: one value for the whole session, not per page
+_URLS = "__urls"  # session state: {page: {param: [values]}}, each page's query string as the reader left it
+_PAGE = "__page"  # session state: the page of the latest run
+
+Params = dict[str, list[str]]
+
+
+def _current_params() -> Params:
+    return {k: st.query_params.get_all(k) for k in st.query_params}
+
+
+def arrival_params(current: Params, saved: Params, left: Params) -> Params:
+    """The query string for a page the reader has just navigated to: ``current`` (what the link gave), or, when it
+    gives no setting of the page (a page link drops them), ``saved`` (the page's own, as the reader left it); the
+    session-wide settings in either case from ``left`` (the page just left) unless the link sets them."""
+    page_params = {k: v for k, v in current.items() if k not in SESSION_PARAMS}
+    out = page_params or {k: v for k, v in saved.items() if k not in SESSION_PARAMS}
+    for k in SESSION_PARAMS:
+        if k in current:
+            out[k] = current[k]
+        elif k in left:
+            out[k] = left[k]
+    return out
+
+
+def arrive(page: str) -> None:
+    """At the top of every run of ``page``: on a return from another page, restore the page's URL (see the module
+    docstring); then remember it."""
+    state = st.session_state
+    urls = state.setdefault(_URLS, {})
+    last, state[_PAGE] = state.get(_PAGE), page
+    if last is not None and last != page:
+        current = _current_params()
+        wanted = arrival_params(current, urls.get(page, {}), urls.get(last, {}))
+        if wanted != current:
+            st.query_params.from_dict(wanted)
+    urls[page] = _current_params()
+
+
+def set_param(name: str, value: str | None) -> None:
+    """Put ``name=value`` in the URL (None: take it out) and remember the page's URL for the reader's return. Every
+    view setting a page keeps in the URL is written here (a fragment's too: it does not run ``arrive``)."""
+    if value is None:
+        st.query_params.pop(name, None)
+    elif st.query_params.get_all(name) != [value]:
+        st.query_params[name] = value
+    page = st.session_state.get(_PAGE)
+    if page is not None:
+        st.session_state.setdefault(_URLS, {})[page] = _current_params()
+
 
 
 @dataclass(frozen=True)
@@ -155,6 +214,9 @@ class KnobPanel:
                 st.session_state[key] = knob.default
                 continue
             if key in st.session_state:
+                # (set again, as the page's own: a widget drawn on every page, the Display panel's, would
+                # otherwise start from its default on the next page, where Streamlit sees another widget)
+                st.session_state[key] = st.session_state[key]
                 continue
             value = knob.default
             if knob.key in st.query_params:
@@ -232,11 +294,7 @@ class KnobPanel:
     def _sync_url(self, values: dict[str, Any]) -> None:
         for knob in self.knobs:
             value = values[knob.key]
-            if value == knob.default:
-                if knob.key in st.query_params:
-                    del st.query_params[knob.key]
-            elif st.query_params.get(knob.key) != knob.to_url(value):
-                st.query_params[knob.key] = knob.to_url(value)
+            set_param(knob.key, None if value == knob.default else knob.to_url(value))
 
 
 def preset_picker(page: str, presets: list[Any], container: Any = None) -> Any:
@@ -255,9 +313,5 @@ def preset_picker(page: str, presets: list[Any], container: Any = None) -> Any:
     box = container if container is not None else st
     key = box.selectbox("Preset", keys, format_func=titles.get, key=state_key,
                         help="Scenarios that each make one point; the article's example comes first.")
-    if key == keys[0]:
-        if PRESET_PARAM in st.query_params:
-            del st.query_params[PRESET_PARAM]
-    elif st.query_params.get(PRESET_PARAM) != key:
-        st.query_params[PRESET_PARAM] = key
+    set_param(PRESET_PARAM, None if key == keys[0] else key)
     return presets[keys.index(key)]

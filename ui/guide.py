@@ -26,6 +26,7 @@ from .charts import budget as budget_charts
 from .charts import cancellation as cancel_charts
 from .charts import fairness as fairness_charts
 from .charts import preemption as preemption_charts
+from .controls import set_param
 from .lesson import Run
 from .lessons import budget_guide, cancellation_guide, fairness_guide, preemption_guide, queueing_guide
 from .lessons import preemption as preemption_lesson
@@ -125,8 +126,7 @@ def current_step(lesson: str, num_steps: int) -> int:
             n = 1
         st.session_state[key] = n
     n = st.session_state[key]
-    if st.query_params.get(GUIDE_PARAM) != str(n):
-        st.query_params[GUIDE_PARAM] = str(n)
+    set_param(GUIDE_PARAM, str(n))  # (remembered too: a return to the page finds it in the URL)
     return n
 
 

@@ -165,8 +165,13 @@ def run_variants(variants: Sequence[tuple[str, Scenario]], make: Callable[..., A
     keys = {runner.scenario_key(sc) for _, sc in variants}
     sweep = [sc for sc in ahead if runner.scenario_key(sc) not in keys]
     runner.prefetch([*(sc for _, sc in variants[:half]), *sweep, *(sc for _, sc in variants[half:])])
-    runs = page.guarded(lambda: [make(label, sc, tr := runner.run(sc), runner.summary(sc, tr))
-                                 for label, sc in variants])
+    # A run not made before may take seconds (a busy preset, a large workload): a bar says which is running from
+    # the start. Runs from the cache draw none (no flicker on a slider moved back).
+    slot = None if all(runner.is_ready(key) for key in keys) else st.empty()
+    runs = page.guarded(lambda: [_run_one(i, len(variants), label, sc, make, slot) for i, (label, sc) in
+                                 enumerate(variants, 1)])
+    if slot is not None:
+        slot.empty()
     if not runs:
         st.warning(f"Pick at least one {what} to compare in the sidebar.", icon=":material/warning:")
         st.stop()
@@ -178,6 +183,17 @@ def run_variants(variants: Sequence[tuple[str, Scenario]], make: Callable[..., A
     if text:
         st.warning(text, icon=":material/block:")
     return runs
+
+
+def _run_one(i: int, n: int, label: str, scenario: Scenario, make: Callable[..., Any], slot: Any) -> Any:
+    """One variant's run, with a progress bar in ``slot`` (None: no bar, every run is cached) that says which.
+    Each update is also where a newer slider move stops this rerun: a busy preset never holds up the next one
+    for longer than the run in progress."""
+    if slot is not None:
+        slot.progress((i - 1) / n, text=f":material/hourglass_top: Simulating {label} ({i} of {n}): "
+                                        f"{count(len(scenario.requests), 'request')}…")
+    trace = runner.run(scenario)
+    return make(label, scenario, trace, runner.summary(scenario, trace))
 
 
 def unservable_message(scenario: Scenario, trace: Trace) -> str:

@@ -18,9 +18,9 @@ import streamlit as st
 from sim import ScenarioError, SimulationError, StepLimitError
 
 from .charts.tables import metric_row
-from .controls import Knob, KnobPanel
+from .controls import Knob, KnobPanel, arrive, set_param
 from .theme import ChartStyle, plotly_config
-from .wording import Card, file_slug
+from .wording import Card, as_code, file_slug
 
 _DISPLAY_KNOBS = [
     Knob("present", "Presentation mode (projector)", "bool", False, widget="toggle",
@@ -31,10 +31,15 @@ _DISPLAY_KNOBS = [
 ]
 
 # Presentation mode: larger text; a metric's larger number ("4,081 tokens/s") needs 18 rem before its row wraps.
+# A projector's first screen (1,280 x 720) holds the title, the question, the preset and the headline numbers: the
+# page's margins (5 rem at the sides, 6 above, in rem: 100 and 120 px at 20 px) and the title shrink to fit, so
+# three metrics (3 x 18 rem) and two charts (2 x 400 px) fit a row of the 1,160 px left.
 _PRESENTATION_CSS = f"""
 <style>
 html {{ font-size: {ChartStyle(presentation=True).root_font_px}px; }}
 [data-testid="stColumn"]:has([data-testid="stMetric"]) {{ min-width: min(100%, 18rem); }}
+[data-testid="stMainBlockContainer"] {{ padding-top: 3rem; padding-left: 3rem; padding-right: 3rem; }}
+[data-testid="stMainBlockContainer"] h1 {{ font-size: 2.2rem; padding-top: 0.5rem; }}
 </style>
 """
 
@@ -70,12 +75,16 @@ FAVICON = "🚦"  # (an emoji is drawn in the browser; a :material/...: page ico
 def setup(title: str) -> ChartStyle:
     """Configure the page, draw the navigation and return the chart style chosen under Display."""
     st.set_page_config(page_title=f"{title} · Scheduler Lab", page_icon=FAVICON, layout="wide")
+    arrive(title)  # (back on this page: its settings return to the URL, and from there to its widgets)
     st.sidebar.markdown("### Scheduler Lab")
     for path, label, page_icon in PAGES:
         st.sidebar.page_link(path, label=label, icon=page_icon)
     # (widgets in the expander, a bad link value warned about in the main area, where the page starts: inside the
     # collapsed expander nobody would see it)
     values = KnobPanel("display", _DISPLAY_KNOBS).render(st.sidebar.expander("Display", expanded=False))
+    # A projector's 1,280 px less an open sidebar leaves too little for two charts a row: presentation mode starts
+    # each page with the sidebar closed (its arrow opens it).
+    st.set_page_config(initial_sidebar_state="collapsed" if values["present"] else "auto")
     st.html(_LAYOUT_CSS + (_PRESENTATION_CSS if values["present"] else ""))  # (style only: takes no space)
     return ChartStyle(presentation=values["present"], export_format=values["export"])
 
@@ -102,10 +111,23 @@ def cards(items: Sequence[Card], columns: int | None = None) -> None:
             col.caption(card.caption)
 
 
-def notice(sentences: Sequence[str]) -> None:
-    """The "what to notice" box: sentences computed from the run."""
-    if sentences:
-        st.info("**What to notice**\n\n" + "\n".join(f"- {s}" for s in sentences), icon=":material/lightbulb:")
+NOTICE_SHOWN = 3  # sentences in the "what to notice" box; the rest wait under "more" (a lesson lists its most
+# important first)
+
+
+def notice(sentences: Sequence[str], shown: int = NOTICE_SHOWN) -> None:
+    """The "what to notice" box: sentences computed from the run, the first ``shown`` in the box and the rest in an
+    expander under it, so the box stays short on a projector."""
+    if not sentences:
+        return
+    st.info("**What to notice**\n\n" + _bullets(sentences[:shown]), icon=":material/lightbulb:")
+    if len(sentences) > shown:
+        with st.expander(f"More to notice ({len(sentences) - shown})", expanded=False):
+            st.info(_bullets(sentences[shown:]), icon=None)
+
+
+def _bullets(sentences: Sequence[str]) -> str:
+    return "\n".join(f"- {s}" for s in sentences)
 
 
 _LATENCY_COLUMNS = ("finish_mean", "finish_p50", "finish_p99", "finish_max", "queue_mean", "queue_p99", "ttft_mean",
@@ -168,15 +190,23 @@ def run_grid(runs: Sequence[Any], build: Callable[[Any], go.Figure], name: str, 
 
 
 def pick_one(key: str, labels: Sequence[str], draw: Callable[[str], None], what: str = "Policy",
-             help: str = "Which run's chart to draw.") -> None:
+             help: str = "Which run's chart to draw.", param: str | None = None) -> None:
     """One run at a time, full width, picked with a row of buttons: switching reruns only this section (a
-    fragment); the pick is kept in the session under ``key``."""
+    fragment); the pick is kept in the session under ``key`` and in the URL as ``param`` (default: the key's last
+    part, e.g. ``?gantt_policy=VTC``; absent for the first label), so a copied link shows the same chart."""
+    param = param or key.rsplit(".", 1)[-1]
 
     @st.fragment
     def _picked() -> None:
         if st.session_state.get(key) not in labels:
-            st.session_state[key] = labels[0]
-        draw(st.segmented_control(what, list(labels), key=key, help=help) or labels[0])
+            linked = st.query_params.get(param)
+            if linked is not None and linked not in labels:
+                st.warning(f"The link's {what.lower()} {as_code(linked[:40])} is not one of this chart's "
+                           f"({', '.join(labels)}); showing {labels[0]}.", icon=":material/warning:")
+            st.session_state[key] = linked if linked in labels else labels[0]
+        picked = st.segmented_control(what, list(labels), key=key, help=help) or labels[0]
+        set_param(param, None if picked == labels[0] else picked)
+        draw(picked)
 
     _picked()
 

@@ -223,9 +223,8 @@ function buildControls(p, box) {
 function keyHandler(p, ev) {
   const t = ev.target;
   const tag = t && t.tagName ? t.tagName.toLowerCase() : "";
-  // (nor in a table: a data editor's arrow keys move its selection)
-  if (["input", "textarea", "select"].includes(tag) || (t && (t.isContentEditable || t.getAttribute?.("role") === "slider"
-      || t.closest?.('[data-testid="stDataFrame"], [role="grid"]')))) {
+  // (nor on a slider or in a table: their arrow keys are their own)
+  if (["input", "textarea", "select"].includes(tag) || (t && (t.isContentEditable || t.closest?.('[role="slider"], [data-testid="stSlider"], [data-testid="stDataFrame"], [role="grid"]')))) {
     return;
   }
   if (ev.key === "ArrowRight" || ev.key === "ArrowLeft") {

@@ -22,6 +22,7 @@ from sim.scenario import Scenario
 from sim.trace import Trace
 
 from . import runner, timeline
+from .controls import set_param
 
 _HERE = Path(__file__).parent
 _COMPONENT = st.components.v2.component(
@@ -80,7 +81,7 @@ def show(runs: Sequence[Any], page: str, unit: str, *, scope: str = "", block_ma
     key = f"{page}.player.{hashlib.sha256(scope.encode()).hexdigest()[:12]}"
     scope_key = f"{page}.player_scope"
     if st.session_state.get(scope_key, scope) != scope:  # another preset: its own start, not the last one's step
-        st.query_params.pop(STEP_PARAM, None)
+        set_param(STEP_PARAM, None)
     st.session_state[scope_key] = scope
     linked, warning = linked_step(last_step)
     box = st.container() if container is None else container
@@ -97,8 +98,9 @@ def show(runs: Sequence[Any], page: str, unit: str, *, scope: str = "", block_ma
         step = committed if isinstance(committed, int) and 0 <= committed <= last_step else (
             linked if linked is not None else default)
         if committed is not None and str(step) != st.query_params.get(STEP_PARAM):
-            st.query_params[STEP_PARAM] = str(step)  # the step the player paused on, for a copied link
-        window = [window_payload(run.label, run.scenario, run.trace, step, block_map, detail) for run in runs]
+            set_param(STEP_PARAM, str(step))  # the step the player paused on, for a copied link
+        with st.spinner("Preparing the step player: re-running the steps around this one…", show_time=True):
+            window = [window_payload(run.label, run.scenario, run.trace, step, block_map, detail) for run in runs]
         spans = "|".join(f"{w['first']}-{w['end']}" for w in window)
         data = {**timeline.payload_frame(unit, default), "runs": window, "runs_id": ident, "detail": detail,
                 "block_map": block_map,

@@ -96,8 +96,9 @@ def show(sweep: Sweep, draw: Callable[[MeasureFn], None]) -> None:
             st.rerun()  # the page's notices and the rest of it now see the whole sweep (from cache)
         is_page_run[0] = False
         if num_ready < total:
+            st.progress(num_ready / total)  # (how far: the line under it says it in words)
             st.caption(f":material/hourglass_top: {RUNNING_TEXT}: {num_ready} of {total} simulations done; "
-                       f"the chart fills in as they finish.")
+                       f"the chart fills in as they finish (a slider moved meanwhile does not wait for them).")
         draw(sweep.measure)
 
     st.fragment(section, run_every=POLL_EVERY_S)()

@@ -256,3 +256,48 @@ def test_cost_cards_and_caption_for_the_article_victim():
     roomy = EngineConfig(num_cpu_blocks=125)
     assert lesson.cost_cards(cost, roomy)[3][0] == "Swap: CPU RAM parked"
     assert "falls back" not in lesson.cost_caption(cost, roomy, "r7")
+
+
+def test_coarse_first_spans_the_grid_before_filling_it_in():
+    order = lesson.coarse_first(10, 10)
+    assert len(order) == len(set(order)) == 100
+    # every 4th row and column first (3 x 3 = 9 runs), then every 2nd (5 x 5 = 25 in all), then the rest
+    assert order[:9] == [(i, j) for i in (0, 4, 8) for j in (0, 4, 8)]
+    assert set(order[:25]) == {(i, j) for i in range(0, 10, 2) for j in range(0, 10, 2)}
+    assert lesson.coarse_first(1, 3) == [(0, 0), (0, 2), (0, 1)]  # (the ends first: stride 2 takes 0 and 2)
+
+
+def test_sizing_sweep_assembled_point_by_point_equals_the_whole_sweep():
+    p = presets.get("sizing")
+    c = p.scenario.config
+    pools, seqs = tuple(gib_for_blocks(b, c.model, c.block_size) for b in (1200, 1600)), (16, 32)
+    whole = lesson.sizing_sweep(p.scenario, pools, seqs)
+    points = lesson.sizing_points(p.scenario, pools, seqs)
+    assert [(i, j) for i, j, _ in points] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+
+    def measure(scenario, fn):
+        return fn(simulate(scenario.config, scenario.requests))
+
+    built = lesson.sizing_from(points, pools, seqs, measure)
+    assert built.pools_blocks == whole.pools_blocks and built.pending is None
+    np.testing.assert_array_equal(built.preemptions, whole.preemptions)
+    np.testing.assert_allclose(built.finish_ms, whole.finish_ms)
+    np.testing.assert_array_equal(built.num_steps, whole.num_steps)
+    # half run: the rest is pending (drawn as "…"), not zero preemptions
+    ran = {id(sc) for _, _, sc in points[:2]}
+    half = lesson.sizing_from(points, pools, seqs, lambda sc, fn: measure(sc, fn) if id(sc) in ran else None)
+    assert half.pending.tolist() == [[False, False], [True, True]]
+    heat = charts.sweep_heatmap(pools, half.pools_blocks, seqs, half.preemptions, STYLE, title="t",
+                                colorbar_title="c", color="#000000", pending=half.pending)
+    assert heat.data[0].text[1].tolist() == ["\u2026", "\u2026"]
+
+
+def test_notices_put_what_the_runs_compare_first():
+    # The page shows three sentences: on the prefix-cache preset the cache's hits lead, not who was evicted.
+    off, on = runs_of("prefix_cache")
+    first_three = lesson.notices([off, on])[:3]
+    assert first_three[0].startswith("prefix caching off: the 10 re-admissions prefilled all")
+    assert first_three[1].startswith("prefix caching on: the 9 re-admissions found")
+    assert "threw away KV that cost" in first_three[2]
+    # one run, nothing compared: the victim first
+    assert lesson.notices([off])[0].startswith("prefix caching off: the pool filled at step 33")

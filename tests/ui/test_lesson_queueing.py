@@ -151,3 +151,10 @@ def test_the_guard_sentence_says_so_when_the_long_request_never_waited():
     text = " ".join(lesson.notices(runs))
     assert "The longest request (long) waited 0 steps under SJF, no guard, less than the guard's 200-step" in text
     assert "promoted after" not in text
+
+
+def test_a_starved_request_leads_the_notices():
+    # The page shows three sentences: the starved request's 4,800-step wait leads, the averages follow.
+    text = lesson.notices(runs_of("starvation"))
+    assert text[0].startswith("The longest request (long) waited 4,800 steps under SJF, no guard")
+    assert any("raised the average finish time" in s for s in text[2:])

@@ -8,3 +8,8 @@ from tests.conftest import REPO_ROOT
 def test_unexpected_errors_show_no_details():
     config = tomllib.loads((REPO_ROOT / ".streamlit" / "config.toml").read_text())
     assert config["client"]["showErrorDetails"] == "none"  # the generic message only; the details go to the log
+
+
+def test_a_new_slider_value_stops_the_run_in_progress():
+    config = tomllib.loads((REPO_ROOT / ".streamlit" / "config.toml").read_text())
+    assert config["runner"]["fastReruns"] is True  # issue 24: progress elements are where a rerun is superseded

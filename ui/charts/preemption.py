@@ -226,15 +226,21 @@ def reprefill_hits(readmissions: Sequence[tuple[str, int, int]], style: ChartSty
 # ---- sizing sweep ----------------------------------------------------------------------------------------------------
 def sweep_heatmap(pools_gib: Sequence[float], pools_blocks: Sequence[int], seqs: Sequence[int], z: np.ndarray,
                   style: ChartStyle, *, title: str, colorbar_title: str, color: str, value_format: str = ",.0f",
-                  current: tuple[int, int] | None = None, from_zero: bool = True) -> go.Figure:
+                  current: tuple[int, int] | None = None, from_zero: bool = True,
+                  pending: np.ndarray | None = None) -> go.Figure:
     """A heatmap over the sweep grid (rows = max_num_seqs, columns = pool size in GiB), the value in each cell,
-    white for zero (``from_zero``) or for the smallest value, "—" where no request was served. ``current`` =
-    (row, column) of the knobs' setting, outlined. The pool's block counts are in the hover text."""
+    white for zero (``from_zero``) or for the smallest value, "—" where no request was served, "…" in a cell still
+    running (``pending``, a bool mask). ``current`` = (row, column) of the knobs' setting, outlined. The pool's
+    block counts are in the hover text."""
     x = [f"{g:.2g}" for g in pools_gib]
     y = [str(s) for s in seqs]
     z = np.asarray(z, dtype=np.float64)
+    if pending is not None:
+        z = np.where(pending, np.nan, z)
     text = np.where(np.isfinite(z), np.vectorize(lambda v: format(v, value_format), otypes=[object])(
         np.nan_to_num(z)), "\u2014")
+    if pending is not None:
+        text = np.where(pending, "\u2026", text)
     blocks = np.broadcast_to(np.asarray([f"{b:,}" for b in pools_blocks], dtype=object), z.shape)
     finite = z[np.isfinite(z)]
     top = float(finite.max()) if len(finite) and finite.max() > 0 else 1.0

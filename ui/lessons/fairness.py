@@ -543,20 +543,21 @@ def _pct_change(a: float, b: float) -> str:
 
 
 def notices(runs: Sequence[Run], limit_sweep_: dict | None = None, weight_sweep_: dict | None = None) -> list[str]:
-    """Sentences about these runs (and sweeps), each computed from the numbers on the page."""
+    """Sentences about these runs (and sweeps), each computed from the numbers on the page; a sweep's first (a
+    preset with a sweep makes its point there, and the page shows three sentences before "more")."""
     if not runs:
         return []
     out: list[str] = []
+    if limit_sweep_:
+        out += _limit_sweep_notice(limit_sweep_, runs)
+    if weight_sweep_:
+        out += _weight_sweep_notice(weight_sweep_, runs)
     out += _light_client_notice(runs)
     out += _throughput_notice(runs)
     out += _lift_notice(runs)
     out += _weights_notice(runs)
     out += _gap_notice(runs)
     out += _fair_index_notice(runs)
-    if limit_sweep_:
-        out += _limit_sweep_notice(limit_sweep_, runs)
-    if weight_sweep_:
-        out += _weight_sweep_notice(weight_sweep_, runs)
     return out
 
 

@@ -266,7 +266,8 @@ class Sweep:
     queue_ms: np.ndarray  # [len(seqs), len(pools)] float, mean queueing delay (ms)
     rejected: np.ndarray  # [len(seqs), len(pools)] int, requests too large for the pool
     num_steps: np.ndarray  # [len(seqs), len(pools)] int
-    seconds: float  # wall time of the whole sweep
+    seconds: float  # wall time of the whole sweep (0 when assembled from cached points: sizing_from)
+    pending: np.ndarray | None = None  # [len(seqs), len(pools)] bool, True = not run yet (sizing_from), None = all
 
 
 def sweep_axes(preset: Preset) -> tuple[tuple[float, ...], tuple[int, ...]]:
@@ -308,6 +309,67 @@ def sizing_sweep(base: Scenario, pools_gib: Sequence[float], seqs: Sequence[int]
                 queue[i, j] = float(np.nanmean(lat["queue_ms"][served]))
     return Sweep(tuple(pools_gib), blocks, tuple(int(s) for s in seqs), pre, finish, queue, rejected, steps,
                  time.perf_counter() - t0)
+
+
+def coarse_first(num_rows: int, num_cols: int, strides: Sequence[int] = (4, 2, 1)) -> list[tuple[int, int]]:
+    """Every (row, column) of a grid once, coarse first: the cells on every ``strides[0]``-th row and column, then
+    those on every ``strides[1]``-th, ... so the first few runs of a sweep already span the whole grid."""
+    order: list[tuple[int, int]] = []
+    seen: set[tuple[int, int]] = set()
+    for stride in (*strides, 1):
+        for i in range(0, num_rows, stride):
+            for j in range(0, num_cols, stride):
+                if (i, j) not in seen:
+                    seen.add((i, j))
+                    order.append((i, j))
+    return order
+
+
+SizingPoint = tuple[int, int, Scenario]  # (row = max_num_seqs index, column = pool index, the run)
+
+
+def sizing_points(base: Scenario, pools_gib: Sequence[float], seqs: Sequence[int]) -> list[SizingPoint]:
+    """The sizing sweep's runs (``base`` at every (max_num_seqs, pool size) pair), coarse first (``coarse_first``):
+    run one by one (ui.sweeps), the heatmaps show the whole grid's shape after a few of them."""
+    c = base.config
+    blocks = [max(1, num_blocks_for_gib(g, c.model, c.block_size)) for g in pools_gib]
+    return [(i, j, base.with_config(num_blocks=blocks[j], max_num_seqs=int(seqs[i])))
+            for i, j in coarse_first(len(seqs), len(blocks))]
+
+
+def sizing_point(trace: Trace) -> tuple[int, float, float, int, int]:
+    """One cell of the sizing sweep: (preemptions, mean finish ms, mean queueing ms of the served requests (NaN if
+    none), requests rejected, engine steps). Module-level and pure: runner.measure caches it per run."""
+    lat = metrics.request_latencies(trace)
+    served = metrics.served_mask(trace)
+    finish = float(np.nanmean(lat["finish_ms"][served])) if served.any() else float("nan")
+    queue = float(np.nanmean(lat["queue_ms"][served])) if served.any() else float("nan")
+    return (int(trace.requests["num_preemptions"].sum()), finish, queue,
+            int((trace.requests["status"] == RequestStatus.REJECTED).sum()), int(trace.num_steps))
+
+
+def sizing_from(points: Sequence[SizingPoint], pools_gib: Sequence[float], seqs: Sequence[int],
+                measure: Callable[..., Any]) -> Sweep:
+    """The sweep assembled from its points as far as they are run: ``measure(scenario, sizing_point)`` gives a
+    cell's numbers, or None for one not run yet (``pending``)."""
+    shape = (len(seqs), len(pools_gib))
+    pre, rejected, steps = (np.zeros(shape, dtype=np.int64) for _ in range(3))
+    finish, queue = np.full(shape, np.nan), np.full(shape, np.nan)
+    pending = np.zeros(shape, dtype=bool)
+    blocks = [0] * len(pools_gib)
+    for i, j, scenario in points:
+        blocks[j] = scenario.config.num_blocks
+        try:
+            cell = measure(scenario, sizing_point)
+        except SimulationError:  # (as sizing_sweep: a run that cannot finish counts every request as turned away)
+            rejected[i, j] = len(scenario.requests)
+            continue
+        if cell is None:
+            pending[i, j] = True
+            continue
+        pre[i, j], finish[i, j], queue[i, j], rejected[i, j], steps[i, j] = cell
+    return Sweep(tuple(pools_gib), tuple(blocks), tuple(int(s) for s in seqs), pre, finish, queue, rejected, steps,
+                 0.0, pending if pending.any() else None)
 
 
 # ---- what to notice --------------------------------------------------------------------------------------------------
@@ -443,8 +505,9 @@ def requeue_notice(run: Run) -> list[str]:
 
 
 def cost_notices(runs: Sequence[Run]) -> list[str]:
-    """What the run's preemptions cost: GPU time re-prefilling, copy time, CPU RAM, and swap fallbacks."""
-    out = []
+    """What the run's preemptions cost: swap fallbacks first (a swap that did not happen explains the rest), then
+    GPU time re-prefilling, copy time, CPU RAM."""
+    out, fallbacks = [], []
     for run in runs:
         ps, cfg = run.preempted, run.trace.config
         if not ps:
@@ -464,9 +527,10 @@ def cost_notices(runs: Sequence[Run]) -> list[str]:
                        f"{fmt_bytes(peak_cpu)} in CPU RAM; no token was recomputed.")
         fallback = [p for p in ps if p.kind is PreemptionKind.FALLBACK]
         if fallback:
-            out.append(f"{run.label}: {count(len(fallback), 'swap')} fell back to recompute: the CPU swap space "
-                       f"({cpu_swap_space(cfg)}) had no room for the victim's {fallback[0].num_blocks:,} blocks.")
-    return out
+            fallbacks.append(f"{run.label}: {count(len(fallback), 'swap')} fell back to recompute: the CPU swap "
+                             f"space ({cpu_swap_space(cfg)}) had no room for the victim's {fallback[0].num_blocks:,} "
+                             "blocks.")
+    return fallbacks + out
 
 
 def mode_notice(runs: Sequence[Run]) -> list[str]:
@@ -521,13 +585,15 @@ def _merged(per_run: Sequence[tuple[str, list[str]]]) -> list[str]:
 
 
 def notices(runs: Sequence[Run]) -> list[str]:
-    out = _merged([(run.label, victim_notice(run)) for run in runs])
-    for run in runs:
-        out += requeue_notice(run)
-    out += cost_notices(runs)
-    out += mode_notice(runs)
-    out += cache_notices(runs)
-    return out
+    """The sentences, most important first (the page shows three, the rest under "more"): what the runs compare,
+    prefix caching or recompute vs swap, when they differ in it, and what bringing victims back cost; else who was
+    evicted, who waited behind the victim, and the cost."""
+    victims = _merged([(run.label, victim_notice(run)) for run in runs])
+    requeued = [sentence for run in runs for sentence in requeue_notice(run)]
+    compared = cache_notices(runs) + mode_notice(runs)
+    if compared:
+        return [*compared, *cost_notices(runs), *victims, *requeued]
+    return [*victims, *requeued, *cost_notices(runs)]
 
 
 def sweep_notices(sweep: Sweep, pool: float, seqs: int) -> list[str]:

@@ -155,8 +155,8 @@ def notices(runs: list[Run], unit: str = "steps") -> list[str]:
     if lw:
         out.append(_wait_sentence(first.label, lw))
     out.extend(_priority_notice(runs))
-    out.extend(_starvation_notice(runs, unit))
-    return out
+    # Most important first (the page shows three): a starved request, when there is one, is the runs' point.
+    return [*_starvation_notice(runs, unit), *out]
 
 
 def _starvation_notice(runs: list[Run], unit: str = "steps") -> list[str]:
