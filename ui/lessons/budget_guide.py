@@ -10,12 +10,12 @@ from collections.abc import Sequence
 import numpy as np
 
 from sim import metrics
-from sim.problems import Problem
+from sim.problems import Problem, fmt
 from sim.scenario import Scenario
 
 from ..glossary import term_link
 from ..lesson import Run
-from .guided import Setting, Step, Values, by_label, choice_question, config_setting, fmt, number_question
+from .guided import Setting, Step, Values, by_label, choice_question, config_setting, number_question
 
 
 def _row(run: Run, request_id: str = "long") -> int:

@@ -7,12 +7,12 @@ import dataclasses
 from collections.abc import Sequence
 
 from sim.preemption_metrics import preemption_cost, preemptions
-from sim.problems import Problem
+from sim.problems import Problem, fmt
 from sim.scenario import Scenario
 
 from ..glossary import term_link
 from ..lesson import Run
-from .guided import Setting, Step, Values, choice_question, config_setting, fmt
+from .guided import Setting, Step, Values, choice_question, config_setting
 
 VICTIM_POLICY = config_setting("policy", "policy", "Policy", "fcfs", ("fcfs", "priority"),
                                {"fcfs": "FCFS victim", "priority": "priority victim"}, names_run=True)

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sim.problems import Problem
+from sim.problems import Problem, fmt
 
 from ..glossary import term_link
 from ..lesson import Run
-from .guided import Step, Values, by_label, choice_question, config_setting, fmt, number_question
+from .guided import Step, Values, by_label, choice_question, config_setting, number_question
 
 SLOTS = config_setting("max_num_seqs", "max_num_seqs", "Batch slots (max_num_seqs)", 1, (1, 2, 3))
 
