@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from sim import metrics
+from sim.config import cdiv
 from sim.problems import Problem, fmt
 from sim.scenario import Scenario
 
@@ -75,7 +76,7 @@ def _ask_chunks(runs: Sequence[Run], values: Values) -> Problem:
         f"Each step gives the prompt {budget:,} - 8 = {budget - 8:,} tokens: {prompt:,} / {budget - 8:,} rounded up = "
         f"{steps} chunks, and the streams keep a token every step throughout (the even combs below).",
         "The running streams are scheduled first; the prompt gets what is left of the budget.",
-        [(-(-prompt // budget), "that divides by the whole budget; the decoding streams take theirs first."),
+        [(cdiv(prompt, budget), "that divides by the whole budget; the decoding streams take theirs first."),
          (1, "that is without chunking.")])
 
 
