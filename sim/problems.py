@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from .config import EngineConfig, cdiv
 from .engine import simulate
-from .events import with_commas
+from .events import join_and, with_commas
 from .metrics import request_latencies
 from .preemption_metrics import preemption_cost, preemptions
 from .request import RequestSpec
@@ -129,12 +129,6 @@ def fmt(value: float, decimals: int = 1) -> str:
     return with_commas(int(value)) if float(value).is_integer() else f"{value:,.{decimals}f}"
 
 
-def _ids(ids: Sequence[str]) -> str:
-    """'a', 'a and b', 'a, b and c'."""
-    ids = list(ids)
-    return " and ".join([", ".join(ids[:-1]), ids[-1]]) if len(ids) > 1 else "".join(ids)
-
-
 def number_problem(lesson: str, seed: int, kind: str, scenario: Scenario, question: str, answer: float,
                    unit: str, reasoning: str, hint: str, mistakes: Sequence[tuple[float, str]] = (),
                    tolerance: float = 0.0, decimals: int = 1) -> Problem:
@@ -236,7 +230,7 @@ def _queueing_finish_of(rng: random.Random, seed: int) -> Problem:
     rid = requests[target].request_id
     answer, start = _finish_steps(trace)[target], _starts(trace)[target]
     before = [trace.request_ids[i] for i in range(3) if _starts(trace)[i] < start]
-    waited = f"waits for {_ids(before)} until step {start:,}" if before else "starts at once, at step 0"
+    waited = f"waits for {join_and(before)} until step {start:,}" if before else "starts at once, at step 0"
     reasoning = (f"{_ORDER_RULE[policy]}: {_timeline(trace)}. So {rid} {waited}, then runs its "
                  f"{lengths[target]:,} steps: it finishes {fmt(answer)} steps after arriving.")
     return number_problem(
@@ -516,7 +510,7 @@ def _pool_requests(rng: random.Random) -> list[RequestSpec]:
 
 
 def _listed(requests: Sequence[RequestSpec]) -> str:
-    return _ids([r.request_id for r in requests])
+    return join_and([r.request_id for r in requests])
 
 
 def _pool_config(policy: str = "fcfs") -> EngineConfig:
@@ -532,9 +526,9 @@ def _pool_full(trace: Trace, step: int) -> str:
     held = [int(tokens[(rows == i) & (steps < step)].sum()) for i in range(trace.num_requests)]
     before = [cdiv(t, size) for t in held]
     after = [cdiv(t + 1, size) for t in held]
-    return (f"in step {step - 1:,} {_ids(trace.request_ids)} hold {_ids([with_commas(t) for t in held])} tokens of "
-            f"KV: {' + '.join(map(str, before))} = {sum(before)} blocks; in step {step:,} each grows by one token "
-            f"and they would need {' + '.join(map(str, after))} = {sum(after)}, more than the pool's "
+    return (f"in step {step - 1:,} {join_and(trace.request_ids)} hold {join_and([with_commas(t) for t in held])} "
+            f"tokens of KV: {' + '.join(map(str, before))} = {sum(before)} blocks; in step {step:,} each grows by "
+            f"one token and they would need {' + '.join(map(str, after))} = {sum(after)}, more than the pool's "
             f"{trace.config.num_blocks}")
 
 
