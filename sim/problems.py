@@ -25,7 +25,7 @@ from .config import EngineConfig, cdiv
 from .engine import simulate
 from .events import join_and, with_commas
 from .metrics import request_latencies
-from .preemption_metrics import preemption_cost, preemptions
+from .preemption_metrics import Preemption, preemption_cost, preemptions
 from .request import RequestSpec
 from .scenario import Scenario, config_to_dict
 from .trace import Trace
@@ -272,12 +272,18 @@ def _queueing_longest_wait(rng: random.Random, seed: int) -> Problem:
 
 
 # ---- fairness: one slot, client A's queue against B's request ------------------------------------------------
-def _fairness_requests(rng: random.Random, num_a: int, b_arrival: int, num_b: int = 1) -> list[RequestSpec]:
+def _fairness_requests(rng: random.Random, num_a: int, num_b: int = 1) -> list[RequestSpec]:
+    """A's ``num_a`` and B's ``num_b`` requests, all at step 0 (``_b_arriving_at`` moves B's)."""
     prompt_a, out_a = rng.randrange(10, 60, 10), rng.randrange(20, 90, 10)
     prompt_b, out_b = rng.randrange(10, 60, 10), rng.randrange(20, 90, 10)
     a = [RequestSpec(f"A{i + 1}", 0, prompt_a, out_a, client_id="A") for i in range(num_a)]
-    b = [RequestSpec(f"B{i + 1}", b_arrival, prompt_b, out_b, client_id="B") for i in range(num_b)]
+    b = [RequestSpec(f"B{i + 1}", 0, prompt_b, out_b, client_id="B") for i in range(num_b)]
     return a + b
+
+
+def _b_arriving_at(requests: Sequence[RequestSpec], arrival_step: int) -> list[RequestSpec]:
+    return [r if r.client_id == "A" else RequestSpec(r.request_id, arrival_step, r.prompt_len, r.output_len, "B")
+            for r in requests]
 
 
 def _fair_config(policy: str, output_weight: float = 2.0) -> EngineConfig:
@@ -291,10 +297,9 @@ def _charges(config: EngineConfig) -> str:
 
 def _fairness_b_wait(rng: random.Random, seed: int) -> Problem:
     num_a = rng.randrange(2, 4)
-    requests = _fairness_requests(rng, num_a, 0)
+    requests = _fairness_requests(rng, num_a)
     s = rng.randrange(1, requests[0].output_len)
-    requests = [r if r.client_id == "A" else RequestSpec(r.request_id, s, r.prompt_len, r.output_len, "B")
-                for r in requests]
+    requests = _b_arriving_at(requests, s)
     config = _fair_config("vtc")
     trace, fcfs = _run(config, requests), _run(config.replace(policy="fcfs"), requests)
     b, a_id = _row(trace, "B1"), trace.client_ids.index("A")
@@ -319,7 +324,7 @@ def _fairness_b_wait(rng: random.Random, seed: int) -> Problem:
 
 def _fairness_b_tokens(rng: random.Random, seed: int) -> Problem:
     num_a = rng.randrange(2, 4)
-    requests = _fairness_requests(rng, num_a, 0)
+    requests = _fairness_requests(rng, num_a)
     config = _fair_config("vtc")
     trace, fcfs = _run(config, requests), _run(config.replace(policy="fcfs"), requests)
     b, bc = _row(trace, "B1"), trace.client_ids.index("B")
@@ -344,7 +349,7 @@ def _fairness_b_tokens(rng: random.Random, seed: int) -> Problem:
 
 def _fairness_counter(rng: random.Random, seed: int) -> Problem:
     config = _fair_config("vtc", output_weight=float(rng.choice([1, 2, 4])))
-    requests = _fairness_requests(rng, 2, 0)
+    requests = _fairness_requests(rng, 2)
     trace = _run(config, requests)
     a1, ac = _row(trace, "A1"), trace.client_ids.index("A")
     finish = int(trace.requests["finish_step"][a1])
@@ -368,10 +373,9 @@ def _fairness_counter(rng: random.Random, seed: int) -> Problem:
 def _fairness_lift(rng: random.Random, seed: int) -> Problem:
     policy = rng.choice(["vtc", "lcf"])
     for _ in range(100):  # (redraw until the lift changes who goes after B1: the question is about it)
-        requests = _fairness_requests(rng, 4, 0, num_b=2)
+        requests = _fairness_requests(rng, 4, num_b=2)
         s = rng.randrange(requests[0].output_len + 1, 2 * requests[0].output_len)
-        requests = [r if r.client_id == "A" else RequestSpec(r.request_id, s, r.prompt_len, r.output_len, "B")
-                    for r in requests]
+        requests = _b_arriving_at(requests, s)
         runs = {p: _run(_fair_config(p), requests) for p in ("vtc", "lcf")}
         nexts = {p: _next_after(t, "B1") for p, t in runs.items()}
         if nexts["vtc"] != nexts["lcf"]:
@@ -517,6 +521,13 @@ def _pool_config(policy: str = "fcfs") -> EngineConfig:
     return EngineConfig(num_blocks=16, block_size=16, max_num_seqs=4, policy=policy)
 
 
+def _first_preemption(rng: random.Random) -> tuple[list[RequestSpec], EngineConfig, Trace, Preemption]:
+    """Drawn requests on the FCFS pool, their run and its first preemption."""
+    requests, config = _pool_requests(rng), _pool_config()
+    trace = _run(config, requests)
+    return requests, config, trace, preemptions(trace)[0]
+
+
 def _pool_full(trace: Trace, step: int) -> str:
     """'in step 48 A, B and C hold 56, 80 and 96 tokens of KV: 4 + 5 + 6 = 15 blocks; in step 49 each grows by one
     token and they would need 4 + 6 + 7 = 17, more than the pool's 16' (every request has run since step 0, and
@@ -563,10 +574,7 @@ def _preemption_victim(rng: random.Random, seed: int) -> Problem:
 
 
 def _preemption_step(rng: random.Random, seed: int) -> Problem:
-    requests = _pool_requests(rng)
-    config = _pool_config()
-    trace = _run(config, requests)
-    first = preemptions(trace)[0]
+    requests, config, trace, first = _first_preemption(rng)
     needer = trace.request_ids[first.needed_by_row]
     reasoning = (f"In step t a request with a p-token prompt computes its (p + t)-th token and needs ceil((p + t) / "
                  f"16) blocks: {_pool_full(trace, first.step)}. {needer} finds no free block, so "
@@ -582,10 +590,7 @@ def _preemption_step(rng: random.Random, seed: int) -> Problem:
 
 
 def _preemption_resume(rng: random.Random, seed: int) -> Problem:
-    requests = _pool_requests(rng)
-    config = _pool_config()
-    trace = _run(config, requests)
-    first = preemptions(trace)[0]
+    requests, config, _, first = _first_preemption(rng)
     spec = requests[first.row]
     generated = first.num_resume_tokens - spec.prompt_len
     reasoning = (f"{first.request_id} is preempted in step {first.step:,}, after generating {generated:,} tokens "
@@ -605,10 +610,7 @@ def _preemption_resume(rng: random.Random, seed: int) -> Problem:
 
 
 def _preemption_swap_mb(rng: random.Random, seed: int) -> Problem:
-    requests = _pool_requests(rng)
-    config = _pool_config()
-    trace = _run(config, requests)
-    first = preemptions(trace)[0]
+    requests, config, _, first = _first_preemption(rng)
     cost = preemption_cost(first.num_tokens, config)
     answer = cost.swap_bytes / MB
     per_token = config.model.kv_bytes_per_token
