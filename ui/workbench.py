@@ -18,7 +18,7 @@ import pandas as pd
 import streamlit as st
 
 from sim import cost_estimate, presets
-from sim.config import MODELS, EngineConfig, field_help
+from sim.config import MODELS, EngineConfig, field_help, model_name
 from sim.request import RequestSpec
 from sim.workload import ClientSpec, WorkloadSpec, generate
 
@@ -45,7 +45,7 @@ DEFAULT_RUNS = {1: "fcfs", 2: "sjf"}
 
 # ---- the engine and the runs ------------------------------------------------------------------------------------
 def engine_knobs(config: EngineConfig) -> list[Knob]:
-    model = next((k for k, m in MODELS.items() if m == config.model), "llama-3.1-8b")
+    model = model_name(config.model) or wt.DEFAULT_MODEL
     return [
         Knob("num_blocks", "KV pool size (blocks)", "int", config.num_blocks, min=1, max=10_000_000, step=1,
              widget="number", help=field_help(EngineConfig, "num_blocks")),
@@ -71,7 +71,7 @@ DEFAULT_ENGINE = presets.get(DEFAULT_PRESET).scenario.config
 
 def _engine_values(config: EngineConfig) -> dict[str, Any]:
     """The engine knobs' values for ``config`` (a preset's or a file's), by knob key."""
-    model = next((k for k, m in MODELS.items() if m == config.model), None)
+    model = model_name(config.model)
     values = {"num_blocks": config.num_blocks, "block_size": config.block_size, "max_num_seqs": config.max_num_seqs,
               "budget": config.max_num_batched_tokens, "chunked": config.chunked_prefill,
               "watermark": min(config.watermark, wt.MAX_WATERMARK)}

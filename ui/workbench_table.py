@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 from sim import cost_estimate
 from sim import scenario as scenario_io
 from sim.admission import rejection_message
-from sim.config import MODELS, EngineConfig, Policy, PreemptionMode
+from sim.config import MODELS, EngineConfig, Policy, PreemptionMode, model_name
 from sim.request import MAX_LEN_TOKENS, MAX_PRIORITY, RequestSpec
 from sim.scenario import Scenario, ScenarioError
 
@@ -39,6 +39,7 @@ class Column(NamedTuple):
 MAX_ROWS = 2_000  # requests the table holds at most (an editable grid past that is no longer a table to edit)
 URL_MAX_ROWS = 50  # a table of at most this many rows lives in the link; past it, the JSON file is the way
 MAX_ID_CHARS = 64
+DEFAULT_MODEL = "llama-3.1-8b"  # the engine's model when a file's is not one of MODELS
 MAX_STEPS = cost_estimate.PAGE_LIMITS.max_steps  # a run's max_steps here (as for an uploaded scenario)
 
 COLUMNS: tuple[Column, ...] = (
@@ -372,7 +373,7 @@ def run_choice_of(config: EngineConfig) -> RunChoice:
 def engine_of(config: EngineConfig) -> EngineConfig:
     """The workbench engine nearest to ``config``: its pool, slots, budget, chunking, watermark (at most
     MAX_WATERMARK) and named model (else the default one)."""
-    model = next((k for k, m in MODELS.items() if m == config.model), "llama-3.1-8b")
+    model = model_name(config.model) or DEFAULT_MODEL
     return engine_config(config.num_blocks, config.block_size, config.max_num_seqs, config.max_num_batched_tokens,
                          config.chunked_prefill, min(config.watermark, MAX_WATERMARK), model)
 
