@@ -27,6 +27,8 @@ from sim.config import MODELS, EngineConfig, Policy, PreemptionMode, model_name
 from sim.request import MAX_LEN_TOKENS, MAX_PRIORITY, RequestSpec
 from sim.scenario import Scenario, ScenarioError
 
+from .wording import count
+
 
 class Column(NamedTuple):
     key: str  # the CSV header and the scenario file's request key
@@ -231,9 +233,9 @@ def dropped_fields(specs: Sequence[RequestSpec]) -> list[str]:
     """What the table cannot hold of ``specs`` (a file's max_tokens or stop strings), worded for a note."""
     out = []
     if n := sum(s.max_tokens is not None for s in specs):
-        out.append(f"max_tokens of {n:,} request{'s' if n > 1 else ''}")
+        out.append(f"max_tokens of {count(n, 'request')}")
     if n := sum(s.stop_type.value != "token" for s in specs):
-        out.append(f"the stop type of {n:,} request{'s' if n > 1 else ''}")
+        out.append(f"the stop type of {count(n, 'request')}")
     return out
 
 
