@@ -16,6 +16,7 @@ from sim.scenario import Scenario
 
 from ..glossary import term_link
 from ..lesson import Run
+from ..wording import count
 from .guided import Setting, Step, Values, by_label, choice_question, config_setting, number_question
 
 
@@ -117,19 +118,19 @@ _YES, _NO = "yes: a document is preempted", "no preemption"
 def _ask_memory(runs: Sequence[Run], values: Values) -> Problem:
     run = runs[0]
     budget = run.scenario.config.max_num_batched_tokens
-    count = int(run.summary["num_preemptions"])
+    num_preemptions = int(run.summary["num_preemptions"])
     return choice_question(
         "memory", runs, f"Eight chats stream in a 680-block pool; bursts of four 2,000-token documents arrive. With a "
                         f"budget of {budget:,} tokens a step, is anything preempted?", (_YES, _NO),
-        _YES if count else _NO,
-        f"{count:,} preemption{'s' if count != 1 else ''}. A budget of {budget:,} admits "
+        _YES if num_preemptions else _NO,
+        f"{count(num_preemptions, 'preemption')}. A budget of {budget:,} admits "
         + ("a whole burst in one step, filling the pool to its last block, so the chats' next blocks are missing"
-           if count else "the documents one by one, so the pool never fills")
+           if num_preemptions else "the documents one by one, so the pool never fills")
         + ". The budget also decides how fast memory is taken.",
         "How many documents can one step's budget admit at once?",
         {_YES: f"with a budget of {budget:,} the documents come in one by one and the pool never runs out.",
-         _NO: f"with a budget of {budget:,} a whole burst is admitted at once and the pool runs out: {count:,} "
-              "preemption(s)."})
+         _NO: f"with a budget of {budget:,} a whole burst is admitted at once and the pool runs out: "
+              f"{num_preemptions:,} preemption(s)."})
 
 
 STEPS = (

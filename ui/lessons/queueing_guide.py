@@ -9,6 +9,7 @@ from sim.problems import Problem, fmt
 
 from ..glossary import term_link
 from ..lesson import Run
+from ..wording import count
 from .guided import Step, Values, by_label, choice_question, config_setting, number_question
 
 SLOTS = config_setting("max_num_seqs", "max_num_seqs", "Batch slots (max_num_seqs)", 1, (1, 2, 3))
@@ -32,7 +33,7 @@ def _ask_fcfs(runs: Sequence[Run], values: Values) -> Problem:
     slots = fcfs.scenario.config.max_num_seqs
     mean = _finish(fcfs)
     return number_question(
-        "fcfs", runs, f"Under FCFS with {slots} batch slot{'s' if slots > 1 else ''}, what is the average finish "
+        "fcfs", runs, f"Under FCFS with {count(slots, 'batch slot')}, what is the average finish "
                       "time of the three requests (engine steps from arrival to the last token)?",
         mean, "steps",
         f"FCFS runs them in arrival order: {_order(fcfs)}. Each finishes after the answers ahead of it plus its own, "
