@@ -203,16 +203,6 @@ def check_rows(rows: Sequence[Row], config: EngineConfig) -> Checked:
     return Checked(tuple(specs), tuple(problems))
 
 
-def cost_problem(specs: Sequence[RequestSpec], config: EngineConfig) -> str:
-    """Why a run of ``specs`` is past the app's limits (tokens, steps, memory), '' if it is within them."""
-    try:
-        cost_estimate.check(cost_estimate.of_requests(config, specs), cost_estimate.PAGE_LIMITS,
-                            "shorten the table, or export it as JSON and run it with `python -m sim run FILE`")
-    except ValueError as e:
-        return str(e)
-    return ""
-
-
 # ---- rows <-> specs ---------------------------------------------------------------------------------------------
 def row_of(spec: RequestSpec) -> Row:
     """A spec as the table shows it: every cell text, empty where the spec has its default."""
