@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from sim import metrics
 from sim.problems import Problem, fmt
 
 from ..glossary import term_link
@@ -87,8 +88,8 @@ GUARD = config_setting("guard", "starvation_threshold_steps", "Starvation guard 
 
 
 def _wait_of(run: Run, request_id: str) -> int:
-    r, row = run.trace.requests, run.trace.request_ids.index(request_id)
-    return int(r["first_scheduled_step"][row] - r["arrival_step"][row])
+    """Its queueing delay (steps from arrival to its first scheduled step)."""
+    return int(metrics.request_latencies(run.trace)["queue_steps"][run.trace.request_ids.index(request_id)])
 
 
 def _ask_guard(runs: Sequence[Run], values: Values) -> Problem:
