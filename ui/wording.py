@@ -18,6 +18,11 @@ def count(n: int, noun: str, plural: str | None = None) -> str:
     return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
 
 
+def sentence_case(text: str) -> str:
+    """``text`` with its first letter a capital ("time between tokens" -> "Time between tokens")."""
+    return text[:1].upper() + text[1:]
+
+
 def fmt_fixed(value: float, decimals: int = 2) -> str:
     """``value`` with ``decimals`` decimals and thousands separators, a half rounded up as people do ("3.13" for
     3.125, where Python's format rounds the binary value to even: "3.12")."""
