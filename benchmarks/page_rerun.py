@@ -136,20 +136,28 @@ def _fastest(rounds: list[tuple[float, float, float, float | None]]) -> tuple[fl
             min(settled) if settled else None)
 
 
+def take_rounds(args: list[str], default: int) -> tuple[int, list[str]]:
+    """(the ``--rounds N`` of ``args``, else ``default``; the other arguments). ValueError says what N may be."""
+    if "--rounds" not in args:
+        return default, args
+    i = args.index("--rounds")
+    value = args[i + 1] if i + 1 < len(args) else ""
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"--rounds: must be a whole number >= 1, got {value!r}")
+    return int(value), args[:i] + args[i + 2:]
+
+
 def main(args: list[str]) -> int:
     if "--apptest-polling" in args:
         args = [a for a in args if a != "--apptest-polling"]
         print("waiting as AppTest does (polling every 1 ms)")
     else:
         local_script_runner.require_widgets_deltas = _wait_without_polling
-    rounds = ROUNDS
-    if "--rounds" in args:
-        i = args.index("--rounds")
-        value = args[i + 1] if i + 1 < len(args) else ""
-        if not value.isdigit() or int(value) < 1:
-            print(f"--rounds: must be a whole number >= 1, got {value!r}")
-            return 2
-        rounds, args = int(value), args[:i] + args[i + 2:]
+    try:
+        rounds, args = take_rounds(args, ROUNDS)
+    except ValueError as e:
+        print(e)
+        return 2
     lessons = args or list(PAGES)
     unknown = [lesson for lesson in lessons if lesson not in PAGES]
     if unknown:

@@ -16,7 +16,6 @@ the step player out (it re-runs each new run's steps to record its window: see h
 
 from __future__ import annotations
 
-import logging
 import sys
 import time
 from pathlib import Path
@@ -26,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import streamlit as st  # noqa: E402
-from page_rerun import _wait_without_polling  # noqa: E402
+from page_rerun import _quiet_streamlit, _wait_without_polling, take_rounds  # noqa: E402
 from streamlit.testing.v1 import AppTest, local_script_runner  # noqa: E402
 
 from sim.workload import ClientSpec, WorkloadSpec, generate  # noqa: E402
@@ -46,11 +45,10 @@ def _rows() -> list[wt.Row]:
 
 def time_round() -> tuple[float, list[float], float]:
     """(first run s, each edit's rerun s, the edit callback's s)."""
-    logging.disable(logging.WARNING)  # (outside a script run Streamlit warns that it has no runtime)
-    st.cache_data.clear()
-    st.cache_resource.clear()
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
-    logging.disable(logging.NOTSET)
+    with _quiet_streamlit():  # (outside a script run Streamlit warns that it has no runtime)
+        st.cache_data.clear()
+        st.cache_resource.clear()
+        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
     at.switch_page("pages/6_Workbench.py")
     rows = _rows()
     for key, value in {**QUERY, "table": wt.encode_rows(rows)}.items():
@@ -76,15 +74,13 @@ def time_round() -> tuple[float, list[float], float]:
 
 
 def main(args: list[str]) -> int:
-    rounds = ROUNDS
     without_player = "--without-player" in args
-    args = [a for a in args if a != "--without-player"]
-    if args[:1] == ["--rounds"]:
-        if len(args) < 2 or not args[1].isdigit() or int(args[1]) < 1:
-            print(f"--rounds: must be a whole number >= 1, got {args[1] if len(args) > 1 else ''!r}")
-            return 2
-        rounds = int(args[1])
-    elif args:
+    try:
+        rounds, args = take_rounds([a for a in args if a != "--without-player"], ROUNDS)
+    except ValueError as e:
+        print(e)
+        return 2
+    if args:
         print(f"unknown argument {args[0]!r}; usage: workbench_rerun.py [--rounds N]")
         return 2
     local_script_runner.require_widgets_deltas = _wait_without_polling

@@ -124,6 +124,11 @@ MODELS: dict[str, ModelSpec] = {
 }
 
 
+def model_name(model: ModelSpec) -> str | None:
+    """The MODELS key of ``model``, None for a model no key names (one a scenario file spells out)."""
+    return next((k for k, m in MODELS.items() if m == model), None)
+
+
 @dataclass(frozen=True)
 class CostModel:
     """Duration of one engine step (defaults: a fit of vLLM serving Llama 3.1 8B on one H100).

@@ -186,6 +186,12 @@ def counted(n: int, noun: str) -> str:
     return f"1 {noun}" if n == 1 else f"{with_commas(n)} {noun}s"
 
 
+def join_and(items: Sequence[str]) -> str:
+    """'x', 'x and y', 'x, y and z' ('' for none)."""
+    items = list(items)
+    return " and ".join([", ".join(items[:-1]), items[-1]]) if len(items) > 1 else "".join(items)
+
+
 _REJECT_TEXT = {
     RejectReason.EXCEEDS_KV_POOL: "rejected: it can never fit in the KV pool",
     RejectReason.EXCEEDS_TOKEN_BUDGET: "rejected: its prompt exceeds the step's token budget and chunked prefill is "

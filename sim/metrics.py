@@ -111,13 +111,16 @@ def request_tbt(trace: Trace, gaps: TokenGaps | None = None) -> dict[str, np.nda
     n = trace.num_requests
     num = np.bincount(g.rows, minlength=n)
     has = num > 0
+    # each request's gaps are one run of g.rows (ascending): its max is a reduceat over the run (np.maximum.at,
+    # unbuffered, took ~5 ms for 45,000 gaps)
+    firsts = np.flatnonzero(np.diff(g.rows, prepend=-1))  # [requests with a gap] where each one's gaps start
     out: dict[str, np.ndarray] = {}
     for unit, values in (("steps", g.steps), ("ms", g.ms)):
         mean = np.full(n, np.nan)
         mean[has] = np.bincount(g.rows, weights=values, minlength=n)[has] / num[has]
-        peak = np.full(n, -np.inf)
-        np.maximum.at(peak, g.rows, values)
-        peak[~has] = np.nan
+        peak = np.full(n, np.nan)
+        if len(firsts):
+            peak[g.rows[firsts]] = np.maximum.reduceat(values, firsts)
         out[f"mean_{unit}"], out[f"max_{unit}"] = mean, peak
     return out
 

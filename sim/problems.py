@@ -18,14 +18,14 @@ from __future__ import annotations
 import math
 import random
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from .config import EngineConfig, cdiv
 from .engine import simulate
-from .events import with_commas
+from .events import join_and, with_commas
 from .metrics import request_latencies
-from .preemption_metrics import preemption_cost, preemptions
+from .preemption_metrics import Preemption, preemption_cost, preemptions
 from .request import RequestSpec
 from .scenario import Scenario, config_to_dict
 from .trace import Trace
@@ -98,9 +98,9 @@ class Problem:
             return True, f"Right: {self.answer_text}. {self.reasoning}"
         for figure, why in self.mistakes:
             if isinstance(figure, float) and abs(value - figure) <= max(self.tolerance, 1e-9):
-                return False, f"Not {_fmt(value)}: {why}"
+                return False, f"Not {fmt(value)}: {why}"
         side = "too high" if value > self.answer else "too low"
-        return False, f"Not {_fmt(value)}: that is {side}. {self.hint}"
+        return False, f"Not {fmt(value)}: that is {side}. {self.hint}"
 
 
 _NUMBER = re.compile(r"\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*[a-zA-Z/% ]*\s*")
@@ -124,20 +124,14 @@ def _letter(i: int) -> str:
     return "ABCDEFGHIJ"[i]
 
 
-def _fmt(value: float, decimals: int = 1) -> str:
+def fmt(value: float, decimals: int = 1) -> str:
     """1100 -> '1,100'; 371.666 -> '371.7' (``decimals`` places when not whole)."""
     return with_commas(int(value)) if float(value).is_integer() else f"{value:,.{decimals}f}"
 
 
-def _ids(ids: Sequence[str]) -> str:
-    """'a', 'a and b', 'a, b and c'."""
-    ids = list(ids)
-    return " and ".join([", ".join(ids[:-1]), ids[-1]]) if len(ids) > 1 else "".join(ids)
-
-
-def _numeric(lesson: str, seed: int, kind: str, scenario: Scenario, question: str, answer: float, unit: str,
-             reasoning: str, hint: str, mistakes: Sequence[tuple[float, str]] = (), tolerance: float = 0.0,
-             decimals: int = 1) -> Problem:
+def number_problem(lesson: str, seed: int, kind: str, scenario: Scenario, question: str, answer: float,
+                   unit: str, reasoning: str, hint: str, mistakes: Sequence[tuple[float, str]] = (),
+                   tolerance: float = 0.0, decimals: int = 1) -> Problem:
     """A number problem; mistakes that equal the answer (within the tolerance) or an earlier mistake are dropped,
     so each wrong figure has one reason and the right one none."""
     kept: list[tuple[float, str]] = []
@@ -145,13 +139,14 @@ def _numeric(lesson: str, seed: int, kind: str, scenario: Scenario, question: st
         figure = float(figure)
         if abs(figure - answer) > tolerance and all(abs(figure - f) > tolerance for f, _ in kept):
             kept.append((figure, why))
-    text = f"step {_fmt(answer)}" if unit == "step" else f"{_fmt(answer, decimals)} {unit}"
+    text = f"step {fmt(answer)}" if unit == "step" else f"{fmt(answer, decimals)} {unit}"
     return Problem(lesson, seed, kind, scenario, question, text, reasoning,
                    answer=float(answer), tolerance=tolerance, unit=unit, mistakes=tuple(kept), hint=hint)
 
 
-def _choice(lesson: str, seed: int, kind: str, scenario: Scenario, question: str, choices: Sequence[str],
-            answer: str, reasoning: str, hint: str, mistakes: dict[str, str]) -> Problem:
+def choice_problem(lesson: str, seed: int, kind: str, scenario: Scenario, question: str, choices: Sequence[str],
+                   answer: str, reasoning: str, hint: str, mistakes: Mapping[str, str]) -> Problem:
+    """A multiple-choice problem; ``mistakes`` says why each wrong option is wrong (``hint`` for the others)."""
     return Problem(lesson, seed, kind, scenario, question, answer, reasoning, choices=tuple(choices), answer=answer,
                    mistakes=tuple((c, mistakes[c]) for c in choices if c != answer and c in mistakes), hint=hint)
 
@@ -210,11 +205,11 @@ def _queueing_average(rng: random.Random, seed: int) -> Problem:
     trace, other_trace = _run(_one_slot(policy), requests), _run(_one_slot(other), requests)
     finish, other_finish = _finish_steps(trace), _finish_steps(other_trace)
     mean, other_mean = sum(finish) / 3, sum(other_finish) / 3
-    sums = " + ".join(_fmt(f) for f in sorted(finish))
+    sums = " + ".join(fmt(f) for f in sorted(finish))
     reasoning = (f"{_ORDER_RULE[policy]}: {_timeline(trace)}. Each finishes after the answers run before it plus "
-                 f"its own, so the finish times are {sums} steps, average {_fmt(mean)}. "
-                 f"{_ORDER_RULE[other]}, average {_fmt(other_mean)} steps.")
-    return _numeric(
+                 f"its own, so the finish times are {sums} steps, average {fmt(mean)}. "
+                 f"{_ORDER_RULE[other]}, average {fmt(other_mean)} steps.")
+    return number_problem(
         "queueing", seed, "average_finish",
         _scenario("queueing", seed, "average_finish", _one_slot(policy), requests,
                   f"One slot, three requests at step 0; compare with \"policy\": \"{other}\"."),
@@ -235,10 +230,10 @@ def _queueing_finish_of(rng: random.Random, seed: int) -> Problem:
     rid = requests[target].request_id
     answer, start = _finish_steps(trace)[target], _starts(trace)[target]
     before = [trace.request_ids[i] for i in range(3) if _starts(trace)[i] < start]
-    waited = f"waits for {_ids(before)} until step {start:,}" if before else "starts at once, at step 0"
+    waited = f"waits for {join_and(before)} until step {start:,}" if before else "starts at once, at step 0"
     reasoning = (f"{_ORDER_RULE[policy]}: {_timeline(trace)}. So {rid} {waited}, then runs its "
-                 f"{lengths[target]:,} steps: it finishes {_fmt(answer)} steps after arriving.")
-    return _numeric(
+                 f"{lengths[target]:,} steps: it finishes {fmt(answer)} steps after arriving.")
+    return number_problem(
         "queueing", seed, "finish_of",
         _scenario("queueing", seed, "finish_of", _one_slot(policy), requests,
                   f"One slot, three requests at step 0; compare with \"policy\": \"{other}\"."),
@@ -267,7 +262,7 @@ def _queueing_longest_wait(rng: random.Random, seed: int) -> Problem:
                  f"steps.")
     mistakes = {r.request_id: f"{r.request_id} waits {w:,} steps, {answer} waits {max(waits):,}."
                 for r, w in zip(requests, waits, strict=True)}
-    return _choice(
+    return choice_problem(
         "queueing", seed, "longest_wait",
         _scenario("queueing", seed, "longest_wait", _one_slot(policy), requests,
                   "One slot, requests arriving a few steps apart."),
@@ -277,12 +272,18 @@ def _queueing_longest_wait(rng: random.Random, seed: int) -> Problem:
 
 
 # ---- fairness: one slot, client A's queue against B's request ------------------------------------------------
-def _fairness_requests(rng: random.Random, num_a: int, b_arrival: int, num_b: int = 1) -> list[RequestSpec]:
+def _fairness_requests(rng: random.Random, num_a: int, num_b: int = 1) -> list[RequestSpec]:
+    """A's ``num_a`` and B's ``num_b`` requests, all at step 0 (``_b_arriving_at`` moves B's)."""
     prompt_a, out_a = rng.randrange(10, 60, 10), rng.randrange(20, 90, 10)
     prompt_b, out_b = rng.randrange(10, 60, 10), rng.randrange(20, 90, 10)
     a = [RequestSpec(f"A{i + 1}", 0, prompt_a, out_a, client_id="A") for i in range(num_a)]
-    b = [RequestSpec(f"B{i + 1}", b_arrival, prompt_b, out_b, client_id="B") for i in range(num_b)]
+    b = [RequestSpec(f"B{i + 1}", 0, prompt_b, out_b, client_id="B") for i in range(num_b)]
     return a + b
+
+
+def _b_arriving_at(requests: Sequence[RequestSpec], arrival_step: int) -> list[RequestSpec]:
+    return [r if r.client_id == "A" else RequestSpec(r.request_id, arrival_step, r.prompt_len, r.output_len, "B")
+            for r in requests]
 
 
 def _fair_config(policy: str, output_weight: float = 2.0) -> EngineConfig:
@@ -290,16 +291,15 @@ def _fair_config(policy: str, output_weight: float = 2.0) -> EngineConfig:
 
 
 def _charges(config: EngineConfig) -> str:
-    return (f"VTC charges {_fmt(config.input_weight)} per prompt token at admission and {_fmt(config.output_weight)} "
+    return (f"VTC charges {fmt(config.input_weight)} per prompt token at admission and {fmt(config.output_weight)} "
             f"per generated token")
 
 
 def _fairness_b_wait(rng: random.Random, seed: int) -> Problem:
     num_a = rng.randrange(2, 4)
-    requests = _fairness_requests(rng, num_a, 0)
+    requests = _fairness_requests(rng, num_a)
     s = rng.randrange(1, requests[0].output_len)
-    requests = [r if r.client_id == "A" else RequestSpec(r.request_id, s, r.prompt_len, r.output_len, "B")
-                for r in requests]
+    requests = _b_arriving_at(requests, s)
     config = _fair_config("vtc")
     trace, fcfs = _run(config, requests), _run(config.replace(policy="fcfs"), requests)
     b, a_id = _row(trace, "B1"), trace.client_ids.index("A")
@@ -307,15 +307,15 @@ def _fairness_b_wait(rng: random.Random, seed: int) -> Problem:
     answer, fcfs_wait = start - s, _starts(fcfs)[b] - s
     counters = trace.clients["client_counters"]
     reasoning = (f"{_charges(config)}. When B arrives at step {s:,}, its counter is lifted to A's, "
-                 f"{_fmt(counters[s, trace.client_ids.index('B')])}; A's keeps growing while A1 runs, to "
-                 f"{_fmt(counters[start - 1, a_id])} when the slot frees at step {start:,}. B has the lower counter "
+                 f"{fmt(counters[s, trace.client_ids.index('B')])}; A's keeps growing while A1 runs, to "
+                 f"{fmt(counters[start - 1, a_id])} when the slot frees at step {start:,}. B has the lower counter "
                  f"and goes next: it waits {answer:,} steps (under FCFS it would wait for all {num_a} of A's "
                  f"requests: {fcfs_wait:,}).")
-    return _numeric(
+    return number_problem(
         "fairness", seed, "b_wait",
         _scenario("fairness", seed, "b_wait", config, requests, "Compare with \"policy\": \"fcfs\"."),
-        f"One batch slot, policy VTC (input weight {_fmt(config.input_weight)}, output weight "
-        f"{_fmt(config.output_weight)}). Client A sends {num_a} requests at step 0; B sends one at step {s:,}. How "
+        f"One batch slot, policy VTC (input weight {fmt(config.input_weight)}, output weight "
+        f"{fmt(config.output_weight)}). Client A sends {num_a} requests at step 0; B sends one at step {s:,}. How "
         f"many steps does B's request wait before it starts?", answer, "steps", reasoning,
         "Compare the two clients' counters when the slot frees: the lower one goes next.",
         [(fcfs_wait, "that is the FCFS figure: B behind all of A's requests. VTC serves the client with the lower "
@@ -324,7 +324,7 @@ def _fairness_b_wait(rng: random.Random, seed: int) -> Problem:
 
 def _fairness_b_tokens(rng: random.Random, seed: int) -> Problem:
     num_a = rng.randrange(2, 4)
-    requests = _fairness_requests(rng, num_a, 0)
+    requests = _fairness_requests(rng, num_a)
     config = _fair_config("vtc")
     trace, fcfs = _run(config, requests), _run(config.replace(policy="fcfs"), requests)
     b, bc = _row(trace, "B1"), trace.client_ids.index("B")
@@ -337,7 +337,7 @@ def _fairness_b_tokens(rng: random.Random, seed: int) -> Problem:
                  f"{_charges(config)}, so once A has been served B's counter is the lower: B1 runs from step "
                  f"{start:,}, one token a step, {answer:,} tokens by the end of step {step:,}. Under FCFS B1 "
                  f"starts only at step {_starts(fcfs)[b]:,}: {fcfs_tokens:,} tokens by then.")
-    return _numeric(
+    return number_problem(
         "fairness", seed, "b_tokens",
         _scenario("fairness", seed, "b_tokens", config, requests, "Compare with \"policy\": \"fcfs\"."),
         f"One batch slot, policy VTC. Client A sends {num_a} requests and B one, all at step 0 (A's first). How many "
@@ -349,20 +349,20 @@ def _fairness_b_tokens(rng: random.Random, seed: int) -> Problem:
 
 def _fairness_counter(rng: random.Random, seed: int) -> Problem:
     config = _fair_config("vtc", output_weight=float(rng.choice([1, 2, 4])))
-    requests = _fairness_requests(rng, 2, 0)
+    requests = _fairness_requests(rng, 2)
     trace = _run(config, requests)
     a1, ac = _row(trace, "A1"), trace.client_ids.index("A")
     finish = int(trace.requests["finish_step"][a1])
     answer = float(trace.clients["client_counters"][finish, ac])
     p, n = requests[0].prompt_len, requests[0].output_len
     reasoning = (f"{_charges(config)} (the first included). A1 has a {p:,}-token prompt and a {n:,}-token answer: "
-                 f"{_fmt(config.input_weight)} x {p:,} + {_fmt(config.output_weight)} x {n:,} = {_fmt(answer)}. "
+                 f"{fmt(config.input_weight)} x {p:,} + {fmt(config.output_weight)} x {n:,} = {fmt(answer)}. "
                  f"Nothing else of A's has run by the end of step {finish:,}.")
-    return _numeric(
+    return number_problem(
         "fairness", seed, "counter",
         _scenario("fairness", seed, "counter", config, requests, "VTC's counters: the Fairness lesson's chart."),
-        f"One batch slot, policy VTC with input weight {_fmt(config.input_weight)} and output weight "
-        f"{_fmt(config.output_weight)}. What is client A's virtual counter at the end of step {finish:,}, when A1 "
+        f"One batch slot, policy VTC with input weight {fmt(config.input_weight)} and output weight "
+        f"{fmt(config.output_weight)}. What is client A's virtual counter at the end of step {finish:,}, when A1 "
         f"finishes?", answer, "weighted tokens", reasoning,
         "Add the prompt's charge (at admission) and one output charge per generated token.",
         [(p + n, "that counts tokens without their weights."),
@@ -373,10 +373,9 @@ def _fairness_counter(rng: random.Random, seed: int) -> Problem:
 def _fairness_lift(rng: random.Random, seed: int) -> Problem:
     policy = rng.choice(["vtc", "lcf"])
     for _ in range(100):  # (redraw until the lift changes who goes after B1: the question is about it)
-        requests = _fairness_requests(rng, 4, 0, num_b=2)
+        requests = _fairness_requests(rng, 4, num_b=2)
         s = rng.randrange(requests[0].output_len + 1, 2 * requests[0].output_len)
-        requests = [r if r.client_id == "A" else RequestSpec(r.request_id, s, r.prompt_len, r.output_len, "B")
-                    for r in requests]
+        requests = _b_arriving_at(requests, s)
         runs = {p: _run(_fair_config(p), requests) for p in ("vtc", "lcf")}
         nexts = {p: _next_after(t, "B1") for p, t in runs.items()}
         if nexts["vtc"] != nexts["lcf"]:
@@ -388,16 +387,16 @@ def _fairness_lift(rng: random.Random, seed: int) -> Problem:
     ac, bc = trace.client_ids.index("A"), trace.client_ids.index("B")
     a_next = next(r.request_id for r in requests if r.client_id == "A" and _starts(trace)[_row(trace, r.request_id)]
                   > start_b1)
-    lifted = (f"VTC lifts B's counter at step {s:,} to A's, {_fmt(c[s, bc])}" if policy == "vtc"
+    lifted = (f"VTC lifts B's counter at step {s:,} to A's, {fmt(c[s, bc])}" if policy == "vtc"
               else "LCF does not lift B's counter: it is 0 when B arrives")
-    reasoning = (f"{lifted}. B1 runs from step {start_b1:,} to {end_b1:,}; then B's counter is {_fmt(c[end_b1, bc])} "
-                 f"and A's {_fmt(c[end_b1, ac])}, so the lower, {'B' if nexts[policy] == 'B2' else 'A'}, goes next: "
+    reasoning = (f"{lifted}. B1 runs from step {start_b1:,} to {end_b1:,}; then B's counter is {fmt(c[end_b1, bc])} "
+                 f"and A's {fmt(c[end_b1, ac])}, so the lower, {'B' if nexts[policy] == 'B2' else 'A'}, goes next: "
                  f"{nexts[policy]}. Under {_POLICY_NAME[other]} it would be {nexts[other]}.")
     choices = ["B2", a_next]
     why_other = (f"that is what {_POLICY_NAME[other]} does: "
                  + ("without the lift B's counter starts at 0, credit 'banked' while away." if other == "lcf"
                     else "its lift starts B at A's counter, not at 0."))
-    return _choice(
+    return choice_problem(
         "fairness", seed, "lift",
         _scenario("fairness", seed, "lift", _fair_config(policy), requests,
                   f"Compare with \"policy\": \"{other}\"."),
@@ -436,7 +435,7 @@ def _cancellation_wasted(rng: random.Random, seed: int) -> Problem:
                  f"Without an abort the engine generates to the answer's end, token {length:,}: {length:,} - "
                  f"{leave:,} = {answer:,} tokens nobody reads, while 'next' waits for the slot until step "
                  f"{_starts(trace)[_row(trace, 'next')]:,}.")
-    return _numeric(
+    return number_problem(
         "cancellation", seed, "wasted_tokens",
         _scenario("cancellation", seed, "wasted_tokens", config, requests,
                   "Compare with \"abort_on_disconnect\": true."),
@@ -461,7 +460,7 @@ def _cancellation_freed_mb(rng: random.Random, seed: int) -> Problem:
                  f"{tokens:,} tokens: its 1-token prompt and the first {tokens - 1:,} answer tokens (the newest has "
                  f"not been fed back yet). {tokens:,} x {per_token:,} B = {answer:,.1f} MB, freed at once; "
                  f"without the abort it would grow to {end_tokens:,} tokens, {end_tokens * per_token / MB:,.1f} MB.")
-    return _numeric(
+    return number_problem(
         "cancellation", seed, "freed_mb",
         _scenario("cancellation", seed, "freed_mb", config, requests,
                   "Compare with \"abort_on_disconnect\": false."),
@@ -496,7 +495,7 @@ def _cancellation_next_start(rng: random.Random, seed: int) -> Problem:
                  f"{why[asked]}. (At once: step {starts['at once']:,}; never: step {starts['never']:,}.)")
     said = {"at once": "aborts at once", "late": "notices late", "never": "never aborts"}
     mistakes = [(starts[k], f"that is when it starts if the server {said[k]}.") for k in servers if k != asked]
-    return _numeric(
+    return number_problem(
         "cancellation", seed, "next_start",
         _scenario("cancellation", seed, "next_start", config, requests, "Compare the server settings."),
         f"One batch slot; the server {server}. 'long' (a {length:,}-token answer) starts at step 0; 'next' arrives at "
@@ -515,11 +514,18 @@ def _pool_requests(rng: random.Random) -> list[RequestSpec]:
 
 
 def _listed(requests: Sequence[RequestSpec]) -> str:
-    return _ids([r.request_id for r in requests])
+    return join_and([r.request_id for r in requests])
 
 
 def _pool_config(policy: str = "fcfs") -> EngineConfig:
     return EngineConfig(num_blocks=16, block_size=16, max_num_seqs=4, policy=policy)
+
+
+def _first_preemption(rng: random.Random) -> tuple[list[RequestSpec], EngineConfig, Trace, Preemption]:
+    """Drawn requests on the FCFS pool, their run and its first preemption."""
+    requests, config = _pool_requests(rng), _pool_config()
+    trace = _run(config, requests)
+    return requests, config, trace, preemptions(trace)[0]
 
 
 def _pool_full(trace: Trace, step: int) -> str:
@@ -531,9 +537,9 @@ def _pool_full(trace: Trace, step: int) -> str:
     held = [int(tokens[(rows == i) & (steps < step)].sum()) for i in range(trace.num_requests)]
     before = [cdiv(t, size) for t in held]
     after = [cdiv(t + 1, size) for t in held]
-    return (f"in step {step - 1:,} {_ids(trace.request_ids)} hold {_ids([with_commas(t) for t in held])} tokens of "
-            f"KV: {' + '.join(map(str, before))} = {sum(before)} blocks; in step {step:,} each grows by one token "
-            f"and they would need {' + '.join(map(str, after))} = {sum(after)}, more than the pool's "
+    return (f"in step {step - 1:,} {join_and(trace.request_ids)} hold {join_and([with_commas(t) for t in held])} "
+            f"tokens of KV: {' + '.join(map(str, before))} = {sum(before)} blocks; in step {step:,} each grows by "
+            f"one token and they would need {' + '.join(map(str, after))} = {sum(after)}, more than the pool's "
             f"{trace.config.num_blocks}")
 
 
@@ -557,7 +563,7 @@ def _preemption_victim(rng: random.Random, seed: int) -> Problem:
                             f"{_victim_rule(policy)}.")
     if other_first.request_id != first.request_id:
         mistakes[other_first.request_id] = f"that is the {_POLICY_NAME[other]} victim; {_victim_rule(policy)}."
-    return _choice(
+    return choice_problem(
         "preemption", seed, "victim",
         _scenario("preemption", seed, "victim", _pool_config(policy), requests,
                   f"Compare with \"policy\": \"{other}\"."),
@@ -568,15 +574,12 @@ def _preemption_victim(rng: random.Random, seed: int) -> Problem:
 
 
 def _preemption_step(rng: random.Random, seed: int) -> Problem:
-    requests = _pool_requests(rng)
-    config = _pool_config()
-    trace = _run(config, requests)
-    first = preemptions(trace)[0]
+    requests, config, trace, first = _first_preemption(rng)
     needer = trace.request_ids[first.needed_by_row]
     reasoning = (f"In step t a request with a p-token prompt computes its (p + t)-th token and needs ceil((p + t) / "
                  f"16) blocks: {_pool_full(trace, first.step)}. {needer} finds no free block, so "
                  f"{_victim_rule('fcfs')}: {first.request_id}.")
-    return _numeric(
+    return number_problem(
         "preemption", seed, "first_step",
         _scenario("preemption", seed, "first_step", config, requests, "FCFS on a 16-block pool."),
         f"A pool of 16 KV blocks of 16 tokens, policy FCFS; {_listed(requests)} arrive at step 0, in that order, and "
@@ -587,17 +590,14 @@ def _preemption_step(rng: random.Random, seed: int) -> Problem:
 
 
 def _preemption_resume(rng: random.Random, seed: int) -> Problem:
-    requests = _pool_requests(rng)
-    config = _pool_config()
-    trace = _run(config, requests)
-    first = preemptions(trace)[0]
+    requests, config, _, first = _first_preemption(rng)
     spec = requests[first.row]
     generated = first.num_resume_tokens - spec.prompt_len
     reasoning = (f"{first.request_id} is preempted in step {first.step:,}, after generating {generated:,} tokens "
                  f"(steps 0-{first.step - 1:,}). Recompute frees its KV but keeps its tokens: when it is re-admitted "
                  f"(step {first.resume_step:,}) it prefills its {spec.prompt_len:,}-token prompt and its "
                  f"{generated:,} generated tokens, {first.num_resume_tokens:,} in all.")
-    return _numeric(
+    return number_problem(
         "preemption", seed, "resume_tokens",
         _scenario("preemption", seed, "resume_tokens", config, requests, "FCFS on a 16-block pool, recompute."),
         f"A pool of 16 KV blocks of 16 tokens, policy FCFS, preemption by recompute; {_listed(requests)} arrive at "
@@ -610,10 +610,7 @@ def _preemption_resume(rng: random.Random, seed: int) -> Problem:
 
 
 def _preemption_swap_mb(rng: random.Random, seed: int) -> Problem:
-    requests = _pool_requests(rng)
-    config = _pool_config()
-    trace = _run(config, requests)
-    first = preemptions(trace)[0]
+    requests, config, _, first = _first_preemption(rng)
     cost = preemption_cost(first.num_tokens, config)
     answer = cost.swap_bytes / MB
     per_token = config.model.kv_bytes_per_token
@@ -621,8 +618,8 @@ def _preemption_swap_mb(rng: random.Random, seed: int) -> Problem:
                  f"{first.step:,}: {cost.num_blocks} blocks of {config.block_size} (a swap copies whole blocks). "
                  f"A block holds {config.block_size} x {per_token:,} B = {config.block_bytes:,} B, so "
                  f"{cost.num_blocks} x {config.block_bytes:,} B = {answer:,.1f} MB each way "
-                 f"({cost.swap_ms:,.2f} ms at {_fmt(config.cost.swap_bandwidth_gb_s)} GB/s with the per-block cost).")
-    return _numeric(
+                 f"({cost.swap_ms:,.2f} ms at {fmt(config.cost.swap_bandwidth_gb_s)} GB/s with the per-block cost).")
+    return number_problem(
         "preemption", seed, "swap_mb",
         _scenario("preemption", seed, "swap_mb", config, requests, "FCFS on a 16-block pool; try swap."),
         f"A pool of 16 KV blocks of 16 tokens ({config.model.name}, {per_token:,} bytes of KV per token), policy "
@@ -654,7 +651,7 @@ def _budget_ttft(rng: random.Random, seed: int) -> Problem:
     reasoning = (f"Running requests are scheduled first: each step {_decoding(d)} {'takes' if d == 1 else 'take'} "
                  f"{d} of the {budget} tokens, leaving {budget - d} for the prompt's chunk. {prompt:,} / "
                  f"{budget - d} rounded up = {answer} steps; the step of the last chunk also yields the first token.")
-    return _numeric(
+    return number_problem(
         "budget", seed, "ttft_steps",
         _scenario("budget", seed, "ttft_steps", config, requests, "Chunked prefill on; compare other budgets."),
         f"Token budget (max_num_batched_tokens) {budget}, chunked prefill on, 4 batch slots. "
@@ -677,17 +674,17 @@ def _budget_stall(rng: random.Random, seed: int) -> Problem:
     cost, d = config.cost, len(decoders)
     plain = cost.step_ms(0, d)
     reasoning = (f"Without chunking 'long' prefills its whole prompt in step {step:,}, with {_decoding(d)}: "
-                 f"{_fmt(cost.step_base_ms, 2)} + {prompt:,} x {_fmt(cost.prefill_token_us)} us + {d} x "
-                 f"{_fmt(cost.decode_request_us)} us = {answer:,.2f} ms, against {plain:,.3f} ms for a step of "
+                 f"{fmt(cost.step_base_ms, 2)} + {prompt:,} x {fmt(cost.prefill_token_us)} us + {d} x "
+                 f"{fmt(cost.decode_request_us)} us = {answer:,.2f} ms, against {plain:,.3f} ms for a step of "
                  f"decodes alone. Every decoding request waits that long for its next token.")
-    return _numeric(
+    return number_problem(
         "budget", seed, "stall_ms",
         _scenario("budget", seed, "stall_ms", config, requests, "Chunked prefill off; compare it on."),
         f"Chunked prefill off, token budget {config.max_num_batched_tokens:,}. {_decoding(d).capitalize()} "
         f"{'decodes' if d == 1 else 'decode'} one token a step; 'long', a {prompt:,}-token prompt, arrives at step 5. "
         f"A step costs "
-        f"{_fmt(cost.step_base_ms, 2)} ms + {_fmt(cost.prefill_token_us)} us per prefill token + "
-        f"{_fmt(cost.decode_request_us)} us per decoding request. How long (ms) do the decoding requests wait "
+        f"{fmt(cost.step_base_ms, 2)} ms + {fmt(cost.prefill_token_us)} us per prefill token + "
+        f"{fmt(cost.decode_request_us)} us per decoding request. How long (ms) do the decoding requests wait "
         f"between two tokens in the step that prefills 'long'?", answer, "ms", reasoning,
         "That step computes the whole prompt and the decodes together.",
         [(plain, "that is a step of decodes alone; this step also prefills the whole prompt.")],

@@ -17,7 +17,7 @@ import numpy as np
 
 from . import cost_estimate
 from .admission import rejection_message
-from .config import MODELS, CostModel, EngineConfig, ModelSpec, cdiv, json_type
+from .config import MODELS, CostModel, EngineConfig, ModelSpec, cdiv, json_type, model_name
 from .request import FIELD_DEFAULTS, RequestSpec, specs_from_columns
 from .workload import WorkloadSpec, generate, workload_from_dict, workload_to_dict
 
@@ -144,7 +144,7 @@ def config_to_dict(c: EngineConfig) -> dict[str, Any]:
         if f.name not in always and value == getattr(default, f.name):
             continue
         if f.name == "model":
-            name = next((k for k, m in MODELS.items() if m == value), None)
+            name = model_name(value)
             out["model"] = name if name else dataclasses.asdict(value)
         elif f.name == "cost":
             out["cost"] = dataclasses.asdict(value)

@@ -9,6 +9,8 @@ import re
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from sim.events import join_and  # noqa: F401 (here too: the UI's sentences use it as wording.join_and)
+
 
 def count(n: int, noun: str, plural: str | None = None) -> str:
     """``n`` and the noun in the right number, with thousands separators: "1 request", "2,345 requests",
@@ -16,10 +18,9 @@ def count(n: int, noun: str, plural: str | None = None) -> str:
     return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
 
 
-def join_and(items: Sequence[str]) -> str:
-    """'x', 'x and y', 'x, y and z' ('' for none)."""
-    items = list(items)
-    return " and ".join([", ".join(items[:-1]), items[-1]]) if len(items) > 1 else "".join(items)
+def sentence_case(text: str) -> str:
+    """``text`` with its first letter a capital ("time between tokens" -> "Time between tokens")."""
+    return text[:1].upper() + text[1:]
 
 
 def fmt_fixed(value: float, decimals: int = 2) -> str:

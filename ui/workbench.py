@@ -18,7 +18,7 @@ import pandas as pd
 import streamlit as st
 
 from sim import cost_estimate, presets
-from sim.config import MODELS, EngineConfig, field_help
+from sim.config import MODELS, EngineConfig, field_help, model_name
 from sim.request import RequestSpec
 from sim.workload import ClientSpec, WorkloadSpec, generate
 
@@ -28,7 +28,7 @@ from .charts import request_latency
 from .controls import Knob, KnobPanel
 from .lesson import Run, run_variants
 from .theme import ChartStyle
-from .wording import count, file_slug, plain
+from .wording import count, file_slug, plain, sentence_case
 
 PAGE = "workbench"
 ROWS_KEY = f"{PAGE}.rows"  # list[Row]: the table as typed
@@ -45,7 +45,7 @@ DEFAULT_RUNS = {1: "fcfs", 2: "sjf"}
 
 # ---- the engine and the runs ------------------------------------------------------------------------------------
 def engine_knobs(config: EngineConfig) -> list[Knob]:
-    model = next((k for k, m in MODELS.items() if m == config.model), "llama-3.1-8b")
+    model = model_name(config.model) or wt.DEFAULT_MODEL
     return [
         Knob("num_blocks", "KV pool size (blocks)", "int", config.num_blocks, min=1, max=10_000_000, step=1,
              widget="number", help=field_help(EngineConfig, "num_blocks")),
@@ -71,7 +71,7 @@ DEFAULT_ENGINE = presets.get(DEFAULT_PRESET).scenario.config
 
 def _engine_values(config: EngineConfig) -> dict[str, Any]:
     """The engine knobs' values for ``config`` (a preset's or a file's), by knob key."""
-    model = next((k for k, m in MODELS.items() if m == config.model), None)
+    model = model_name(config.model)
     values = {"num_blocks": config.num_blocks, "block_size": config.block_size, "max_num_seqs": config.max_num_seqs,
               "budget": config.max_num_batched_tokens, "chunked": config.chunked_prefill,
               "watermark": min(config.watermark, wt.MAX_WATERMARK)}
@@ -492,7 +492,7 @@ def latency_section(runs: Sequence[Run], unit: str, style: ChartStyle) -> None:
     traces = {run.label: run.trace for run in runs}
     values = {run.label: runner.measure(run.scenario, request_latency.per_request, trace=run.trace) for run in runs}
     metric = st.segmented_control("Latency", list(request_latency.METRICS), key=f"{PAGE}.latency_metric",
-                                  format_func=lambda k: _sentence_case(request_latency.METRICS[k][0]),
+                                  format_func=lambda k: sentence_case(request_latency.METRICS[k][0]),
                                   default="ttft") or "ttft"
     what = request_latency.METRICS[metric][0]
     left, right = st.columns(2)
@@ -502,16 +502,12 @@ def latency_section(runs: Sequence[Run], unit: str, style: ChartStyle) -> None:
     with right:
         shown = {label: v[f"{metric}_{unit}"] for label, v in values.items()}
         page.show_chart(charts.finish_time_ecdf(shown, style, unit=unit, what=what, colors=charts.label_colors(traces),
-                                                title=f"{_sentence_case(what)}, distribution"),
+                                                title=f"{sentence_case(what)}, distribution"),
                         f"{metric}-distribution", style)
     frame = request_latency.latency_frame(traces, values)
     page.show_table(frame, style)
     st.download_button("Per-request latencies (CSV)", lambda: frame.to_csv(index=False),
                        file_name="scheduler-lab-workbench-latencies.csv", mime="text/csv", key=f"{PAGE}.dl_latency")
-
-
-def _sentence_case(text: str) -> str:
-    return text[:1].upper() + text[1:]
 
 
 def show_player(runs: Sequence[Run], unit: str, slot: Any) -> None:

@@ -23,9 +23,11 @@ from typing import Any, NamedTuple
 from sim import cost_estimate
 from sim import scenario as scenario_io
 from sim.admission import rejection_message
-from sim.config import MODELS, EngineConfig, Policy, PreemptionMode
+from sim.config import MODELS, EngineConfig, Policy, PreemptionMode, model_name
 from sim.request import MAX_LEN_TOKENS, MAX_PRIORITY, RequestSpec
 from sim.scenario import Scenario, ScenarioError
+
+from .wording import count
 
 
 class Column(NamedTuple):
@@ -39,6 +41,7 @@ class Column(NamedTuple):
 MAX_ROWS = 2_000  # requests the table holds at most (an editable grid past that is no longer a table to edit)
 URL_MAX_ROWS = 50  # a table of at most this many rows lives in the link; past it, the JSON file is the way
 MAX_ID_CHARS = 64
+DEFAULT_MODEL = "llama-3.1-8b"  # the engine's model when a file's is not one of MODELS
 MAX_STEPS = cost_estimate.PAGE_LIMITS.max_steps  # a run's max_steps here (as for an uploaded scenario)
 
 COLUMNS: tuple[Column, ...] = (
@@ -200,16 +203,6 @@ def check_rows(rows: Sequence[Row], config: EngineConfig) -> Checked:
     return Checked(tuple(specs), tuple(problems))
 
 
-def cost_problem(specs: Sequence[RequestSpec], config: EngineConfig) -> str:
-    """Why a run of ``specs`` is past the app's limits (tokens, steps, memory), '' if it is within them."""
-    try:
-        cost_estimate.check(cost_estimate.of_requests(config, specs), cost_estimate.PAGE_LIMITS,
-                            "shorten the table, or export it as JSON and run it with `python -m sim run FILE`")
-    except ValueError as e:
-        return str(e)
-    return ""
-
-
 # ---- rows <-> specs ---------------------------------------------------------------------------------------------
 def row_of(spec: RequestSpec) -> Row:
     """A spec as the table shows it: every cell text, empty where the spec has its default."""
@@ -230,9 +223,9 @@ def dropped_fields(specs: Sequence[RequestSpec]) -> list[str]:
     """What the table cannot hold of ``specs`` (a file's max_tokens or stop strings), worded for a note."""
     out = []
     if n := sum(s.max_tokens is not None for s in specs):
-        out.append(f"max_tokens of {n:,} request{'s' if n > 1 else ''}")
+        out.append(f"max_tokens of {count(n, 'request')}")
     if n := sum(s.stop_type.value != "token" for s in specs):
-        out.append(f"the stop type of {n:,} request{'s' if n > 1 else ''}")
+        out.append(f"the stop type of {count(n, 'request')}")
     return out
 
 
@@ -372,7 +365,7 @@ def run_choice_of(config: EngineConfig) -> RunChoice:
 def engine_of(config: EngineConfig) -> EngineConfig:
     """The workbench engine nearest to ``config``: its pool, slots, budget, chunking, watermark (at most
     MAX_WATERMARK) and named model (else the default one)."""
-    model = next((k for k, m in MODELS.items() if m == config.model), "llama-3.1-8b")
+    model = model_name(config.model) or DEFAULT_MODEL
     return engine_config(config.num_blocks, config.block_size, config.max_num_seqs, config.max_num_batched_tokens,
                          config.chunked_prefill, min(config.watermark, MAX_WATERMARK), model)
 

@@ -34,12 +34,13 @@ def token_times(trace: Trace, style: ChartStyle, *, title: str = "Each stream's 
     steps, who, _, kinds = trace.schedule_entries()
     emits = np.isin(kinds, (SCHED_PREFILL_DONE, SCHED_DECODE))  # the tokens read
     t_all, who_all = trace.steps["time_ms"][steps[emits]], who[emits]
-    lo, hi = worst_gap_window(trace, window_ms)
+    g = metrics.token_gaps(trace)  # (once: the window, the streams picked and the tick labels all read it)
+    gaps = metrics.request_tbt(trace, g)["max_ms"]
+    lo, hi = worst_gap_window(trace, window_ms, g)
     inside = (t_all >= lo) & (t_all <= hi)
-    rows = shown_streams(trace, max_streams, np.unique(who_all[inside]))
+    rows = shown_streams(trace, max_streams, np.unique(who_all[inside]), gaps)
     keep = inside & np.isin(who_all, rows)
     ids = np.asarray(trace.request_ids, dtype=object)
-    gaps = metrics.request_tbt(trace)["max_ms"]
     data = [{
         "type": "scatter", "x": t_all[keep], "y": ids[who_all[keep]], "mode": "markers", "name": "a token",
         "marker": {"symbol": "line-ns", "size": style.marker_size * 1.4,
@@ -61,10 +62,12 @@ def token_times(trace: Trace, style: ChartStyle, *, title: str = "Each stream's 
     return trusted_figure(data, layout)
 
 
-def worst_gap_window(trace: Trace, window_ms: float | None = WINDOW_MS) -> tuple[float, float]:
-    """(start, end) ms to show: the whole run, or ``window_ms`` centred on the run's longest gap between tokens."""
+def worst_gap_window(trace: Trace, window_ms: float | None = WINDOW_MS,
+                     gaps: metrics.TokenGaps | None = None) -> tuple[float, float]:
+    """(start, end) ms to show: the whole run, or ``window_ms`` centred on the run's longest gap between tokens.
+    ``gaps``: the trace's ``metrics.token_gaps`` if computed."""
     end = float(trace.steps["time_ms"][-1]) if trace.num_steps else 1.0
-    g = metrics.token_gaps(trace)
+    g = metrics.token_gaps(trace) if gaps is None else gaps
     if window_ms is None or end <= window_ms or not len(g.ms):
         return 0.0, end
     i = int(np.argmax(g.ms))
@@ -73,15 +76,18 @@ def worst_gap_window(trace: Trace, window_ms: float | None = WINDOW_MS) -> tuple
     return lo, lo + window_ms
 
 
-def shown_streams(trace: Trace, max_streams: int = MAX_STREAMS, candidates: np.ndarray | None = None) -> list[int]:
+def shown_streams(trace: Trace, max_streams: int = MAX_STREAMS, candidates: np.ndarray | None = None,
+                  max_gap_ms: np.ndarray | None = None) -> list[int]:
     """The rows token_times shows, in arrival order: the ``candidates`` (default all), or of more than
-    ``max_streams`` those with the longest gap."""
+    ``max_streams`` those with the longest gap. ``max_gap_ms``: ``metrics.request_tbt(trace)["max_ms"]`` if
+    computed."""
     order = arrival_order(trace)
     if candidates is not None:
         order = order[np.isin(order, candidates)]
     if len(order) <= max_streams:
         return order.tolist()
-    gaps = np.nan_to_num(metrics.request_tbt(trace)["max_ms"], nan=-1.0)
+    longest = metrics.request_tbt(trace)["max_ms"] if max_gap_ms is None else max_gap_ms
+    gaps = np.nan_to_num(longest, nan=-1.0)
     keep = set(order[np.argsort(-gaps[order], kind="stable")[:max_streams]].tolist())
     return [int(r) for r in order if r in keep]
 

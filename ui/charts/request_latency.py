@@ -13,6 +13,7 @@ from sim import metrics
 from sim.trace import Trace
 
 from ..theme import ChartStyle
+from ..wording import sentence_case
 from .layout import integer_ticks, label_colors, label_dash, styled_layout, trusted_figure
 
 # metric key -> (what it is, for axes and hover; the per_request column it reads without the unit)
@@ -80,7 +81,7 @@ def by_request(traces: Mapping[str, Trace], style: ChartStyle, *, metric: str = 
             "hovertemplate": f"{label}, %{{customdata}} (row %{{x}}): {what} %{{y:,.{0 if unit == 'steps' else 1}f}} "
                              f"{unit}<extra></extra>",
         })
-    layout = styled_layout(style, title=title or f"{what[0].upper()}{what[1:]}, request by request",
+    layout = styled_layout(style, title=title or f"{sentence_case(what)}, request by request",
                            x_title="request (row of the table)", y_title=f"{what} ({unit})", height=380,
                            xaxis={"range": [0.5, num_rows + 0.5], **integer_ticks(num_rows)},
                            yaxis={"rangemode": "tozero"}, hovermode="closest")

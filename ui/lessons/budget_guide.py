@@ -10,12 +10,14 @@ from collections.abc import Sequence
 import numpy as np
 
 from sim import metrics
-from sim.problems import Problem
+from sim.config import cdiv
+from sim.problems import Problem, fmt
 from sim.scenario import Scenario
 
 from ..glossary import term_link
 from ..lesson import Run
-from .guided import Setting, Step, Values, by_label, choice_question, config_setting, fmt, number_question
+from ..wording import count
+from .guided import Setting, Step, Values, by_label, choice_question, config_setting, number_question
 
 
 def _row(run: Run, request_id: str = "long") -> int:
@@ -75,7 +77,7 @@ def _ask_chunks(runs: Sequence[Run], values: Values) -> Problem:
         f"Each step gives the prompt {budget:,} - 8 = {budget - 8:,} tokens: {prompt:,} / {budget - 8:,} rounded up = "
         f"{steps} chunks, and the streams keep a token every step throughout (the even combs below).",
         "The running streams are scheduled first; the prompt gets what is left of the budget.",
-        [(-(-prompt // budget), "that divides by the whole budget; the decoding streams take theirs first."),
+        [(cdiv(prompt, budget), "that divides by the whole budget; the decoding streams take theirs first."),
          (1, "that is without chunking.")])
 
 
@@ -116,19 +118,19 @@ _YES, _NO = "yes: a document is preempted", "no preemption"
 def _ask_memory(runs: Sequence[Run], values: Values) -> Problem:
     run = runs[0]
     budget = run.scenario.config.max_num_batched_tokens
-    count = int(run.summary["num_preemptions"])
+    num_preemptions = int(run.summary["num_preemptions"])
     return choice_question(
         "memory", runs, f"Eight chats stream in a 680-block pool; bursts of four 2,000-token documents arrive. With a "
                         f"budget of {budget:,} tokens a step, is anything preempted?", (_YES, _NO),
-        _YES if count else _NO,
-        f"{count:,} preemption{'s' if count != 1 else ''}. A budget of {budget:,} admits "
+        _YES if num_preemptions else _NO,
+        f"{count(num_preemptions, 'preemption')}. A budget of {budget:,} admits "
         + ("a whole burst in one step, filling the pool to its last block, so the chats' next blocks are missing"
-           if count else "the documents one by one, so the pool never fills")
+           if num_preemptions else "the documents one by one, so the pool never fills")
         + ". The budget also decides how fast memory is taken.",
         "How many documents can one step's budget admit at once?",
         {_YES: f"with a budget of {budget:,} the documents come in one by one and the pool never runs out.",
-         _NO: f"with a budget of {budget:,} a whole burst is admitted at once and the pool runs out: {count:,} "
-              "preemption(s)."})
+         _NO: f"with a budget of {budget:,} a whole burst is admitted at once and the pool runs out: "
+              f"{num_preemptions:,} preemption(s)."})
 
 
 STEPS = (

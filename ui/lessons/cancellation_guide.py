@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sim.problems import Problem
+from sim.problems import Problem, fmt
 from sim.scenario import Scenario
 
 from ..glossary import term_link
 from ..lesson import Run
 from . import cancellation as lesson
-from .guided import Setting, Step, Values, by_label, config_setting, fmt, number_question
+from .guided import Setting, Step, Values, by_label, config_setting, number_question
 
 ANSWER_TOKENS, LEAVE_AFTER = 1000, 300  # the article's example (the preset's knobs)
 

@@ -9,13 +9,13 @@ from collections.abc import Sequence
 
 from sim import metrics
 from sim.fairness_metrics import longest_starvation_steps
-from sim.problems import Problem
+from sim.problems import Problem, fmt
 from sim.scenario import Scenario
 from sim.workload import ClientSpec, generate
 
 from ..glossary import term_link
 from ..lesson import Run
-from .guided import Setting, Step, Values, by_label, choice_question, config_setting, fmt
+from .guided import Setting, Step, Values, by_label, choice_question, config_setting
 
 POLICY = config_setting("policy", "policy", "Policy", "fcfs", ("fcfs", "vtc"), {"fcfs": "FCFS", "vtc": "VTC"},
                         names_run=True)

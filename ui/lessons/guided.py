@@ -16,9 +16,8 @@ from typing import Any
 
 from sim import metrics
 from sim.engine import simulate
-from sim.events import with_commas
 from sim.presets import get
-from sim.problems import Problem
+from sim.problems import Problem, choice_problem, number_problem
 from sim.scenario import Scenario
 
 from ..lesson import Run
@@ -100,24 +99,13 @@ def by_label(runs: Sequence[Run], label: str) -> Run:
     return next(r for r in runs if r.label == label)
 
 
-def fmt(value: float, decimals: int = 1) -> str:
-    """1100 -> '1,100'; 131.2 -> '131.2'."""
-    return with_commas(int(value)) if float(value).is_integer() else f"{value:,.{decimals}f}"
-
-
 def number_question(step: str, runs: Sequence[Run], question: str, answer: float, unit: str, reasoning: str,
                     hint: str, mistakes: Sequence[tuple[float, str]] = (), tolerance: float = 0.0,
                     decimals: int = 1) -> Problem:
-    """A number to predict, right within ``tolerance``; a mistake that equals the answer (or an earlier mistake)
-    is dropped, so each wrong figure has one reason."""
-    kept: list[tuple[float, str]] = []
-    for figure, why in mistakes:
-        figure = float(figure)
-        if abs(figure - answer) > tolerance and all(abs(figure - f) > tolerance for f, _ in kept):
-            kept.append((figure, why))
-    return Problem("guide", 0, step, runs[0].scenario, question,
-                   f"{fmt(answer, decimals)} {unit}", reasoning, answer=float(answer), tolerance=tolerance,
-                   unit=unit, mistakes=tuple(kept), hint=hint)
+    """A number to predict, right within ``tolerance`` (``sim.problems.number_problem``, of the first run's
+    scenario)."""
+    return number_problem("guide", 0, step, runs[0].scenario, question, answer, unit, reasoning, hint, mistakes,
+                          tolerance, decimals)
 
 
 def choice_question(step: str, runs: Sequence[Run], question: str, choices: Sequence[str], answer: str,
@@ -125,7 +113,5 @@ def choice_question(step: str, runs: Sequence[Run], question: str, choices: Sequ
     """A multiple-choice question; ``mistakes`` says why each wrong option is wrong (``hint`` for the others)."""
     if answer not in choices:
         raise ValueError(f"step {step!r}: the answer {answer!r} is not one of its choices {list(choices)}")
-    why = mistakes or {}
-    return Problem("guide", 0, step, runs[0].scenario, question, answer, reasoning, choices=tuple(choices),
-                   answer=answer, mistakes=tuple((c, why[c]) for c in choices if c != answer and c in why),
-                   hint=hint)
+    return choice_problem("guide", 0, step, runs[0].scenario, question, choices, answer, reasoning, hint,
+                          mistakes or {})

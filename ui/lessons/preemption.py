@@ -31,6 +31,7 @@ from sim.config import (
     cdiv,
     field_help,
     gib_for_blocks,
+    model_name,
     num_blocks_for_gib,
 )
 from sim.engine import SimulationError, simulate
@@ -83,7 +84,7 @@ def _gib_slider(default: float, top: float) -> tuple[float, str]:
 
 def model_key(config: EngineConfig) -> str:
     """The MODELS key of the config's model, or "scenario" for a model only the scenario file names."""
-    return next((k for k, m in MODELS.items() if m == config.model), "scenario")
+    return model_name(config.model) or "scenario"
 
 
 def engine_knobs(config: EngineConfig) -> list[Knob]:

@@ -6,13 +6,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
+from sim.config import cdiv
 from sim.preemption_metrics import preemption_cost, preemptions
-from sim.problems import Problem
+from sim.problems import Problem, fmt
 from sim.scenario import Scenario
 
 from ..glossary import term_link
 from ..lesson import Run
-from .guided import Setting, Step, Values, choice_question, config_setting, fmt
+from .guided import Setting, Step, Values, choice_question, config_setting
 
 VICTIM_POLICY = config_setting("policy", "policy", "Policy", "fcfs", ("fcfs", "priority"),
                                {"fcfs": "FCFS victim", "priority": "priority victim"}, names_run=True)
@@ -111,7 +112,7 @@ def _ask_sizing(runs: Sequence[Run], values: Values) -> Problem:
                         f"has {c.max_num_seqs} batch slots and a pool of {c.num_blocks:,} blocks of {c.block_size} "
                         f"tokens. Are requests preempted?", (_YES, _NO), answer,
         f"{count:,} preemptions. {c.max_num_seqs} requests growing to ~{longest:,} tokens need up to "
-        f"{c.max_num_seqs} x {-(-longest // c.block_size)} blocks at once against the pool's {c.num_blocks:,}: "
+        f"{c.max_num_seqs} x {cdiv(longest, c.block_size)} blocks at once against the pool's {c.num_blocks:,}: "
         "preemptions all the time are a sizing problem, fixed by a larger pool or fewer slots (more queueing).",
         "Compare what the slots can grow into with the pool.",
         {_YES: f"this pool holds what {c.max_num_seqs} slots grow into: no preemption.",

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sim.problems import Problem
+from sim import metrics
+from sim.problems import Problem, fmt
 
 from ..glossary import term_link
 from ..lesson import Run
-from .guided import Step, Values, by_label, choice_question, config_setting, fmt, number_question
+from ..wording import count
+from .guided import Step, Values, by_label, choice_question, config_setting, number_question
 
 SLOTS = config_setting("max_num_seqs", "max_num_seqs", "Batch slots (max_num_seqs)", 1, (1, 2, 3))
 
@@ -32,7 +34,7 @@ def _ask_fcfs(runs: Sequence[Run], values: Values) -> Problem:
     slots = fcfs.scenario.config.max_num_seqs
     mean = _finish(fcfs)
     return number_question(
-        "fcfs", runs, f"Under FCFS with {slots} batch slot{'s' if slots > 1 else ''}, what is the average finish "
+        "fcfs", runs, f"Under FCFS with {count(slots, 'batch slot')}, what is the average finish "
                       "time of the three requests (engine steps from arrival to the last token)?",
         mean, "steps",
         f"FCFS runs them in arrival order: {_order(fcfs)}. Each finishes after the answers ahead of it plus its own, "
@@ -86,8 +88,8 @@ GUARD = config_setting("guard", "starvation_threshold_steps", "Starvation guard 
 
 
 def _wait_of(run: Run, request_id: str) -> int:
-    r, row = run.trace.requests, run.trace.request_ids.index(request_id)
-    return int(r["first_scheduled_step"][row] - r["arrival_step"][row])
+    """Its queueing delay (steps from arrival to its first scheduled step)."""
+    return int(metrics.request_latencies(run.trace)["queue_steps"][run.trace.request_ids.index(request_id)])
 
 
 def _ask_guard(runs: Sequence[Run], values: Values) -> Problem:
