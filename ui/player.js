@@ -10,6 +10,7 @@ const MAX_QUEUE_IDS = 10;
 const MAX_MAP_CELLS = 1024;
 const COMMIT_AFTER_MS = 400;
 const COMMIT_WHILE_PLAYING_MS = 3000;
+const SEEN_FOR_DETAIL_MS = 2500;
 
 function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
@@ -156,14 +157,17 @@ export default function (component) {
 }
 
 // The waiting queue's order and the block map cost the server a re-run of every compared scenario: it makes
-// them once the player has been on screen for a moment (or is used), not for every slider move elsewhere.
+// them once the player has been on screen for a while (or is used), not for every slider move elsewhere. The wait
+// is long enough that the request rarely meets a click just after a page load: a fragment rerun still in flight
+// when a click changes the page's layout can make Streamlit's frontend apply the fragment's delta to the new
+// layout ("Bad delta path index") and blank the app.
 function askForDetailWhenSeen(p, box) {
   if (p.data.detail) return null;
   let timer = null;
   const observer = new IntersectionObserver((entries) => {
     const seen = entries.some((e) => e.isIntersecting);
     clearTimeout(timer);
-    if (seen) timer = setTimeout(() => askForDetail(p), 400);
+    if (seen) timer = setTimeout(() => askForDetail(p), SEEN_FOR_DETAIL_MS);
   }, { threshold: 0.15 });
   observer.observe(box);
   return { disconnect: () => { clearTimeout(timer); observer.disconnect(); } };

@@ -95,9 +95,11 @@ def show(runs: Sequence[Any], page: str, unit: str, *, scope: str = "", block_ma
         # The queues' order and the block map re-run every compared scenario: only once the player has been in
         # view (the browser asks, naming these runs), not for every slider move of a student looking elsewhere.
         detail = (held.get("detail") if isinstance(held, dict) or hasattr(held, "get") else None) == ident
-        step = committed if isinstance(committed, int) and 0 <= committed <= last_step else (
-            linked if linked is not None else default)
-        if committed is not None and str(step) != st.query_params.get(STEP_PARAM):
+        # (-1 until the reader moves the player: its start alone writes nothing into the link, where a rerun of
+        # this fragment could race a slider's rerun and put back a link without the slider's new value)
+        moved = isinstance(committed, int) and 0 <= committed <= last_step
+        step = committed if moved else linked if linked is not None else default
+        if moved and str(step) != st.query_params.get(STEP_PARAM):
             set_param(STEP_PARAM, str(step))  # the step the player paused on, for a copied link
         with st.spinner("Preparing the step player: re-running the steps around this one…", show_time=True):
             window = [window_payload(run.label, run.scenario, run.trace, step, block_map, detail) for run in runs]
@@ -105,7 +107,7 @@ def show(runs: Sequence[Any], page: str, unit: str, *, scope: str = "", block_ma
         data = {**timeline.payload_frame(unit, default), "runs": window, "runs_id": ident, "detail": detail,
                 "block_map": block_map,
                 "id": f"{ident}#{spans}#{int(detail)}"}
-        _COMPONENT(key=key, data=data, default={"step": step, "detail": ""}, on_step_change=_noop,
+        _COMPONENT(key=key, data=data, default={"step": -1, "detail": ""}, on_step_change=_noop,
                    on_detail_change=_noop, height="content")
 
     with box:
