@@ -208,14 +208,9 @@ def payload_frame(unit: str, default_step: int) -> dict[str, Any]:
     }
 
 
-def default_step(traces: Sequence[Trace]) -> int:
-    """Where a player starts: the first preemption in any run, else the first refusal to admit, else the first
-    admission (else step 0)."""
-    return earliest([first_decisions(trace) for trace in traces])
-
-
 def earliest(firsts: Sequence[tuple[int | None, int | None, int | None]]) -> int:
-    """``default_step`` from each run's ``first_decisions``."""
+    """Where a player starts, from each run's ``first_decisions``: the first preemption in any run, else the first
+    refusal to admit, else the first admission (else step 0)."""
     for i in range(3):
         found = [f[i] for f in firsts if f[i] is not None]
         if found:

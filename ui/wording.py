@@ -72,17 +72,10 @@ class Card(NamedTuple):
     help: str = ""
 
 
-def event_line(request_id: str, kind: str, why: str, *, swapped: bool = False) -> str:
-    """One trace event for people: "**D** preempted: KV pool full: ...". ``swapped``: a "blocked" event of a
-    request waiting in CPU memory (it is not in the waiting queue, so it is not "next in line"). The id, and any
-    id in ``why``, must be Markdown-safe already (``safe_ids``)."""
-    label = event_label(kind, swapped=swapped)
-    return f"**{request_id}** {label}: {why}" if label else f"**{request_id}** {why}"
-
-
 def event_label(kind: str, *, swapped: bool = False) -> str:
     """What an event of ``kind`` says after the request's id ("preempted", "is next in line but not admitted");
-    '' where the reason says it all (admitted, finished). ``swapped``: as in ``event_line``."""
+    '' where the reason says it all (admitted, finished). ``swapped``: a "blocked" event of a request waiting in
+    CPU memory (it is not in the waiting queue, so it is not "next in line")."""
     return "is not swapped back in yet" if kind == "blocked" and swapped else _EVENT_LABELS.get(kind, "")
 
 

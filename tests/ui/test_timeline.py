@@ -168,9 +168,9 @@ def test_run_lengths_round_trip():
 
 def test_the_player_starts_at_the_first_preemption_else_refusal_else_admission():
     toy = simulate(*_cfg_reqs(_variant("toy_pool", "FCFS victim")))
-    assert timeline.default_step([toy]) == 113
+    assert timeline.earliest([timeline.first_decisions(toy)]) == 113
     lone = simulate(EngineConfig(num_blocks=100), [R("x", 3, 8, 2)])
-    assert timeline.default_step([lone]) == 3  # nothing refused: the first admission
+    assert timeline.earliest([timeline.first_decisions(lone)]) == 3  # nothing refused: the first admission
 
 
 def test_a_windows_payload_stays_small():
