@@ -45,6 +45,19 @@ def _cursors(page) -> list[tuple[str, float]]:
             for c in page.locator(".sl-cursor").all()]
 
 
+def _settled_cursors(page, timeout_s: float = 30) -> list[tuple[str, float]]:
+    """The cursors once every chart has drawn its own: the same count on reads 0.5 s apart (charts draw one by one
+    after the player appears, so a read too early misses the last ones)."""
+    deadline = time.monotonic() + timeout_s
+    previous = _cursors(page)
+    while True:
+        page.wait_for_timeout(500)
+        current = _cursors(page)
+        if len(current) == len(previous) or time.monotonic() > deadline:
+            return current
+        previous = current
+
+
 def _open(page, base: str, lesson: str, query: str = "") -> int:
     received = [0]
     page.on("websocket", lambda ws: ws.on("framereceived", lambda f: received.__setitem__(
@@ -63,7 +76,7 @@ def test_the_player_steps_plays_and_drives_every_column_and_cursor(app_server, p
     start = _step(page)
     num_runs = LESSONS[lesson][1]
     assert _column_steps(page) == [start] * num_runs  # one step for every compared run
-    cursors_before = _cursors(page)
+    cursors_before = _settled_cursors(page)
     assert len({run for run, _ in cursors_before}) == num_runs  # each run's charts carry a cursor
     why_before = _player(page).locator('[data-testid="player-why"]').all_text_contents()
 
@@ -74,9 +87,9 @@ def test_the_player_steps_plays_and_drives_every_column_and_cursor(app_server, p
         assert _wait_step(page, lambda s, k=k: s == start + k) == start + k
         times.append(time.perf_counter() - t0)
     assert _column_steps(page) == [start + 3] * num_runs
-    after = _cursors(page)
-    assert len(after) == len(cursors_before) and any(b[1] != a[1] for b, a in zip(cursors_before, after,
-                                                                                   strict=True))
+    after = _settled_cursors(page)
+    assert len(after) == len(cursors_before)
+    assert all(b[0] == a[0] and b[1] != a[1] for b, a in zip(cursors_before, after, strict=True))  # every one moved
     print(f"\n{lesson}: step button to new step shown: {', '.join(f'{t * 1000:.0f} ms' for t in times)}; "
           f"page load received {received / 1e6:.2f} MB over the websocket")
 
