@@ -226,14 +226,23 @@ class Trace:
     def num_requests(self) -> int:
         return len(self.request_ids)
 
+    def freeze(self) -> Trace:
+        """Make every array read-only and return the trace: one trace shared by many readers (the app's cache hands
+        the same object to every session) raises on an accidental write instead of changing what others see."""
+        for a in self._arrays():
+            a.flags.writeable = False
+        return self
+
+    def _arrays(self) -> list[np.ndarray]:
+        return [*self.steps.values(), *self.clients.values(), *self.requests.values(), self.sched_rows,
+                self.sched_tokens, self.sched_kind, self.sched_offsets,
+                *(a for snapshot in self.snapshots.values() for a in snapshot)]
+
     def nbytes(self) -> int:
         """About how many bytes the trace holds (its arrays, and ~100 bytes a request id, step list or event): what a
         cache of traces counts against its budget."""
-        arrays = [*self.steps.values(), *self.clients.values(), *self.requests.values(), self.sched_rows,
-                  self.sched_tokens, self.sched_kind, self.sched_offsets,
-                  *(a for snapshot in self.snapshots.values() for a in snapshot)]
         lists = 5 * len(self.request_ids) + len(self.client_ids) + len(self.raw_events)
-        return sum(a.nbytes for a in arrays) + 100 * lists
+        return sum(a.nbytes for a in self._arrays()) + 100 * lists
 
     def start_ms(self, step: np.ndarray | int) -> np.ndarray:
         """Clock at the start of ``step`` (the end of the step before)."""

@@ -18,6 +18,7 @@ step) survives navigation without code of its own.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -297,7 +298,7 @@ class KnobPanel:
             set_param(knob.key, None if value == knob.default else knob.to_url(value))
 
 
-def preset_picker(page: str, presets: list[Any], container: Any = None) -> Any:
+def preset_picker(page: str, presets: Sequence[Any], container: Any = None) -> Any:
     """A preset select box (in the lesson's order: the article's example first, or on Preemption after the toy
     pool), synced with ``?preset=``. Returns the Preset."""
     keys = [p.key for p in presets]

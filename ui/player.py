@@ -31,7 +31,7 @@ _COMPONENT = st.components.v2.component(
 STEP_PARAM = "step"  # the URL's step: a copied link opens the player there
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
+@st.cache_resource(max_entries=64, show_spinner=False)
 def _window(key: str, label: str, _scenario: Scenario, _trace: Trace, first: int, end: int, block_map: bool,
             detail: bool) -> dict[str, Any]:
     playback = record_window(_scenario.config, _scenario.requests, first, end, block_map=block_map) if detail \
@@ -41,8 +41,9 @@ def _window(key: str, label: str, _scenario: Scenario, _trace: Trace, first: int
 
 def window_payload(label: str, scenario: Scenario, trace: Trace, step: int, block_map: bool,
                    detail: bool = True) -> dict[str, Any]:
-    """One run's data for the window of steps around ``step`` (cached per run and window). ``detail``: with the
-    queues' order and the block map, which re-run the scenario (the rest comes from its trace)."""
+    """One run's data for the window of steps around ``step`` (cached per run and window, one read-only dict for
+    every session: it only goes to the browser). ``detail``: with the queues' order and the block map, which
+    re-run the scenario (the rest comes from its trace)."""
     first, end = window_around(min(step, trace.num_steps - 1), trace.num_steps)
     return _window(runner.scenario_key(scenario), label, scenario, trace, first, end, block_map, detail)
 

@@ -1,5 +1,9 @@
-"""The cached simulator: one ``st.cache_data`` wrapper so moving a slider back is instant and concurrent sessions
-share results without sharing mutable state (each caller gets its own copy of the trace).
+"""The cached simulator, so moving a slider back is instant and concurrent sessions share results.
+
+A trace is cached once for the whole process (``st.cache_resource``): every session that asks for the same run gets
+the same object, read-only (``Trace.freeze``: its arrays refuse writes), without the copy ``st.cache_data`` would
+unpickle on every rerun (~20% of a cached Fairness rerun; a class of 30 shares most of its runs). Small derived
+values a page may edit (summaries, per-client rows) stay in ``st.cache_data``, a copy for each caller.
 
 The cache key is a hash of the scenario (the full config repr and the request list); the Scenario object itself
 is passed unhashed (leading underscore).
@@ -104,14 +108,15 @@ def _cache_bytes() -> _ByteBudget:
     return _ByteBudget()
 
 
-@st.cache_data(max_entries=256, show_spinner=False)
+@st.cache_resource(max_entries=256, show_spinner=False)
 def _run(key: str, _scenario: Scenario, snapshot_every_steps: int) -> Trace:
+    """The run, shared by every session and read-only (see the module docstring)."""
     if not snapshot_every_steps:
         trace = _prefetcher().take(key)  # a worker's run, if one started it
         if trace is not None:
-            return trace
+            return trace.freeze()
     return simulate(_scenario.config, _scenario.requests, name=_scenario.name,
-                    snapshot_every_steps=snapshot_every_steps, limits=cost_estimate.PAGE_LIMITS)
+                    snapshot_every_steps=snapshot_every_steps, limits=cost_estimate.PAGE_LIMITS).freeze()
 
 
 def check_cost(scenario: Scenario) -> None:
@@ -263,7 +268,8 @@ def measure(scenario: Scenario, fn: Callable[..., Any], *args: Any, trace: Trace
     return value
 
 
-@st.cache_data(max_entries=16, show_spinner=False)
-def presets_for(lesson: str) -> list[presets.Preset]:
-    """A lesson's presets (cached: building them generates every preset's workload, ~20 ms a rerun)."""
-    return presets.presets_for(lesson)
+@st.cache_resource(max_entries=16, show_spinner=False)
+def presets_for(lesson: str) -> tuple[presets.Preset, ...]:
+    """A lesson's presets (cached: building them generates every preset's workload, ~20 ms a rerun). One tuple of
+    frozen presets for every session: no copy to unpickle on each rerun."""
+    return tuple(presets.presets_for(lesson))
