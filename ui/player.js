@@ -110,7 +110,11 @@ function codesAt(run, i) {
 
 // ---- the player ---------------------------------------------------------------------------------------------
 export default function (component) {
-  const { data, key, parentElement, setStateValue } = component;
+  const { key, parentElement, setStateValue } = component;
+  // The server sends its JSON as bytes (ui/player.py's component_data: encoded once per window, not per rerun).
+  const data = typeof component.data === "string" ? JSON.parse(component.data)
+    : (component.data instanceof ArrayBuffer || ArrayBuffer.isView(component.data))
+      ? JSON.parse(new TextDecoder().decode(component.data)) : component.data;
   let p = PLAYERS[key];
   if (!p) {
     p = PLAYERS[key] = { step: null, playing: false, speed: 10, timer: null, lastCommitted: null, commitTimer: null };

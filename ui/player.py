@@ -11,6 +11,7 @@ moment) or leaves its window (to fetch the next one). The component's code is ``
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -33,19 +34,30 @@ STEP_PARAM = "step"  # the URL's step: a copied link opens the player there
 
 @st.cache_resource(max_entries=64, show_spinner=False)
 def _window(key: str, label: str, _scenario: Scenario, _trace: Trace, first: int, end: int, block_map: bool,
-            detail: bool) -> dict[str, Any]:
+            detail: bool) -> bytes:
     playback = record_window(_scenario.config, _scenario.requests, first, end, block_map=block_map) if detail \
         else None
-    return timeline.run_payload(label, _trace, playback, first, end)
+    return _json(timeline.run_payload(label, _trace, playback, first, end))
+
+
+def _json(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":"), allow_nan=False).encode()
 
 
 def window_payload(label: str, scenario: Scenario, trace: Trace, step: int, block_map: bool,
-                   detail: bool = True) -> dict[str, Any]:
-    """One run's data for the window of steps around ``step`` (cached per run and window, one read-only dict for
-    every session: it only goes to the browser). ``detail``: with the queues' order and the block map, which
+                   detail: bool = True) -> tuple[int, int, bytes]:
+    """One run's data for the window of steps around ``step``: (first step, end step, the JSON the browser gets),
+    cached per run and window for every session. ``detail``: with the queues' order and the block map, which
     re-run the scenario (the rest comes from its trace)."""
     first, end = window_around(min(step, trace.num_steps - 1), trace.num_steps)
-    return _window(runner.scenario_key(scenario), label, scenario, trace, first, end, block_map, detail)
+    return first, end, _window(runner.scenario_key(scenario), label, scenario, trace, first, end, block_map, detail)
+
+
+def component_data(frame: dict[str, Any], windows: Sequence[tuple[int, int, bytes]]) -> bytes:
+    """The component's data as JSON bytes: ``frame`` with ``runs`` the windows' JSON, joined without decoding them.
+    Streamlit sends bytes as they are and names the element by their hash: a dict would be encoded twice on every
+    rerun (once sorted, for the element's identity), ~15% of a cached Fairness rerun for a payload this size."""
+    return b'{"runs":[' + b",".join(w[2] for w in windows) + b"]," + _json(frame)[1:]
 
 
 def linked_step(last_step: int) -> tuple[int | None, str]:
@@ -103,13 +115,12 @@ def show(runs: Sequence[Any], page: str, unit: str, *, scope: str = "", block_ma
         if moved and str(step) != st.query_params.get(STEP_PARAM):
             set_param(STEP_PARAM, str(step))  # the step the player paused on, for a copied link
         with st.spinner("Preparing the step player: re-running the steps around this one…", show_time=True):
-            window = [window_payload(run.label, run.scenario, run.trace, step, block_map, detail) for run in runs]
-        spans = "|".join(f"{w['first']}-{w['end']}" for w in window)
-        data = {**timeline.payload_frame(unit, default), "runs": window, "runs_id": ident, "detail": detail,
-                "block_map": block_map,
-                "id": f"{ident}#{spans}#{int(detail)}"}
-        _COMPONENT(key=key, data=data, default={"step": -1, "detail": ""}, on_step_change=_noop,
-                   on_detail_change=_noop, height="content")
+            windows = [window_payload(run.label, run.scenario, run.trace, step, block_map, detail) for run in runs]
+        spans = "|".join(f"{first}-{end}" for first, end, _ in windows)
+        frame = {**timeline.payload_frame(unit, default), "runs_id": ident, "detail": detail, "block_map": block_map,
+                 "id": f"{ident}#{spans}#{int(detail)}"}
+        _COMPONENT(key=key, data=component_data(frame, windows), default={"step": -1, "detail": ""},
+                   on_step_change=_noop, on_detail_change=_noop, height="content")
 
     with box:
         _player()

@@ -90,7 +90,7 @@ def player_data(at: AppTest) -> dict:
     """The step player's data as the browser gets it (ui/player.py's component)."""
     players = [e for e in at.get("bidi_component") if e.proto.component_name == "scheduler_lab.step_player"]
     assert len(players) == 1, f"expected one step player, found {len(players)}"
-    return json.loads(players[0].proto.json)
+    return json.loads(players[0].proto.bytes)  # (JSON sent as bytes: ui/player.py's component_data)
 
 
 def chart_cursors(at: AppTest) -> dict[str, dict]:

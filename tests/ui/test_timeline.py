@@ -214,3 +214,16 @@ def test_without_a_replay_the_trace_still_gives_batch_counts_and_decisions():
     assert any(line.startswith("victim is not swapped back in yet: needs") for line in lines)
     with pytest.raises(ValueError, match="first_step and end_step"):
         timeline.run_payload("run", trace, None)
+
+
+def test_the_components_data_is_the_frame_and_each_runs_window_as_one_json_document():
+    from ui import player  # (imports Streamlit's component registry: only in this test)
+
+    sc = presets.get("article_hol").scenario
+    trace = simulate(sc.config, sc.requests)
+    windows = [(0, 10, json.dumps(timeline.run_payload(label, trace, None, 0, 10)).encode()) for label in "AB"]
+    frame = {**timeline.payload_frame("steps", 3), "id": "x#0-10", "detail": False}
+    data = json.loads(player.component_data(frame, windows))
+    assert [r["label"] for r in data["runs"]] == ["A", "B"]  # in order, each whole
+    assert data["runs"][0] == json.loads(windows[0][2])
+    assert {k: data[k] for k in frame} == json.loads(json.dumps(frame))  # and the frame's every key
