@@ -45,7 +45,9 @@ def run_payload(label: str, trace: Trace, playback: Playback | None, first_step:
     events: dict[int, list[list[int]]] = {}
     arrived: dict[int, list[int]] = {}
     swapped_after = _parked(trace, lo, hi)
-    worded: dict[Event, str] = {}  # the same decision at another step reads the same: word it once
+    # The same decision at another step reads the same: word it once (keyed by every field but the step; a tuple
+    # slice, ~10x cheaper than Event._replace on a window of 2,000 events).
+    worded: dict[tuple, str] = {}
     for e in _events_in(trace, lo, hi):
         i = e.step - lo
         rows_seen.add(e.row)
@@ -53,7 +55,7 @@ def run_payload(label: str, trace: Trace, playback: Playback | None, first_step:
             arrived.setdefault(i, []).append(e.row)
             continue
         label_text = event_label(e.kind.value, swapped=e.row in swapped_after(i))
-        same = e._replace(step=0)
+        same = e[1:]
         why = worded.get(same)
         if why is None:
             why = worded[same] = describe(e, trace.request_ids, trace.config)
