@@ -10,6 +10,7 @@ from __future__ import annotations
 import bisect
 import functools
 import typing
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any, NamedTuple
@@ -19,6 +20,8 @@ import numpy as np
 from .config import EngineConfig
 from .events import Event, EventKind, RawEvent, describe
 from .request import NO_STEP, RequestStatus, RequestTable
+
+_KIND_FIELD = Event._fields.index("kind")  # where a RawEvent holds its kind (sim/events.py)
 
 
 class StepRecord(NamedTuple):
@@ -217,6 +220,11 @@ class Trace:
     def events(self) -> list[Event]:
         """What happened to which request, in step order (``sim.events.Event`` records)."""
         return list(map(Event._make, self.raw_events))
+
+    def events_of(self, kinds: Collection[EventKind]) -> list[Event]:
+        """The events of these kinds, in step order (only those are made into records: a reader looking for a few
+        kinds does not pay for all of ``events``)."""
+        return [Event._make(raw) for raw in self.raw_events if raw[_KIND_FIELD] in kinds]
 
     @property
     def num_steps(self) -> int:

@@ -160,8 +160,9 @@ def _sparse(entries: list[tuple[int, ...] | None], rows_seen: set[int]) -> dict[
 def _parked(trace: Trace, lo: int, hi: int):
     """``fn(i)``: the rows parked in CPU memory after step ``lo + i``, from the swap events (a swapped request that
     is refused is "not swapped back in yet", not "next in line": it is not in the waiting queue)."""
-    moves = [(e.step, e.row, e.kind is EventKind.SWAP_OUT) for e in trace.events
-             if e.kind in (EventKind.SWAP_OUT, EventKind.SWAP_IN, EventKind.ABORT, EventKind.FINISH) and e.step < hi]
+    moves = [(e.step, e.row, e.kind is EventKind.SWAP_OUT)
+             for e in trace.events_of((EventKind.SWAP_OUT, EventKind.SWAP_IN, EventKind.ABORT, EventKind.FINISH))
+             if e.step < hi]
     parked: set[int] = set()
     at: list[frozenset[int]] = []
     k, now = 0, frozenset()
@@ -180,7 +181,7 @@ def _parked(trace: Trace, lo: int, hi: int):
 def _jump_steps(trace: Trace, lo: int, hi: int) -> list[int]:
     """The steps with a decision worth stopping at (admit, preempt, swap, resume, abort, finish, reject): the
     whole run's, or the window's when there are too many."""
-    steps = sorted({e.step for e in trace.events if e.kind in JUMP_KINDS})
+    steps = sorted({e.step for e in trace.events_of(JUMP_KINDS)})
     if len(steps) > MAX_JUMP_STEPS:
         steps = [s for s in steps if lo <= s < hi]
     return steps
@@ -224,5 +225,6 @@ def first_decisions(trace: Trace) -> tuple[int | None, int | None, int | None]:
     """The run's first preemption (or swap-out), first refusal to admit and first admission: steps, or None.
     A pure function of the trace (a page caches it per run: reading a trace's events costs ~10 ms a run)."""
     groups = ((EventKind.PREEMPT, EventKind.SWAP_OUT), (EventKind.BLOCKED,), (EventKind.ADMIT,))
-    return tuple(next((e.step for e in trace.events if e.kind in kinds), None)  # type: ignore[return-value]
+    found = trace.events_of({kind for kinds in groups for kind in kinds})
+    return tuple(next((e.step for e in found if e.kind in kinds), None)  # type: ignore[return-value]
                  for kinds in groups)
