@@ -18,7 +18,8 @@ range and sends the rerun a released slider sends.
   error.
 
 The server's memory is read from /proc/<pid>/status (VmRSS) at the start, every second (peak) and at the end, for
-the server and for it with its worker processes (ui/background.py). The server is ``--server-pid``, else the
+the server and for it with every process under it (its workers, ui/background.py; for replicas behind nginx pass
+the pid of ``deploy/serve.sh``: every replica, its workers and nginx). The server is ``--server-pid``, else the
 process listening on the URL's port, else the one ``--start-server`` starts (``streamlit run app.py`` on that
 port, stopped at the end). Loopback only, and bounded: at most MAX_STUDENTS students for at most MAX_MINUTES.
 The students share one process with one event loop; on a 2-core machine it takes some of the CPU the server would
@@ -232,12 +233,23 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+def _descendants(pid: int) -> list[int]:
+    """Every process under ``pid``: its children, theirs, and so on."""
+    found, todo = [], _children(pid)
+    while todo:
+        child = todo.pop()
+        found.append(child)
+        todo.extend(_children(child))
+    return found
+
+
 def memory_kib(pid: int) -> tuple[int | None, int | None]:
-    """(the server's RSS, the server's and its child processes' RSS), in KiB."""
+    """(the server's RSS, the RSS of the server and every process under it), in KiB. (For replicas started by
+    ``deploy/serve.sh``, pass its pid: the second figure is then every replica, its workers and nginx.)"""
     own = rss_kib(pid)
     if own is None:
         return None, None
-    return own, own + sum(rss_kib(child) or 0 for child in _children(pid))
+    return own, own + sum(rss_kib(child) or 0 for child in _descendants(pid))
 
 
 @dataclass
@@ -533,7 +545,7 @@ def report(args: argparse.Namespace, logs: list[StudentLog], memory: MemoryWatch
         every = summarize([t for log in logs for t in getattr(log, attribute)], sum(len(lg.errors) for lg in logs))
         print(format_row("all", every))
     print(f"\nserver pid {memory.pid} RSS: start {_mib(memory.start[0])}, peak {_mib(memory.peak[0])}, "
-          f"end {_mib(memory.end[0])}; with its worker processes: start {_mib(memory.start[1])}, "
+          f"end {_mib(memory.end[0])}; with every process under it: start {_mib(memory.start[1])}, "
           f"peak {_mib(memory.peak[1])}, end {_mib(memory.end[1])}")
     errors = [e for log in logs for e in log.errors]
     for text in sorted(set(errors))[:10]:
