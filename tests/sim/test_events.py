@@ -57,6 +57,13 @@ def test_events_at_finds_exactly_the_events_of_a_step():
         assert trace.events_at(step) == [e for e in trace.events if e.step == step]
 
 
+def test_events_of_gives_exactly_the_events_of_those_kinds_in_order():
+    trace = next(t for name, t in _preset_traces() if name.startswith("recompute_vs_swap"))
+    for kinds in ({EventKind.PREEMPT, EventKind.SWAP_OUT}, {EventKind.ADMIT}, set(EventKind), set()):
+        assert trace.events_of(kinds) == [e for e in trace.events if e.kind in kinds]
+    assert trace.events_of({EventKind.SWAP_OUT, EventKind.PREEMPT})  # (the preset preempts: not a vacuous check)
+
+
 def test_reasons_keep_the_strings_of_the_result_file():
     assert FinishReason.LENGTH == "length" and RejectReason.RATE_LIMITED == "rate_limited"
     t = run(config(), req("A", 0, 4, 3))

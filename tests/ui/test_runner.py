@@ -55,3 +55,20 @@ def test_run_variants_leaves_the_second_half_of_the_policies_to_the_worker(monke
     runs = lesson.run_variants(variants, ahead=ahead)
     assert queued == ["v0", "v1", "sweep0", "v2"]
     assert [r.label for r in runs] == ["v0", "v1", "v2"]  # the page still shows them in order
+
+
+def test_a_cached_run_is_one_read_only_trace_for_every_caller():
+    # Shared by every session (no copy unpickled per rerun), so no caller may change what the others see.
+    import numpy as np
+    import pytest
+
+    from ui import runner
+
+    sc = presets.get("article_hol").scenario.with_config(max_num_seqs=2)
+    first = runner.run(sc)
+    assert runner.run(dataclasses.replace(sc)) is first
+    with pytest.raises(ValueError, match="read-only"):
+        first.steps["time_ms"][0] = 0.0
+    with pytest.raises(ValueError, match="read-only"):
+        first.requests["finish_step"][:] = 0
+    assert np.all(first.steps["time_ms"] > 0)
