@@ -30,6 +30,19 @@ def vllm_scenarios_dir() -> Path:
 APP_TESTS_DIR = REPO_ROOT / "tests" / "app"
 
 
+@pytest.fixture
+def no_prefetch_workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ui.runner makes every run in the test's own thread: no worker processes started for a test (ui.background)."""
+    from ui import runner
+
+    class _NoWorkers:
+        @staticmethod
+        def take(key: str) -> None:
+            return None
+
+    monkeypatch.setattr(runner, "_prefetcher", _NoWorkers)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests under tests/app/ (whole pages run by Streamlit's AppTest, the slow half of the suite) get the ``app``
     marker, so ``pytest -m "not browser and not app"`` is the fast loop. (tests/browser/conftest.py marks its own.)"""

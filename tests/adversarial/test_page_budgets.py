@@ -36,9 +36,23 @@ def test_the_byte_budget_drops_the_oldest_traces_first_never_the_newest():
     assert fn.cleared == [("b",), ("a",), ("c",)] and budget.total == 5_000
 
 
+def test_the_budget_evicts_a_shared_trace_from_the_real_cache(monkeypatch, no_prefetch_workers):
+    # The traces live in st.cache_resource (one object for every session): the budget's clear must reach it.
+    budget = runner._ByteBudget(max_bytes=1)
+    monkeypatch.setattr(runner, "_cache_bytes", lambda: budget)
+    first_sc = presets.get("article_hol").scenario.with_config(max_num_seqs=3)
+    second_sc = first_sc.with_config(max_num_seqs=4)
+    first = runner.run(first_sc)
+    assert runner.run(first_sc) is first  # cached: the same object
+    runner.run(second_sc)  # over the budget: the older run is dropped
+    again = runner.run(first_sc)
+    assert again is not first and again.num_steps == first.num_steps  # run anew, the same run
+
+
 @pytest.mark.parametrize("preset", ["busy_server", "article_fairness", "prefix_cache"])
 def test_a_trace_knows_about_how_many_bytes_it_holds(preset):
-    # st.cache_data keeps a pickle of each trace: its size is what the budget counts, give or take half
+    # the budget counts a cached trace's arrays and lists: about its pickle's size (what a worker sends), give or
+    # take half
     sc = presets.get(preset).scenario
     trace = runner.simulate(sc.config, sc.requests, snapshot_every_steps=50)
     size = len(pickle.dumps(trace))

@@ -57,7 +57,7 @@ def test_run_variants_leaves_the_second_half_of_the_policies_to_the_worker(monke
     assert [r.label for r in runs] == ["v0", "v1", "v2"]  # the page still shows them in order
 
 
-def test_a_cached_run_is_one_read_only_trace_for_every_caller():
+def test_a_cached_run_is_one_read_only_trace_for_every_caller(no_prefetch_workers):
     # Shared by every session (no copy unpickled per rerun), so no caller may change what the others see.
     import numpy as np
     import pytest
