@@ -220,26 +220,20 @@ def rss_kib(pid: int) -> int | None:
     return None
 
 
-def _children(pid: int) -> list[int]:
-    found = []
+def descendants(pid: int) -> set[int]:
+    """Every process whose chain of parents leads to ``pid`` (a server's workers; for serve.sh, its replicas, their
+    workers, nginx and its workers), from one read of /proc."""
+    parents = {}
     for proc in Path("/proc").iterdir():
         if proc.name.isdigit():
-            try:
-                stat = (proc / "stat").read_text()
-            except OSError:
+            try:  # (field 4 of stat, after the command in parentheses)
+                parents[int(proc.name)] = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
                 continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:  # field 4, after the command in parentheses
-                found.append(int(proc.name))
-    return found
-
-
-def _descendants(pid: int) -> list[int]:
-    """Every process under ``pid``: its children, theirs, and so on."""
-    found, todo = [], _children(pid)
-    while todo:
-        child = todo.pop()
-        found.append(child)
-        todo.extend(_children(child))
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
     return found
 
 
@@ -249,7 +243,7 @@ def memory_kib(pid: int) -> tuple[int | None, int | None]:
     own = rss_kib(pid)
     if own is None:
         return None, None
-    return own, own + sum(rss_kib(child) or 0 for child in _descendants(pid))
+    return own, own + sum(rss_kib(child) or 0 for child in descendants(pid))
 
 
 @dataclass

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.class_load import descendants  # (every process under serve.sh, from one read of /proc)
 from tests.browser.conftest import REPO_ROOT, _free_loopback_port, _is_healthy, _log_tail, _unavailable
 from tests.browser.helpers import assert_no_exception, open_app, wait_for_app, wait_for_chart_title
 
@@ -30,22 +31,6 @@ _FIRST_CHART_DATA_JS = """() => {
   const plot = document.querySelector('[data-stale="false"] .js-plotly-plot');
   return plot && JSON.stringify(plot.data.map(t => [t.name, t.x, t.y, t.base]));
 }"""
-
-
-def _descendants(pid: int) -> set[int]:
-    """Every process whose chain of parents leads to pid (replicas, their workers, nginx and its workers)."""
-    parents = {}
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                parents[int(proc.name)] = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-    found, frontier = set(), {pid}
-    while frontier:
-        frontier = {child for child, parent in parents.items() if parent in frontier} - found
-        found |= frontier
-    return found
 
 
 def _is_running(pid: int) -> bool:
@@ -89,7 +74,7 @@ def test_two_replicas_behind_nginx(served, page):
     replica_ports = re.search(r"replica\(s\) on 127\.0\.0\.1 ports ([\d ]+)\)", started).group(1).split()
     run_dir = Path(re.search(r"run directory (\S+);", started).group(1))
     assert len(replica_ports) == 2 and all(_is_healthy(f"http://127.0.0.1:{p}") for p in replica_ports)
-    processes = _descendants(process.pid)
+    processes = descendants(process.pid)
     assert len(processes) >= 4  # two replicas, nginx's master and its worker (and the replicas' own workers)
 
     # Through the proxy: two slots give a mean finish of 433 steps, three of 400 (test_queueing_browser.py).

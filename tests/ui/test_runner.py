@@ -2,7 +2,11 @@
 
 import dataclasses
 
+import numpy as np
+import pytest
+
 from sim import presets
+from ui import runner
 from ui.runner import scenario_key
 
 
@@ -59,11 +63,6 @@ def test_run_variants_leaves_the_second_half_of_the_policies_to_the_worker(monke
 
 def test_a_cached_run_is_one_read_only_trace_for_every_caller(no_prefetch_workers):
     # Shared by every session (no copy unpickled per rerun), so no caller may change what the others see.
-    import numpy as np
-    import pytest
-
-    from ui import runner
-
     sc = presets.get("article_hol").scenario.with_config(max_num_seqs=2)
     first = runner.run(sc)
     assert runner.run(dataclasses.replace(sc)) is first
