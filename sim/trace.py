@@ -271,10 +271,16 @@ class Trace:
         return steps, self.sched_rows, self.sched_tokens, self.sched_kind
 
     def events_at(self, step: int) -> list[Event]:
-        """The events of ``step``, in the order they happened (a binary search: events are in step order)."""
-        lo = bisect.bisect_left(self.events, step, key=_event_step)
-        hi = bisect.bisect_right(self.events, step, lo=lo, key=_event_step)
-        return self.events[lo:hi]
+        """The events of ``step``, in the order they happened."""
+        return self.events_between(step, step + 1)
+
+    def events_between(self, first_step: int, end_step: int) -> list[Event]:
+        """The events of steps ``first_step`` to ``end_step - 1``, in the order they happened (a binary search over
+        the raw events, which are in step order; only these are made into records)."""
+        raw = self.raw_events
+        lo = bisect.bisect_left(raw, first_step, key=_event_step)
+        hi = bisect.bisect_left(raw, end_step, lo=lo, key=_event_step)
+        return [Event._make(r) for r in raw[lo:hi]]
 
     def describe(self, event: Event) -> str:
         """The event in plain words (``sim.events.describe`` with this run's request ids and config)."""
@@ -361,8 +367,8 @@ _PREEMPTIONS = (EventKind.PREEMPT, EventKind.SWAP_OUT)
 _LEAVES_RUNNING = (*_PREEMPTIONS, EventKind.FINISH, EventKind.ABORT)
 
 
-def _event_step(event: Event) -> int:
-    return event.step
+def _event_step(event: RawEvent) -> int:
+    return event[0]  # (Event's first field, step)
 
 
 def _opt(steps: list[int]) -> list[int | None]:

@@ -290,7 +290,10 @@ class KnobPanel:
         if knob.widget == "number":
             return box.number_input(knob.label, min_value=lo, max_value=hi, step=knob.step, format=knob.fmt,
                                     **common)
-        return box.slider(knob.label, min_value=lo, max_value=hi, step=knob.step, format=knob.fmt, **common)
+        # (a value, though the state set by _init_state is what shows: without one, Streamlit copies the whole
+        # session state to learn whether the slider is a range, on every rerun, for every slider)
+        return box.slider(knob.label, min_value=lo, max_value=hi, value=knob.default, step=knob.step,
+                          format=knob.fmt, **common)
 
     def _sync_url(self, values: dict[str, Any]) -> None:
         for knob in self.knobs:

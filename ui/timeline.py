@@ -9,13 +9,12 @@ Request ids are sent as data and written into the page as text (never as HTML or
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from sim.events import Event, EventKind, describe
+from sim.events import EventKind, describe
 from sim.playback import JUMP_KINDS, Playback
 from sim.trace import SCHED_DECODE, SCHED_PREFILL, SCHED_PREFILL_DONE, SCHED_WASTED, Trace
 
@@ -48,7 +47,7 @@ def run_payload(label: str, trace: Trace, playback: Playback | None, first_step:
     # The same decision at another step reads the same: word it once (keyed by every field but the step; a tuple
     # slice, ~10x cheaper than Event._replace on a window of 2,000 events).
     worded: dict[tuple, str] = {}
-    for e in _events_in(trace, lo, hi):
+    for e in trace.events_between(lo, hi):
         i = e.step - lo
         rows_seen.add(e.row)
         if e.kind is EventKind.ARRIVE:
@@ -145,14 +144,6 @@ def _repeats_marked(events: dict[int, list[list[int]]]) -> dict[str, Any]:
         flat = [v for event in rows for v in event]
         out[str(i)] = 0 if events.get(i - 1) == rows else flat
     return out
-
-
-def _events_in(trace: Trace, lo: int, hi: int) -> list[Event]:
-    """The trace's events of steps ``lo`` to ``hi - 1`` (events are in step order)."""
-    events = trace.events
-    first = bisect.bisect_left(events, lo, key=lambda e: e.step)
-    end = bisect.bisect_left(events, hi, key=lambda e: e.step)
-    return events[first:end]
 
 
 def _sparse(entries: list[tuple[int, ...] | None], rows_seen: set[int]) -> dict[str, list[int]]:

@@ -57,6 +57,14 @@ def test_events_at_finds_exactly_the_events_of_a_step():
         assert trace.events_at(step) == [e for e in trace.events if e.step == step]
 
 
+def test_events_between_finds_exactly_the_events_of_those_steps():
+    trace = next(t for name, t in _preset_traces() if name.startswith("toy_pool"))
+    last = trace.num_steps - 1
+    for first, end in ((0, 1), (0, trace.num_steps), (1, 114), (113, 113), (last, last + 9), (5, 2)):
+        assert trace.events_between(first, end) == [e for e in trace.events if first <= e.step < end]
+    assert trace.events_between(1, 114)  # (the window has events: not a vacuous check)
+
+
 def test_events_of_gives_exactly_the_events_of_those_kinds_in_order():
     trace = next(t for name, t in _preset_traces() if name.startswith("recompute_vs_swap"))
     for kinds in ({EventKind.PREEMPT, EventKind.SWAP_OUT}, {EventKind.ADMIT}, set(EventKind), set()):

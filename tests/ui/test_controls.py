@@ -39,3 +39,31 @@ def test_a_list_given_twice_in_a_link_is_both_lists():
     many = Knob("policies", "Policies", "multi", ("fcfs",), options=("fcfs", "sjf", "vtc"))
     assert many.parse(["fcfs", "sjf,vtc"]) == ["fcfs", "sjf", "vtc"]
     assert Knob("n", "N", "int", 1, min=1, max=9).parse(["2", "3"]) == 3
+
+
+def _slider_panel():
+    from ui.controls import Knob, KnobPanel
+
+    knobs = [Knob("num_blocks", "KV pool size (blocks)", "int", 600, min=100, max=2000, step=50),
+             Knob("rate", "Arrival rate", "float", 0.25, min=0.05, max=2.0, step=0.05)]
+    KnobPanel("lab", knobs).render()
+
+
+def test_sliders_show_their_state_without_copying_the_session_state(monkeypatch):
+    # A slider drawn without a value makes Streamlit copy the whole session state (filtered_state) to learn whether
+    # it is a range: on every rerun, for every slider. The panel passes the knob's default; the state still wins.
+    from streamlit.runtime.state.session_state import SessionState
+    from streamlit.testing.v1 import AppTest
+
+    copies = []
+    original = SessionState.filtered_state
+    monkeypatch.setattr(SessionState, "filtered_state",
+                        property(lambda self: copies.append(1) or original.fget(self)))
+    at = AppTest.from_function(_slider_panel)
+    at.query_params["num_blocks"] = "900"
+    at.run()
+    assert [s.value for s in at.sidebar.slider] == [900, 0.25]  # the link's value, not the knob's default
+    at.sidebar.slider[1].set_value(1.5).run()
+    at.run()
+    assert [s.value for s in at.sidebar.slider] == [900, 1.5]
+    assert not at.exception and copies == []
