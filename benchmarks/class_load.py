@@ -4,10 +4,10 @@
                                               [--start-server] [--server-pid PID] [--seed 0]
 
 Each student speaks Streamlit's own websocket protocol (``/_stcore/stream``, the ``BackMsg``/``ForwardMsg``
-protobufs Streamlit ships), as a browser tab does, without a browser: student k opens lesson k mod 4 (Queueing,
-Fairness, Cancellation, Preemption; with ``--presets all`` the lesson's presets in turn too), then, after a think
-time drawn from ``--think`` (seeded), moves the KV pool or the ``max_num_seqs`` slider by up to a fifth of its
-range and sends the rerun a released slider sends.
+protobufs Streamlit ships), as a browser tab does, without a browser: student k opens lesson k mod 5 (Queueing,
+Fairness, Cancellation, Preemption, Token budget; with ``--presets all`` the lesson's presets in turn too), then,
+after a think time drawn from ``--think`` (seeded), moves the KV pool or the ``max_num_seqs`` slider by up to a
+fifth of its range and sends the rerun a released slider sends.
 
 - "rerun" is the time from sending that rerun to the end of the page's script run (its ``script_finished``):
   what the issue's "slider release to finished rerun" means.
@@ -46,7 +46,9 @@ from urllib.parse import urlsplit
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from anywhere: the repo root on the path (sim.presets for --presets all)
 
-LESSONS = ("Queueing", "Fairness", "Cancellation", "Preemption")  # page names of pages/1_Queueing.py ... 4_...
+# page names (pages/1_Queueing.py ... 5_Token_budget.py) -> the lesson's name in sim.presets
+LESSONS = {"Queueing": "queueing", "Fairness": "fairness", "Cancellation": "cancellation",
+           "Preemption": "preemption", "Token_budget": "budget"}
 MOVED_SLIDERS = ("engine.num_blocks", "engine.pool_gib", "engine.max_num_seqs")  # key endings (ui/knobs.py)
 MAX_STUDENTS = 200
 MAX_MINUTES = 60.0
@@ -415,14 +417,14 @@ class Tab:
 
 
 def lesson_and_preset(k: int, every_preset: bool) -> tuple[str, str | None]:
-    """Student k's lesson (k mod 4) and, with every_preset, its preset: the lesson's presets in turn, so students
-    k, k+4, k+8, ... take its first, second, third ... preset (None: the page's default)."""
-    lesson = LESSONS[k % len(LESSONS)]
+    """Student k's lesson (k mod 5) and, with every_preset, its preset: the lesson's presets in turn, so students
+    k, k+5, k+10, ... take its first, second, third ... preset (None: the page's default)."""
+    lesson = list(LESSONS)[k % len(LESSONS)]
     if not every_preset:
         return lesson, None
     from sim import presets
 
-    keys = [p.key for p in presets.presets_for(lesson.lower())]
+    keys = [p.key for p in presets.presets_for(LESSONS[lesson])]
     return lesson, keys[(k // len(LESSONS)) % len(keys)]
 
 
@@ -436,7 +438,7 @@ class StudentLog:
 
 
 async def student(k: int, args: argparse.Namespace, class_ends: float) -> StudentLog:
-    """Student k: opens lesson k mod 4, then moves a slider after each think time until the class ends."""
+    """Student k: opens lesson k mod 5, then moves a slider after each think time until the class ends."""
     import websockets
 
     rng = random.Random(f"{args.seed}:{k}")

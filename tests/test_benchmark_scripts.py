@@ -154,14 +154,17 @@ def test_class_load_summary_sorts_and_counts_errors():
 
 def test_class_load_rotates_lessons_then_presets():
     class_load = _class_load()
-    assert [class_load.lesson_and_preset(k, every_preset=False) for k in range(5)] == [
-        ("Queueing", None), ("Fairness", None), ("Cancellation", None), ("Preemption", None), ("Queueing", None)]
-    # Students 0, 4, 8, ... share Queueing and take its presets in turn; Cancellation has three, so the fourth
-    # Cancellation student (k = 14) is back on the first.
+    assert [class_load.lesson_and_preset(k, every_preset=False) for k in range(6)] == [
+        ("Queueing", None), ("Fairness", None), ("Cancellation", None), ("Preemption", None), ("Token_budget", None),
+        ("Queueing", None)]
+    # Students 0, 5, 10, ... share Queueing and take its presets in turn; Cancellation has three, so the fourth
+    # Cancellation student (k = 17) is back on the first.
     assert class_load.lesson_and_preset(0, every_preset=True) == ("Queueing", "article_hol")
-    assert class_load.lesson_and_preset(4, every_preset=True) == ("Queueing", "busy_server")
-    assert class_load.lesson_and_preset(7, every_preset=True) == ("Preemption", "recompute_vs_swap")
-    assert class_load.lesson_and_preset(14, every_preset=True) == ("Cancellation", "article_abandon")
+    assert class_load.lesson_and_preset(5, every_preset=True) == ("Queueing", "busy_server")
+    assert class_load.lesson_and_preset(8, every_preset=True) == ("Preemption", "recompute_vs_swap")
+    assert class_load.lesson_and_preset(4, every_preset=True) == ("Token_budget", "long_prompt")
+    assert class_load.lesson_and_preset(14, every_preset=True) == ("Token_budget", "budget_memory")
+    assert class_load.lesson_and_preset(17, every_preset=True) == ("Cancellation", "article_abandon")
 
 
 def test_class_load_moves_a_slider_within_its_range_by_its_step():
