@@ -97,8 +97,8 @@ def test_the_player_gets_each_run_and_opens_where_the_link_says():
     data = player_data(at)
     assert [r["label"] for r in data["runs"]] == ["FCFS", "SJF (true lengths)"]
     assert data["default_step"] == 0  # the first refusal to admit: short1 and short2 find the one slot taken
-    # The window of 1,000 steps the player gets holds the linked step and the run's end.
-    assert all((r["first"], r["end"], r["num_steps"]) == (200, 1200, 1200) for r in data["runs"])
+    # Until the player has been in view, it gets a preview window of 100 steps around the linked step.
+    assert all((r["first"], r["end"], r["num_steps"]) == (950, 1050, 1200) for r in data["runs"])
     # The Gantt charts and the queue chart carry the player's cursor, each on its own run's steps.
     cursors = chart_cursors(at)
     assert cursors["FCFS"] == {"runs": ["FCFS"], "unit": "steps"}

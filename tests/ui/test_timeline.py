@@ -227,3 +227,20 @@ def test_the_components_data_is_the_frame_and_each_runs_window_as_one_json_docum
     assert [r["label"] for r in data["runs"]] == ["A", "B"]  # in order, each whole
     assert data["runs"][0] == json.loads(windows[0][2])
     assert {k: data[k] for k in frame} == json.loads(json.dumps(frame))  # and the frame's every key
+
+
+def test_a_player_not_yet_seen_gets_a_preview_window_and_once_seen_the_full_one():
+    from ui import player
+
+    sc = presets.get("article_hol").scenario  # 1,200 steps
+    trace = simulate(sc.config, sc.requests)
+    first, end, raw = player.window_payload("FCFS", sc, trace, 1000, block_map=False, detail=False)
+    preview = json.loads(raw)
+    assert (first, end) == (preview["first"], preview["end"]) == (950, 1050)  # holds the step, a little ahead
+    assert preview["queues"] is None
+    first, end, raw = player.window_payload("FCFS", sc, trace, 1000, block_map=False, detail=True)
+    full = json.loads(raw)
+    assert (first, end) == (full["first"], full["end"]) == (200, 1200) and full["queues"] is not None
+    for i in (0, 49, 99):  # the preview's steps read as the full window's do
+        assert batch_at(preview["batch"], i) == batch_at(full["batch"], 750 + i)
+        assert unrun(preview["counts"]["waiting"])[i] == unrun(full["counts"]["waiting"])[750 + i]
