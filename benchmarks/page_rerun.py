@@ -41,7 +41,8 @@ from streamlit.testing.v1 import AppTest, local_script_runner  # noqa: E402
 from sim import presets  # noqa: E402
 
 PAGES = {"queueing": "pages/1_Queueing.py", "fairness": "pages/2_Fairness.py",
-         "cancellation": "pages/3_Cancellation.py", "preemption": "pages/4_Preemption.py"}
+         "cancellation": "pages/3_Cancellation.py", "preemption": "pages/4_Preemption.py",
+         "budget": "pages/5_Token_budget.py"}
 
 
 def _pool_slider(at: AppTest):

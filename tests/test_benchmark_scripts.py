@@ -26,7 +26,7 @@ def test_page_rerun_refuses_a_bad_round_count(rounds):
 def test_page_rerun_names_the_pages_it_knows():
     done = _run("queue")
     assert done.returncode == 2
-    assert "unknown page 'queue': choose from queueing, fairness, cancellation, preemption" in done.stdout
+    assert "unknown page 'queue': choose from queueing, fairness, cancellation, preemption, budget" in done.stdout
 
 
 def test_page_rerun_reports_each_columns_fastest_round():

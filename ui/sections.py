@@ -119,7 +119,8 @@ _NEVER_FITS = (RejectReason.EXCEEDS_KV_POOL, RejectReason.EXCEEDS_TOKEN_BUDGET, 
 
 def requests_csv(scenario: Scenario, trace: Trace) -> str:
     """One row per request: what it asked for, what happened to it, and its latencies in steps and ms as the
-    metrics table counts them (blank where it never happened: a rejected request has no TTFT). Step lists are
+    metrics table counts them, its time between tokens (TBT) included (blank where it never happened: a rejected
+    request has no TTFT, a one-token answer no TBT). Step lists are
     space-separated numbers; steps are whole numbers even where some rows are blank."""
     requests = trace.to_frames()["requests"]
     for col in ("preempted_at_steps", "resumed_at_steps", "swapped_out_at_steps"):
@@ -132,6 +133,10 @@ def requests_csv(scenario: Scenario, trace: Trace) -> str:
     for key, name in (("queue", "queueing_delay"), ("ttft", "ttft"), ("finish", "finish_latency")):
         requests[f"{name}_steps"] = pd.array(latencies[f"{key}_steps"], dtype="Float64").round().astype("Int64")
         requests[f"{name}_ms"] = np.round(latencies[f"{key}_ms"], 3)
+    # Time between tokens beside TTFT: blank for a request with fewer than two tokens read.
+    tbt = metrics.request_tbt(trace)
+    requests["tbt_mean_ms"], requests["tbt_max_ms"] = np.round(tbt["mean_ms"], 3), np.round(tbt["max_ms"], 3)
+    requests["tbt_max_steps"] = pd.array(tbt["max_steps"], dtype="Float64").round().astype("Int64")
     for col in ("first_scheduled_step", "first_token_step", "finish_step", "disconnect_step"):
         requests[col] = pd.array(requests[col], dtype="Int64")
     return requests.to_csv(index=False)

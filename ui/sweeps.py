@@ -5,7 +5,8 @@ and on a slider change every one of them is new. So a page's rerun draws the swe
 cached, finished by a prefetch worker (ui.background), or run while the rerun is still young (RERUN_BUDGET_S) -
 and a fragment then polls: each poll runs more of the sweep (for about POLL_BUDGET_S) and redraws the chart with
 the points so far, under a line saying how many are still running. When the last point is in, the page reruns
-once more, from cache, so its "what to notice" box can speak of the whole sweep.
+once more, from cache, so its "what to notice" box can speak of the whole sweep; so does a page that read the
+sweep incomplete when a prefetch worker finished it before the chart was drawn (no poll would follow).
 
 A page uses it in two steps:
 
@@ -48,6 +49,8 @@ class Sweep:
         self.scenarios = list(scenarios)
         self.fn = fn
         self._keys = [runner.scenario_key(sc) for sc in self.scenarios]
+        # The page read ``is_complete`` as False (its notices then left the sweep out): ``show`` must rerun it.
+        self.has_read_incomplete = False
         self.advance(started_s + (RERUN_BUDGET_S if budget_s is None else budget_s))
 
     def advance(self, deadline_s: float, min_runs: int = 0) -> int:
@@ -69,7 +72,9 @@ class Sweep:
 
     @property
     def is_complete(self) -> bool:
-        return self.num_ready == len(self._keys)
+        complete = self.num_ready == len(self._keys)
+        self.has_read_incomplete |= not complete
+        return complete
 
     def measure(self, scenario: Scenario, fn: Callable[..., Any], *args: Any) -> Any | None:
         """``runner.measure(scenario, fn, *args)`` if that run is ready (never runs it here); None if not."""
@@ -79,8 +84,12 @@ class Sweep:
 def show(sweep: Sweep, draw: Callable[[MeasureFn], None]) -> None:
     """Draw a sweep's section with ``draw(measure)`` (``measure`` gives None for a point not run yet). With points
     missing it is a fragment the browser polls every POLL_EVERY_S: each poll runs more of the sweep and redraws;
-    the poll that finds it complete reruns the whole page (all cached), which draws it once more, whole."""
+    the poll that finds it complete reruns the whole page (all cached), which draws it once more, whole. A sweep
+    the page read incomplete that is complete by now (a worker's last point landed meanwhile) reruns the page at
+    once: with nothing left to poll, its notices would otherwise never see the sweep."""
     if sweep.is_complete:
+        if sweep.has_read_incomplete:
+            st.rerun()  # (every point is ready, so the rerun reads the sweep complete: this happens once)
         draw(sweep.measure)
         return
     is_page_run = [True]

@@ -10,8 +10,10 @@ import re
 import pandas as pd
 
 from sim import presets
+from sim.config import EngineConfig
 from sim.engine import simulate
-from sim.scenario import dumps
+from sim.request import RequestSpec
+from sim.scenario import Scenario, dumps
 from tests.app.conftest import metric_values, open_page
 from ui import sections
 from ui.wording import file_slug
@@ -98,6 +100,27 @@ def test_the_requests_csv_has_latencies_in_steps_and_ms_and_whole_step_numbers()
     assert (r0["arrival_step"], r0["finish_step"], r0["finish_latency_steps"], r0["ttft_steps"]) == (7, 114, 108, 1)
     left = frame[frame["abort_step"].notna()]
     assert len(left) and (left["abort_step"] == left["disconnect_step"]).all()
+
+
+def test_the_requests_csv_has_each_requests_time_between_tokens():
+    # The Token budget lesson's worked example without chunking: the 8,000-token prefill is one step of
+    # 5.75 + 8,000 x 0.016 + 8 x 0.006 = 133.798 ms, every chat's longest gap (one step); "long" itself decodes
+    # in steps of 5.75 + 9 x 0.006 = 5.804 ms until the chats end.
+    p = presets.get("long_prompt")
+    sc = p.scenario.with_config(**dict(p.variants)["no chunking"])
+    frame = pd.read_csv(io.StringIO(sections.requests_csv(sc, simulate(sc.config, sc.requests)))).set_index("id")
+    chats = frame.loc[[f"chat{i}" for i in range(8)]]
+    assert (chats["tbt_max_ms"] == 133.798).all() and (chats["tbt_max_steps"] == 1).all()
+    assert (chats["tbt_mean_ms"] < 133.798).all()
+    assert frame.loc["long", "tbt_max_ms"] == 5.804 and frame.loc["long", "ttft_ms"] == 133.798
+    one = pd.read_csv(io.StringIO(sections.requests_csv(*_one_token())))
+    assert one["tbt_max_ms"].isna().all() and one["tbt_max_steps"].isna().all()  # one token: no gap
+
+
+def _one_token():
+    sc = Scenario("one token", EngineConfig(num_blocks=8, block_size=4, max_num_seqs=2),
+                  (RequestSpec("r0", 0, 4, 1),))
+    return sc, simulate(sc.config, sc.requests)
 
 
 def test_a_whole_number_where_a_float_setting_goes_loads_like_its_float():

@@ -103,3 +103,43 @@ def test_a_run_that_cannot_finish_is_remembered_not_run_again(monkeypatch):
         with pytest.raises(SimulationError, match="max_steps"):
             runner.measure(scenario, _name)
     assert len(calls) == 1 and runner.is_ready(key)
+
+
+class _Rerun(Exception):
+    pass
+
+
+def _no_rerun():
+    raise AssertionError("st.rerun called")
+
+
+def test_a_sweep_finished_after_the_page_read_it_incomplete_reruns_the_page(fake_runner, monkeypatch):
+    # The page built its notices while a point was missing; a prefetch worker then finished it before the chart
+    # was drawn. No fragment would poll (nothing is missing), so without a rerun the notices would never speak of
+    # the sweep (tests/app/test_budget_page.py::test_worked_example_on_screen failed ~1 run in 8 so).
+    _, ready = fake_runner
+    points = _scenarios(2)
+    sweep = sweeps.Sweep(points, _name, started_s=0.0, budget_s=0.0)
+    assert not sweep.is_complete  # the page's notices leave the sweep out
+    ready.update(runner.scenario_key(sc) for sc in points)  # the worker's points land
+
+    def rerun():
+        raise _Rerun
+
+    monkeypatch.setattr(sweeps.st, "rerun", rerun)
+    drawn = []
+    with pytest.raises(_Rerun):
+        sweeps.show(sweep, drawn.append)
+    assert drawn == []
+
+
+def test_a_sweep_complete_when_the_page_read_it_draws_without_a_rerun(fake_runner, monkeypatch):
+    _, ready = fake_runner
+    points = _scenarios(2)
+    ready.update(runner.scenario_key(sc) for sc in points)
+    sweep = sweeps.Sweep(points, _name, started_s=0.0, budget_s=0.0)
+    assert sweep.is_complete
+    monkeypatch.setattr(sweeps.st, "rerun", _no_rerun)
+    drawn = []
+    sweeps.show(sweep, drawn.append)
+    assert drawn == [sweep.measure]
