@@ -61,7 +61,7 @@ if sweep is not None:
     sweeps.show(sweep, draw_sweep)
 
 st.subheader("Who ran when, and the KV it held")
-lp.player(runs, "ms")
+lp.player(runs, "ms", start_step=lesson.longest_prompt_start)
 
 
 def draw_gantt(label: str) -> None:

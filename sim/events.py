@@ -238,8 +238,12 @@ def _preempted(e: Event, request_ids: Sequence[str], config: EngineConfig) -> st
 
 def _admitted(e: Event) -> str:
     hit = f", {counted(e.num_cached_tokens, 'token')} from the prefix cache" if e.num_cached_tokens else ""
+    whole = e.num_scheduled_tokens + e.num_cached_tokens >= e.num_tokens  # (not a chunk: all of it, this step)
     if e.kind is EventKind.RESUME:
-        return f"re-prefill of {counted(e.num_tokens, 'token')}{hit}; first chunk {with_commas(e.num_scheduled_tokens)}"
+        rest = ", all in this step" if whole else f"; first chunk {with_commas(e.num_scheduled_tokens)}"
+        return f"re-prefill of {counted(e.num_tokens, 'token')}{hit}{rest}"
+    if whole:
+        return f"admitted with its whole prompt of {counted(e.num_tokens, 'token')}{hit}"
     return f"admitted with a first chunk of {counted(e.num_scheduled_tokens, 'token')}{hit}"
 
 

@@ -57,7 +57,7 @@ def pct_change(before: float, after: float) -> str:
 
 
 # What each kind of trace event did, before the engine's own words. The engine's words for the other kinds (admit,
-# finish, abort, reject, disconnect) already start with what happened: "admitted with a first chunk of 8 tokens".
+# finish, abort, reject, disconnect) already start with what happened: "admitted with a first chunk of 512 tokens".
 _EVENT_LABELS = {"arrive": "arrived", "resume": "resumed", "preempt": "preempted", "swap_out": "swapped out",
                  "swap_in": "swapped back in", "blocked": "is next in line but not admitted", "promote": "promoted"}
 

@@ -12,6 +12,7 @@ from tests.app.conftest import (
     metric_values,
     notice_text,
     open_page,
+    player_data,
     settle_sweeps,
     sweep_running,
 )
@@ -39,6 +40,7 @@ def test_worked_example_on_screen():
     titles = chart_titles(at)
     assert "Time between tokens, every gap" in titles and "The budget's trade-off: one point per budget" in titles
     assert "KV cache, B: chunked, 512" in titles
+    assert player_data(at)["default_step"] == 20  # the player opens on the stall: long's prefill
 
 
 @pytest.mark.parametrize("preset", [p.key for p in presets.presets_for("budget")])

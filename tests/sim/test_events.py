@@ -83,7 +83,7 @@ def test_admission_and_refusal_words():
     # 8 blocks of 4 tokens. A: 28-token prompt = 7 blocks; B: 8 tokens = 2 blocks, only 1 left.
     t = run(config(), req("A", 0, 28, 1), req("B", 0, 8, 1))
     [admit] = events_of(t, 0, "admit")
-    assert t.describe(admit) == "admitted with a first chunk of 28 tokens"
+    assert t.describe(admit) == "admitted with its whole prompt of 28 tokens"
     [blocked] = events_of(t, 0, "blocked")
     assert (blocked.reason, blocked.num_blocks, blocked.num_free_blocks) == (WaitReason.NO_KV_BLOCKS, 2, 1)
     assert t.describe(blocked) == "needs 2 KV blocks for its whole sequence, only 1 free"
@@ -109,7 +109,13 @@ def test_preemption_words_name_who_needed_the_block():
     (Event(3, EventKind.BLOCKED, 0, WaitReason.PREFILL_OVER_BUDGET, num_tokens=3000, num_budget_tokens=1024),
      "its prefill of 3,000 tokens exceeds the 1,024 tokens left (chunked prefill is off)"),
     (Event(3, EventKind.RESUME, 0, num_tokens=2048, num_scheduled_tokens=512, num_cached_tokens=1536),
-     "re-prefill of 2,048 tokens, 1,536 tokens from the prefix cache; first chunk 512"),
+     "re-prefill of 2,048 tokens, 1,536 tokens from the prefix cache, all in this step"),
+    (Event(3, EventKind.RESUME, 0, num_tokens=4096, num_scheduled_tokens=512, num_cached_tokens=1536),
+     "re-prefill of 4,096 tokens, 1,536 tokens from the prefix cache; first chunk 512"),
+    (Event(3, EventKind.ADMIT, 0, num_tokens=8000, num_scheduled_tokens=504),
+     "admitted with a first chunk of 504 tokens"),
+    (Event(3, EventKind.ADMIT, 0, num_tokens=8000, num_scheduled_tokens=8000),
+     "admitted with its whole prompt of 8,000 tokens"),
     (Event(3, EventKind.SWAP_OUT, 0, PreemptReason.KV_POOL_FULL, num_cpu_blocks=4, other_row=1),
      "KV pool full: B needed a new block and none was free; victim = last request in the running list; "
      "4 blocks copied to CPU memory"),

@@ -46,6 +46,15 @@ def test_worked_example_stall_from_the_runs():
                       ("B: chunked, 512: streams' longest pause", "13.9 ms")]
 
 
+def test_the_player_starts_where_the_long_prompt_is_first_scheduled():
+    no_chunking, chunked = runs_of("long_prompt")
+    # long arrives at step 20: without chunking its whole prefill is that step (the 133.8 ms stall), with a
+    # 512-token budget its first chunk is.
+    assert lesson.longest_prompt_start(no_chunking.trace) == 20
+    assert no_chunking.trace.steps["step_ms"][20] == pytest.approx(133.798)
+    assert lesson.longest_prompt_start(chunked.trace) == 20
+
+
 def test_notices_word_the_numbers():
     runs = runs_of("long_prompt")
     text = " ".join(lesson.notices(runs, lesson.stalls(runs)))

@@ -99,7 +99,7 @@ def test_the_articles_one_slot_example_step_by_step():
         "short1 is next in line but not admitted: the only batch slot (max_num_seqs = 1) is taken"]
     handover = state_at(data, 1000)
     assert handover["batch"] == [("short1", 4, 1)] and handover["waiting"] == ["short2"]
-    assert any(line.startswith("short1 admitted with a first chunk of 4 tokens") for line in handover["lines"])
+    assert any(line.startswith("short1 admitted with its whole prompt of 4 tokens") for line in handover["lines"])
     assert handover["start_ms"] == pytest.approx(float(trace.start_ms(1000)), abs=0.01)  # the clock, from step_ms
 
 

@@ -116,6 +116,15 @@ def stalls(runs: Sequence[Run]) -> list[Stall]:
     return out
 
 
+def longest_prompt_start(trace: Trace) -> int:
+    """Where the step player starts: the step the longest prompt is first scheduled (its prefill: the stall, or
+    its first chunk), else step 0 (never scheduled: rejected for the budget, say)."""
+    r = trace.requests
+    if not len(r["prompt_len"]):
+        return 0
+    return max(int(r["first_scheduled_step"][int(np.argmax(r["prompt_len"]))]), 0)
+
+
 def stall_metrics(story: Sequence[Stall]) -> list[Card]:
     """The worked example, one card per run: the streams' longest pause as the figure, the long prompt's TTFT and
     a plain decode step in the caption."""
