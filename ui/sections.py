@@ -14,10 +14,13 @@ from sim.events import RejectReason
 from sim.scenario import Scenario, ScenarioError
 from sim.trace import Trace
 
-from .wording import as_code
+from .wording import as_code, plain
 
 UPLOAD_PARAM = "uploaded"  # in the URL while a file is uploaded: the scenario's name (its start)
 UPLOAD_PARAM_MAX_CHARS = 80
+# A refused file's error, on screen: it can quote the file's own text (an unknown key, a model name, a duplicate id),
+# which may be Markdown (a remote image would be fetched) or megabytes long.
+UPLOAD_ERROR_MAX_CHARS = 400
 # An uploaded scenario runs for at most this many engine steps here. It also holds at most the work of
 # sim.cost_estimate.PAGE_LIMITS (20,000 requests, 8 M tokens, 100 clients, ~512 MiB a run): a page runs it under each
 # of its policies, and one process serves every reader.
@@ -46,7 +49,8 @@ def upload(page: str) -> Scenario | None:
             scenario_dict, error = _parsed_once(page, file)
             if error:
                 st.session_state.pop(state_key, None)
-                st.error(f"That scenario is not valid: {error}. Showing the presets.", icon=":material/block:")
+                st.error(f"That scenario is not valid: {plain(error, UPLOAD_ERROR_MAX_CHARS)}. Showing the presets.",
+                         icon=":material/block:")
             else:
                 st.session_state[state_key] = scenario_dict
         if state_key in st.session_state:

@@ -9,7 +9,7 @@ from streamlit.testing.v1 import AppTest
 from sim import RequestSpec, presets
 from sim.scenario import Scenario, dumps, scenario_to_dict
 from sim.workload import ClientSpec, generate
-from tests.app.conftest import ROOT
+from tests.app.conftest import ROOT, as_read
 from ui.lessons import fairness
 
 PAGE = "pages/2_Fairness.py"
@@ -49,4 +49,5 @@ def test_an_upload_past_the_apps_clients_limit_is_refused_with_the_figure():
     at.run()
     data = dumps(Scenario("101 clients", config, requests)).encode()
     at.file_uploader(key="fairness.upload.0").set_value(("many.json", data, "application/json")).run()
-    assert any("clients: it has 101 distinct client ids, and this app runs at most 100" in e.value for e in at.error)
+    assert any("clients: it has 101 distinct client ids, and this app runs at most 100" in as_read(e.value)
+               for e in at.error)
