@@ -199,3 +199,18 @@ def test_a_refused_files_own_text_in_the_error_is_plain_and_cut():
     (error,) = [as_read(e.value) for e in at.error]
     said = f"requests[1].id: duplicate request id '{'x' * 1_000_000}'; ids must be unique"
     assert error == f"That scenario is not valid: {said[:sections.UPLOAD_ERROR_MAX_CHARS]}…. Showing the presets."
+
+
+def test_a_huge_name_and_description_are_kept_cut():
+    # A 50 MB description went into the scenario download on every rerun (~12 s a rerun): the page keeps what it
+    # can show, and the run is the file's.
+    data = json.loads(THREE_SLOTS)
+    data["name"], data["description"] = "n" * 1_000_000, "d" * 3_000_000
+    at = open_page(PAGE)
+    _box(at).set_value(("huge.json", json.dumps(data).encode(), "application/json")).run()
+    assert metric_values(at) == THREE_SLOTS_RESULT
+    kept = at.session_state["queueing.uploaded"]
+    assert kept["name"] == "n" * sections.UPLOAD_NAME_MAX_CHARS + "…"
+    assert kept["description"] == "d" * sections.UPLOAD_DESCRIPTION_MAX_CHARS + "…"
+    (caption,) = [c.value for c in at.caption if c.value.startswith("**Your scenario")]
+    assert len(caption) < 1_000
