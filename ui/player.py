@@ -50,7 +50,10 @@ def window_payload(label: str, scenario: Scenario, trace: Trace, step: int, bloc
     cached per run and window for every session. ``detail``: with the queues' order and the block map, which
     re-run the scenario (the rest comes from its trace)."""
     first, end = window_around(min(step, trace.num_steps - 1), trace.num_steps)
-    return first, end, _window(runner.scenario_key(scenario), label, scenario, trace, first, end, block_map, detail)
+    key = runner.scenario_key(scenario)
+    payload = _window(key, label, scenario, trace, first, end, block_map, detail)
+    runner.charge_cache(_window, (key, label, None, None, first, end, block_map, detail), len(payload))
+    return first, end, payload
 
 
 def component_data(frame: dict[str, Any], windows: Sequence[tuple[int, int, bytes]]) -> bytes:
