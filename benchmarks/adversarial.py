@@ -5,7 +5,9 @@
 
 Each row writes its scenario file to a temporary folder and runs it in a fresh process: the CLI's rows with
 ``python -m sim run FILE --out result.json``, the page's rows with the check a page makes (``sim.cost_estimate`` at
-``PAGE_LIMITS``, as ui/sections.py and ui/runner.py call it). Printed per row: the exit code (0 ran, 2 refused, 3
+``PAGE_LIMITS``, as ui/sections.py and ui/runner.py call it); the rows marked "(page, AppTest)" open the page in
+Streamlit's AppTest, put the file in its upload box and rerun the page three times (the figure is the slowest of
+those reruns, after the upload's own run). Printed per row: the exit code (0 ran, 2 refused, 3
 stopped), the wall time, the process's peak RSS and the first line of what it said on stderr.
 """
 
@@ -34,8 +36,8 @@ def _scenario(config: dict, requests: list[dict] | None = None, workload: dict |
     return {"name": "adversarial", "config": {"num_blocks": 20_000, **config}, **body}
 
 
-def _rows() -> dict[str, tuple[str, dict]]:
-    """name -> (how it is run: "cli" or "page", the scenario)."""
+def _rows() -> dict[str, tuple[str, dict | str]]:
+    """name -> (how it is run: "cli", "page", "slider" or "apptest:PAGE:LESSON", the scenario or the file's text)."""
     many = [{"client_id": f"c{i}", "share": 1.0} for i in range(5_000)]
     return {
         "2,000 clients, one per request (CLI)": ("cli", _scenario({}, _requests(2_000, clients=True))),
@@ -63,6 +65,15 @@ def _rows() -> dict[str, tuple[str, dict]]:
             {"max_num_seqs": 1, "max_steps": 10_000_000}, _requests(10_000, output=1_000))),
         "20,000 small requests, answers x 20 by a slider (page)": ("slider", _scenario(
             {}, _requests(20_000, prompt=200, output=50))),
+        "100 clients, the app's most (page, AppTest: Fairness)": ("apptest:2_Fairness:fairness", _scenario(
+            {}, workload={"num_requests": 2_000, "clients": [{"client_id": f"c{i}"} for i in range(100)]})),
+        "a 3.6 MB deeply nested file left in the box (page, AppTest)": ("apptest:1_Queueing:queueing",
+                                                                      "[" * 1_800_000 + "]" * 1_800_000),
+        "a 50 MB description and a 5 MB name (page, AppTest)": ("apptest:1_Queueing:queueing", {
+            **_scenario({"num_blocks": 2_000}, _requests(40)), "name": "n" * 5_000_000,
+            "description": "d" * 50_000_000}),
+        "a 2 MB unknown key, refused (page, AppTest)": ("apptest:1_Queueing:queueing", {
+            **_scenario({"num_blocks": 2_000, "k" * 2_000_000: 1}, _requests(40))}),
     }
 
 
@@ -79,10 +90,34 @@ print("within the page's limits")
 """
 
 
+_APPTEST_RUN = """
+import sys, time
+from streamlit.testing.v1 import AppTest
+page, lesson, path = sys.argv[1], sys.argv[2], sys.argv[3]
+at = AppTest.from_file("app.py", default_timeout=600)
+at.switch_page(f"pages/{page}.py")
+at.query_params["mode"] = "free"
+at.run()
+start = time.perf_counter()
+at.file_uploader(key=f"{lesson}.upload.0").set_value(("f.json", open(path, "rb").read(), "application/json")).run()
+first = time.perf_counter() - start
+reruns = []
+for _ in range(3):
+    start = time.perf_counter()
+    at.run()
+    reruns.append(time.perf_counter() - start)
+shown = [e.value for e in [*at.exception, *at.error]]
+print(f"upload run {first:.2f} s, slowest of 3 reruns {max(reruns):.2f} s; "
+      + (f"the page says: {shown[0][:150]}" if shown else "the page runs it"), file=sys.stderr)
+"""
+
+
 def _measure(how: str, path: Path, out: Path) -> tuple[int, float, float, str]:
     """(exit code, wall s, peak RSS MB, first line of stderr) of one fresh process."""
     if how == "cli":
         cmd = [sys.executable, "-m", "sim", "run", str(path), "--out", str(out)]
+    elif how.startswith("apptest:"):
+        cmd = [sys.executable, "-c", _APPTEST_RUN, *how.split(":")[1:], str(path)]
     else:
         cmd = [sys.executable, "-c", _PAGE_CHECK, str(path), how]
     start = time.perf_counter()
@@ -91,7 +126,7 @@ def _measure(how: str, path: Path, out: Path) -> tuple[int, float, float, str]:
     wall = time.perf_counter() - start
     said = proc.stderr.read().strip().splitlines()
     proc.returncode = os.waitstatus_to_exitcode(status)
-    line = next((x for x in reversed(said) if x.startswith(("error:", "sim.scenario.ScenarioError"))),
+    line = next((x for x in reversed(said) if x.startswith(("error:", "sim.scenario.ScenarioError", "upload run"))),
                 said[-1] if said else "")
     return proc.returncode, wall, usage.ru_maxrss / 1024, line
 
@@ -104,7 +139,7 @@ def main(argv: list[str]) -> int:
             if wanted not in name.lower():
                 continue
             path = Path(folder) / "scenario.json"
-            path.write_text(json.dumps(data))
+            path.write_text(data if isinstance(data, str) else json.dumps(data))
             code, wall, rss, said = _measure(how, path, Path(folder) / "result.json")
             print(f"{name:<58} {code:>4} {wall:>7.2f} {rss:>7.0f}  {said[:160]}", flush=True)
     return 0

@@ -7,7 +7,7 @@ the CLI turns it into exit code 2, a page into a message. ``max_recorded_steps``
 budget: the most steps whose trace fits in ``limits.max_bytes`` (the engine's step guard stops there).
 
 Units: tokens, steps, bytes, cells (one int32 entry of the block table). The byte figures are calibrated on
-tracemalloc peaks of the engine (see tests/adversarial/test_cost_bounds.py, which checks that the estimate bounds
+tracemalloc peaks of the engine (see tests/adversarial/test_properties.py, which checks that the estimate bounds
 the real peak of small runs), with room to spare; they are meant to refuse a run that would exhaust the machine,
 not to predict its size to the byte.
 """

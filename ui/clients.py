@@ -13,6 +13,7 @@ from sim.workload import WorkloadSpec
 from . import page
 from .lesson import LessonPage
 from .lessons import fairness as lesson
+from .wording import safe_id
 
 
 def client_settings(lp: LessonPage, config: EngineConfig) -> tuple[WorkloadSpec | None, EngineConfig]:
@@ -35,10 +36,10 @@ def client_settings(lp: LessonPage, config: EngineConfig) -> tuple[WorkloadSpec 
         values = lesson.client_values_from_table(table, specs, shares, base.config)
     else:
         for spec in specs:  # one collapsed box per client; a bad link value still warns in the main area
-            box = st.sidebar.expander(f"Client {spec.client_id}", expanded=False)
+            box = st.sidebar.expander(f"Client {safe_id(spec.client_id)}", expanded=False)  # (label: Markdown)
             values[spec.client_id] = lp.knob_panel(
                 f"{lesson.LESSON}.client.{spec.client_id}", lesson.client_knobs(spec, shares, base.config),
-                f"Client {spec.client_id}").render(box)
+                f"Client {safe_id(spec.client_id)}").render(box)
     # (a setting that stops the page here still gets the way back to the preset's settings)
     workload = page.guarded(lambda: lesson.apply_clients(workload, specs, values), on_stop=lp.show_changes)
     st.sidebar.caption(lesson.describe_clients(workload))

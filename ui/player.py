@@ -55,7 +55,10 @@ def window_payload(label: str, scenario: Scenario, trace: Trace, step: int, bloc
     re-run the scenario (the rest comes from its trace), in a full window; without, a preview window."""
     first, end = window_around(min(step, trace.num_steps - 1), trace.num_steps,
                                MAX_WINDOW_STEPS if detail else PREVIEW_WINDOW_STEPS)
-    return first, end, _window(runner.scenario_key(scenario), label, scenario, trace, first, end, block_map, detail)
+    key = runner.scenario_key(scenario)
+    payload = _window(key, label, scenario, trace, first, end, block_map, detail)
+    runner.charge_cache(_window, (key, label, None, None, first, end, block_map, detail), len(payload))
+    return first, end, payload
 
 
 def component_data(frame: dict[str, Any], windows: Sequence[tuple[int, int, bytes]]) -> bytes:

@@ -78,7 +78,8 @@ CACHE_MAX_BYTES = 2**30  # the traces the process keeps cached, all sessions tog
 class _ByteBudget:
     """The bytes of each cached trace, oldest first, so that the caches of traces (st.cache_data counts entries,
     not bytes: 256 traces of a 500-client upload held ~560 MB each) drop their oldest entries once they hold more
-    than CACHE_MAX_BYTES together. One for the process, shared by every session (like the caches)."""
+    than CACHE_MAX_BYTES together (generated workloads and player windows too: ``charge_cache``). One for the process,
+    shared by every session (like the caches)."""
 
     def __init__(self, max_bytes: int = CACHE_MAX_BYTES) -> None:
         self.max_bytes = max_bytes
@@ -106,6 +107,12 @@ class _ByteBudget:
 @st.cache_resource(show_spinner=False)
 def _cache_bytes() -> _ByteBudget:
     return _ByteBudget()
+
+
+def charge_cache(fn: Any, args: tuple, num_bytes: int) -> None:
+    """``fn(*args)``, a cached function's entry (underscored arguments given as None), holds ``num_bytes``: it
+    counts toward the process's CACHE_MAX_BYTES with the traces, and is dropped oldest first with them."""
+    _cache_bytes().add(fn, args, num_bytes)
 
 
 @st.cache_resource(max_entries=256, show_spinner=False)
@@ -157,7 +164,7 @@ def run(scenario: Scenario, snapshot_every_steps: int = 0) -> Trace:
     try:
         check_cost(scenario)
         trace = _run(key, scenario, snapshot_every_steps)
-        _cache_bytes().add(_run, (key, None, snapshot_every_steps), trace.nbytes())
+        charge_cache(_run, (key, None, snapshot_every_steps), trace.nbytes())
     except (SimulationError, ValueError) as e:
         ready.add(key, e)
         raise

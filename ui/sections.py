@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -14,10 +15,16 @@ from sim.events import RejectReason
 from sim.scenario import Scenario, ScenarioError
 from sim.trace import Trace
 
-from .wording import as_code
+from .wording import as_code, cut, plain
 
 UPLOAD_PARAM = "uploaded"  # in the URL while a file is uploaded: the scenario's name (its start)
 UPLOAD_PARAM_MAX_CHARS = 80
+# A refused file's error, on screen: it can quote the file's own text (an unknown key, a model name, a duplicate id),
+# which may be Markdown (a remote image would be fetched) or megabytes long.
+UPLOAD_ERROR_MAX_CHARS = 400
+# An accepted file's name and description are kept cut to these (the page shows 80 and 300 characters of them): a
+# 50 MB description went into the scenario download on every rerun (~12 s a rerun on a busy 2-core server).
+UPLOAD_NAME_MAX_CHARS, UPLOAD_DESCRIPTION_MAX_CHARS = 200, 2_000
 # An uploaded scenario runs for at most this many engine steps here. It also holds at most the work of
 # sim.cost_estimate.PAGE_LIMITS (20,000 requests, 8 M tokens, 100 clients, ~512 MiB a run): a page runs it under each
 # of its policies, and one process serves every reader.
@@ -46,7 +53,8 @@ def upload(page: str) -> Scenario | None:
             scenario_dict, error = _parsed_once(page, file)
             if error:
                 st.session_state.pop(state_key, None)
-                st.error(f"That scenario is not valid: {error}. Showing the presets.", icon=":material/block:")
+                st.error(f"That scenario is not valid: {plain(error, UPLOAD_ERROR_MAX_CHARS)}. Showing the presets.",
+                         icon=":material/block:")
             else:
                 st.session_state[state_key] = scenario_dict
         if state_key in st.session_state:
@@ -72,7 +80,11 @@ def _for_this_app(data: bytes) -> Scenario:
     scenario = scenario_io.loads(text, cost_estimate.PAGE_LIMITS)  # (refused before its workload is drawn)
     if scenario.config.max_steps > APP_MAX_STEPS:
         scenario = scenario.with_config(max_steps=APP_MAX_STEPS)
+    if len(scenario.name) > UPLOAD_NAME_MAX_CHARS or len(scenario.description) > UPLOAD_DESCRIPTION_MAX_CHARS:
+        scenario = dataclasses.replace(scenario, name=cut(scenario.name, UPLOAD_NAME_MAX_CHARS),
+                                       description=cut(scenario.description, UPLOAD_DESCRIPTION_MAX_CHARS))
     return scenario
+
 
 
 def _parsed_once(page: str, file: Any) -> tuple[dict | None, str]:

@@ -94,7 +94,7 @@ def chart_text(text: str, limit: int = 40) -> str:
     """A request or client id from a file, for a chart's labels, legend, ticks or hovers: plotly renders a subset
     of HTML there (links, <img>-like tags, <b>) and reads ``%{...}`` in a hover template as a field, so '&', '<',
     '>' and '%' become entities (plotly shows them as typed); cut to ``limit`` characters."""
-    return (_cut(text, limit).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return (cut(text, limit).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
             .replace("%", "&#37;"))
 
 
@@ -119,10 +119,10 @@ def file_slug(*parts: str) -> str:
 def as_code(text: str, limit: int = 80) -> str:
     """Text from outside (a link's value, a file's name) for a Markdown message: shown as code, so it cannot turn
     into a link or formatting, and cut to ``limit`` characters."""
-    return f"`{_cut(text, limit).replace('`', chr(39))}`"
+    return f"`{cut(text, limit).replace('`', chr(39))}`"
 
 
-def _cut(text: str, limit: int) -> str:
+def cut(text: str, limit: int) -> str:
     """``text`` cut to ``limit`` characters, with an ellipsis where it was cut."""
     return text[:limit] + ("…" if len(text) > limit else "")
 
@@ -137,5 +137,5 @@ def plain(text: str, limit: int = 300) -> str:
     every character Markdown, HTML, LaTeX or Streamlit's :directives: would act on is escaped (no link, image, tag
     or formula), an invisible zero-width space breaks what the renderer would turn into a link by itself (a bare
     URL, www., an e-mail address), line breaks become spaces, and it is cut to ``limit`` characters."""
-    escaped = _MARKDOWN_SPECIAL.sub(r"\\\1", " ".join(_cut(text, limit).split()))
+    escaped = _MARKDOWN_SPECIAL.sub(r"\\\1", " ".join(cut(text, limit).split()))
     return _AUTOLINK.sub("\\1\u200b", escaped)

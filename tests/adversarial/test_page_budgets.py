@@ -10,7 +10,7 @@ import pytest
 
 from sim import RequestSpec, presets
 from sim.scenario import Scenario, ScenarioError
-from ui import knobs, runner
+from ui import knobs, player, runner
 
 
 class _Cached:
@@ -47,6 +47,26 @@ def test_the_budget_evicts_a_shared_trace_from_the_real_cache(monkeypatch, no_pr
     runner.run(second_sc)  # over the budget: the older run is dropped
     again = runner.run(first_sc)
     assert again is not first and again.num_steps == first.num_steps  # run anew, the same run
+
+
+def test_generated_workloads_and_player_windows_count_toward_the_same_budget(monkeypatch, no_prefetch_workers):
+    # They are cached by entries too (64 each): 64 workloads of 20,000 requests hold ~350 MB, outside the traces'
+    # budget. Each entry now counts its bytes, and the budget drops them from the real caches.
+    budget = runner._ByteBudget(max_bytes=1)
+    monkeypatch.setattr(runner, "_cache_bytes", lambda: budget)
+    sc = presets.get("busy_server").scenario
+    first = knobs.scenario_with(sc, sc.config, sc.workload)
+    assert budget.total == knobs.SPEC_BYTES * len(first.requests)
+    assert knobs.scenario_with(sc, sc.config, sc.workload).requests is first.requests  # cached: the same tuple
+    knobs.scenario_with(sc, sc.config, sc.workload.replace(seed=sc.workload.seed + 1))  # past the budget
+    again = knobs.scenario_with(sc, sc.config, sc.workload)
+    assert again.requests is not first.requests and again.requests == first.requests  # drawn anew, the same
+    trace = runner.run(again)
+    _, _, payload = player.window_payload("FCFS", again, trace, 0, block_map=False, detail=False)
+    assert budget.total == len(payload)  # the newest entry; everything older was dropped
+    assert player.window_payload("FCFS", again, trace, 0, block_map=False, detail=False)[2] is payload
+    runner.run(presets.get("article_hol").scenario)  # a trace past the budget: the window goes
+    assert player.window_payload("FCFS", again, trace, 0, block_map=False, detail=False)[2] is not payload
 
 
 @pytest.mark.parametrize("preset", ["busy_server", "article_fairness", "prefix_cache"])

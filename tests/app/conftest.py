@@ -4,6 +4,7 @@ sidebar's page links resolve exactly as on a live server."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -56,6 +57,12 @@ def settle_sweeps(at: AppTest) -> AppTest:
 def metric_values(at: AppTest) -> dict[str, str]:
     """Every st.metric on the page: label -> shown value."""
     return {m.label: m.value for m in at.metric}
+
+
+def as_read(markdown: str) -> str:
+    """A message's Markdown source as a reader reads it: text from outside escaped by ui.wording.plain (a backslash
+    before each special character, a zero-width space after an escaped colon) reads as typed."""
+    return re.sub(r"\\(.)", r"\1", markdown).replace("\u200b", "")
 
 
 def chart_titles(at: AppTest) -> list[str]:

@@ -4,12 +4,16 @@ app's limits, or pushed past them by a slider, gets a message, never a run that 
 
 from __future__ import annotations
 
+import dataclasses
+import re
+
+import pytest
 from streamlit.testing.v1 import AppTest
 
 from sim import RequestSpec, presets
 from sim.scenario import Scenario, dumps, scenario_to_dict
 from sim.workload import ClientSpec, generate
-from tests.app.conftest import ROOT
+from tests.app.conftest import ROOT, as_read
 from ui.lessons import fairness
 
 PAGE = "pages/2_Fairness.py"
@@ -49,4 +53,44 @@ def test_an_upload_past_the_apps_clients_limit_is_refused_with_the_figure():
     at.run()
     data = dumps(Scenario("101 clients", config, requests)).encode()
     at.file_uploader(key="fairness.upload.0").set_value(("many.json", data, "application/json")).run()
-    assert any("clients: it has 101 distinct client ids, and this app runs at most 100" in e.value for e in at.error)
+    assert any("clients: it has 101 distinct client ids, and this app runs at most 100" in as_read(e.value)
+               for e in at.error)
+
+
+IMAGE, LINK = "![x](https://evil.example/c.png)", "[l](https://evil.example)"
+
+
+def _live_markdown(at: AppTest) -> list[str]:
+    """Every text on the page that Streamlit draws as Markdown (messages, captions, expander and metric labels,
+    widget labels) holding a link or an image outside a code span."""
+    texts = [e.value for kind in ("caption", "markdown", "info", "warning", "error", "success") for e in at.get(kind)]
+    texts += [e.label for e in [*at.expander, *at.metric, *at.slider, *at.selectbox, *at.multiselect, *at.button]]
+    return [t for t in texts if "](" in re.sub(r"`[^`]*`", "", t or "")]
+
+
+@pytest.mark.parametrize("lesson, page", [("fairness", PAGE), ("preemption", "pages/4_Preemption.py"),
+                                          ("queueing", "pages/1_Queueing.py")])
+def test_ids_from_a_file_are_text_in_every_panel_caption_and_notice(lesson, page):
+    # An upload's client ids named the Fairness page's client panels, its cards' captions and its notices, and a
+    # request id the Preemption page's cost caption, as Markdown: a remote image drawn in the sidebar.
+    if lesson == "fairness":
+        base = presets.get("article_fairness").scenario
+        workload = base.workload.replace(clients=(ClientSpec(IMAGE, share=0.5), ClientSpec(LINK, share=0.5)))
+        scenario = Scenario("hostile", base.config.replace(client_weights=()), tuple(generate(workload)),
+                            workload=workload)
+    else:
+        base = presets.presets_for(lesson)[0].scenario
+        scenario = Scenario("hostile", base.config, tuple(
+            dataclasses.replace(r, request_id=f"{IMAGE if i % 2 else LINK}{i}", client_id=IMAGE if i % 2 else LINK)
+            for i, r in enumerate(base.requests)))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
+    at.switch_page(page)
+    at.query_params["mode"] = "free"
+    at.session_state[f"{lesson}.uploaded"] = scenario_to_dict(scenario)
+    at.run()
+    assert not at.exception and any("Your scenario" in c.value for c in at.caption)
+    assert not _live_markdown(at)
+    if lesson == "fairness":
+        assert [e.label for e in at.expander if e.label.startswith("Client ")] == [
+            r"Client \!\[x\]\(https\:" "\u200b" r"//evil.example/c.png\)",
+            r"Client \[l\]\(https\:" "\u200b" r"//evil.example\)"]

@@ -1,6 +1,8 @@
 """The Preemption lesson driven through AppTest: every preset runs clean with its numbers on screen, knobs rerun
 by key (pool, block size, bandwidth, CPU swap space, model, policy), and URL settings apply."""
 
+import re
+
 import pytest
 
 from sim import presets
@@ -183,3 +185,8 @@ def test_an_uploaded_toy_model_runs_and_its_sizes_read_in_bytes():
     assert not at.error
     captions = " ".join(c.value for c in at.sidebar.caption)
     assert "32 B per block of 16 tokens" in captions and "toy: 2 B per token" in captions
+    # every size on the page in a unit that fits: no "3.05176e-05 MiB", no "0 KiB" (the cost cards' help and the
+    # cost caption's per-layer copies included)
+    texts = [c.value for c in at.caption] + [m.proto.help for m in at.metric] + [i.value for i in at.info]
+    assert not [t for t in texts if re.search(r"\de-\d|\b0 [KMG]iB|0\.0+\d* [KMG]iB", t)], texts
+    assert any("blocks x 32 B" in m.proto.help for m in at.metric)  # swap: copied each way

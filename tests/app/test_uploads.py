@@ -14,7 +14,7 @@ from sim.config import EngineConfig
 from sim.engine import simulate
 from sim.request import RequestSpec
 from sim.scenario import Scenario, dumps
-from tests.app.conftest import metric_values, open_page
+from tests.app.conftest import as_read, metric_values, open_page
 from ui import sections
 from ui.wording import file_slug
 
@@ -36,8 +36,8 @@ def test_the_page_shows_the_file_only_while_it_is_in_the_box():
     assert metric_values(at) == THREE_SLOTS_RESULT
     assert any("Your scenario: Head-of-line blocking" in c.value for c in at.caption)  # the file's own name
     _box(at).set_value(("bad.json", b"[1]", "application/json")).run()  # a bad file replaces it
-    assert [e.value for e in at.error] == ["That scenario is not valid: scenario: must be a JSON object, got a list. "
-                                           "Showing the presets."]
+    assert [as_read(e.value) for e in at.error] == [
+        "That scenario is not valid: scenario: must be a JSON object, got a list. Showing the presets."]
     assert metric_values(at) == ARTICLE
     _box(at).set_value(("three.json", THREE_SLOTS, "application/json")).run()
     assert metric_values(at) == THREE_SLOTS_RESULT
@@ -63,7 +63,7 @@ def test_a_file_with_a_byte_order_mark_loads_and_one_too_long_for_the_app_is_ref
     far = far.__class__(far.name, far.config.replace(max_steps=10**7),
                         tuple(r.__class__(r.request_id, 5 * 10**6, r.prompt_len, r.output_len) for r in far.requests))
     _box(at).set_value(("far.json", dumps(far).encode(), "application/json")).run()
-    (error,) = [e.value for e in at.error]
+    (error,) = [as_read(e.value) for e in at.error]
     assert "its requests arrive until step 5,000,000, and this app simulates at most 200,000 steps a run" in error
 
 
@@ -143,11 +143,11 @@ def test_a_file_with_more_work_than_a_page_can_serve_is_refused():
                              "output_max": 2000, "output_sigma": 0.0}}
     at = open_page(PAGE)
     _box(at).set_value(("many.json", json.dumps(too_many).encode(), "application/json")).run()
-    (error,) = [e.value for e in at.error]
+    (error,) = [as_read(e.value) for e in at.error]
     assert "it has 20,001 requests, and this app runs at most 20,000; run it with `python -m sim run FILE`" in error
     assert metric_values(at) == ARTICLE  # back on the presets
     _box(at).set_value(("long.json", json.dumps(too_long).encode(), "application/json")).run()
-    (error,) = [e.value for e in at.error]
+    (error,) = [as_read(e.value) for e in at.error]
     assert "and this app runs at most 8,000,000 a scenario; run it with `python -m sim run FILE` instead" in error
 
 
@@ -203,3 +203,37 @@ def test_a_long_scenario_name_is_not_copied_whole_into_the_link():
     _box(at).set_value(("long.json", json.dumps(long_name).encode(), "application/json")).run()
     assert metric_values(at) == THREE_SLOTS_RESULT
     assert at.query_params["uploaded"] == "x" * sections.UPLOAD_PARAM_MAX_CHARS
+
+
+def test_a_refused_files_own_text_in_the_error_is_plain_and_cut():
+    # The error quotes the file (an unknown key, a model name, a duplicate id): a Markdown image there was drawn,
+    # fetched from its host, and a key of megabytes was a message of megabytes on every rerun.
+    image = "![pixel](https://evil.example/p.png)"
+    data = json.loads(THREE_SLOTS)
+    data["config"][image] = 1
+    at = open_page(PAGE)
+    _box(at).set_value(("image.json", json.dumps(data).encode(), "application/json")).run()
+    (error,) = [e.value for e in at.error]
+    assert "![" not in error and "](" not in error  # the Markdown source: escaped, so no image is drawn
+    assert as_read(error).startswith(f"That scenario is not valid: config: unknown key '{image}'; allowed keys: ")
+    data = json.loads(THREE_SLOTS)
+    data["requests"][1]["id"] = data["requests"][0]["id"] = "x" * 1_000_000
+    _box(at).set_value(("long.json", json.dumps(data).encode(), "application/json")).run()
+    (error,) = [as_read(e.value) for e in at.error]
+    said = f"requests[1].id: duplicate request id '{'x' * 1_000_000}'; ids must be unique"
+    assert error == f"That scenario is not valid: {said[:sections.UPLOAD_ERROR_MAX_CHARS]}…. Showing the presets."
+
+
+def test_a_huge_name_and_description_are_kept_cut():
+    # A 50 MB description went into the scenario download on every rerun (~12 s a rerun): the page keeps what it
+    # can show, and the run is the file's.
+    data = json.loads(THREE_SLOTS)
+    data["name"], data["description"] = "n" * 1_000_000, "d" * 3_000_000
+    at = open_page(PAGE)
+    _box(at).set_value(("huge.json", json.dumps(data).encode(), "application/json")).run()
+    assert metric_values(at) == THREE_SLOTS_RESULT
+    kept = at.session_state["queueing.uploaded"]
+    assert kept["name"] == "n" * sections.UPLOAD_NAME_MAX_CHARS + "…"
+    assert kept["description"] == "d" * sections.UPLOAD_DESCRIPTION_MAX_CHARS + "…"
+    (caption,) = [c.value for c in at.caption if c.value.startswith("**Your scenario")]
+    assert len(caption) < 1_000

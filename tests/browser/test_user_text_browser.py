@@ -53,3 +53,25 @@ def test_no_page_fetches_from_another_host(app_server, page):
             wait_for_chart_title(page, chart)
         assert_no_exception(page)
     assert not elsewhere, f"fetched from other hosts: {sorted(set(elsewhere))[:5]}"
+
+
+def test_a_refused_files_text_in_the_error_is_literal_and_fetches_nothing(app_server, page, tmp_path):
+    # The error quotes the file's own text (here an unknown key): it was Markdown, and its image was fetched.
+    image = "![tracker](https://evil.example/error.png)"
+    data = scenario_to_dict(presets.get("article_hol").scenario)
+    data["config"][image] = 1
+    path = tmp_path / "refused.json"
+    path.write_text(json.dumps(data))
+    app_host = urlparse(app_server).hostname
+    elsewhere: list[str] = []
+    page.on("request", lambda r: elsewhere.append(r.url) if urlparse(r.url).hostname not in (app_host, None) and
+            not r.url.startswith("data:") else None)
+    open_app(page, f"{app_server}/Queueing")
+    page.get_by_text("Load your own scenario").click()
+    page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(path))
+    wait_for_app(page)
+    error = page.locator('[data-testid="stAlertContentError"]', has_text="That scenario is not valid").first
+    error.wait_for(timeout=30_000)
+    assert image in error.inner_text().replace("\u200b", "")
+    assert error.locator("a, img").count() == 0
+    assert not elsewhere, f"the page fetched from other hosts: {elsewhere[:5]}"

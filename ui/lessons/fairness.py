@@ -466,7 +466,7 @@ def headline(run: Run) -> Card:
 
 def run_caption(run: Run) -> str:
     """The line under a policy's headline number: each client's mean finish time, fairness, rejections."""
-    finish = " · ".join(f"{c['client']} {_ms(c['mean_finish_ms'])}" for c in run.clients)
+    finish = " · ".join(f"{safe_id(c['client'])} {_ms(c['mean_finish_ms'])}" for c in run.clients)
     index = run.stats["fair_index"]
     fair = f"fair-share index (Jain) {index:.2f}" if np.isfinite(index) else "fair-share index (Jain) —"
     return f"mean finish: {finish} · {fair} · {run.summary['num_rejected']:,} rejected"
@@ -568,12 +568,12 @@ def _light_client_notice(runs: Sequence[Run]) -> list[str]:
     c = light_client(base)
     if c is None:
         return []
-    name = base.clients[c]["client"]
+    name = safe_id(base.clients[c]["client"])  # (an uploaded file's id: Markdown shown as typed)
     share = base.clients[c]["num_requests"] / sum(row["num_requests"] for row in base.clients)
     a = base.clients[c]["mean_finish_ms"]
     others = [row["mean_finish_ms"] for i, row in enumerate(base.clients) if i != c]
     if len(base.clients) == 2:
-        heavy = base.clients[1 - c]["client"]
+        heavy = safe_id(base.clients[1 - c]["client"])
         theirs, behind = f"{heavy}'s", f"the {heavy} requests that arrived before it"
     else:
         theirs, behind = "the other clients'", "the other clients' requests that arrived before it"
@@ -626,7 +626,7 @@ def _throughput_notice(runs: Sequence[Run]) -> list[str]:
             continue
         t = run.summary["throughput_tok_s"]
         if run.is_limited:
-            rejected = ", ".join(f"{c['num_rejected']:,} of {c['client']}'s"
+            rejected = ", ".join(f"{c['num_rejected']:,} of {safe_id(c['client'])}'s"
                                  for c in sorted(run.clients, key=lambda c: c["client"]))
             turned_away = count(run.summary["num_rejected"], "request")
             head = f"The rate limit ({limit_text(run.config)}) turned away {turned_away} ({rejected})"
@@ -741,9 +741,10 @@ def _gap_notice(runs: Sequence[Run]) -> list[str]:
     ids = runs[0].stats["gap_clients"]
     if len(ids) < 2:
         return []
+    a, b = safe_ids(ids[:2])  # (for the sentences; ids stay as the trace has them)
     measured = [r for r in runs if r.stats["gap"] > 0]
     if not measured:
-        return [f"{ids[0]} and {ids[1]} never had requests waiting at the same time, so no service gap arises."]
+        return [f"{a} and {b} never had requests waiting at the same time, so no service gap arises."]
     cfg = measured[0].config
     trace = measured[0].trace
     parts = fairness_metrics.vtc_bound_parts(trace, [trace.client_ids.index(c) for c in ids[:2]])
@@ -763,7 +764,7 @@ def _gap_notice(runs: Sequence[Run]) -> list[str]:
     if parts["min_weight"] != 1:  # charges are divided by the client's weight: so is one charge's largest size
         formula += " / w_min"
         numbers += f" / {parts['min_weight']:g}"
-    return [f"Largest service gap between {ids[0]} and {ids[1]} while both waited (weighted tokens): {gaps}. "
+    return [f"Largest service gap between {a} and {b} while both waited (weighted tokens): {gaps}. "
             f"VTC guarantees at most {formula} = {numbers} = {parts['bound']:,.0f}{tail}."]
 
 

@@ -234,7 +234,7 @@ def largest_victim_tokens(runs: Sequence[Run]) -> tuple[int, str] | None:
     """(tokens, what) for the cost comparison: the largest victim of these runs, or, without any preemption,
     the longest request that could run (not one rejected as too big for the pool) at its full context, as a
     what-if. None when every request was rejected."""
-    victims = [(p.num_tokens, f"{p.request_id} (preempted at step {p.step:,} under {run.label})")
+    victims = [(p.num_tokens, f"{safe_id(p.request_id)} (preempted at step {p.step:,} under {run.label})")
                for run in runs for p in run.preempted]
     if victims:
         return max(victims)
@@ -396,7 +396,7 @@ def cost_cards(cost: PreemptionCost, config: EngineConfig) -> list[Card]:
         Card("Recompute: GPU time", f"{cost.recompute_ms:,.1f} ms",
              help=f"{cost.num_tokens:,} tokens x {c.prefill_token_us:g} us per prefill token"),
         Card("Swap: copied each way", fmt_bytes(cost.swap_bytes),
-             help=f"{cost.num_blocks:,} blocks x {config.block_bytes / 2**20:g} MiB"),
+             help=f"{cost.num_blocks:,} blocks x {fmt_binary_size(config.block_bytes)}"),
         Card("Swap: time each way", f"{fmt_fixed(cost.swap_ms)} ms",
              help=f"{fmt_fixed(cost.swap_transfer_ms)} ms at {c.swap_bandwidth_gb_s:g} GB/s + "
                   f"{fmt_fixed(cost.swap_overhead_ms)} ms for {cost.num_blocks:,} block copies"),
@@ -412,6 +412,7 @@ def cost_caption(cost: PreemptionCost, config: EngineConfig, what: str) -> str:
         f" The CPU swap space ({cpu_swap_space(config)}) cannot hold these {cost.num_blocks:,} blocks: in swap mode "
         "this victim falls back to recompute.")
     per_layer = 2 * config.model.num_layers  # K and V of every layer: one copy each per block in vLLM V0
+    per_copy = fmt_binary_size(config.block_bytes / per_layer)
     return (
         f"For {what}: {cost.num_tokens:,} tokens of KV at {fmt_binary_size(config.model.kv_bytes_per_token)} per "
         f"token. Swap copies whole blocks, {cost.num_blocks:,} copies of {fmt_binary_size(config.block_bytes)} each "
@@ -419,7 +420,7 @@ def cost_caption(cost: PreemptionCost, config: EngineConfig, what: str) -> str:
         f"{fmt_fixed(cost.swap_transfer_ms)} ms at the peak {c.swap_bandwidth_gb_s:g} GB/s plus "
         f"{fmt_fixed(cost.swap_overhead_ms)} ms of per-copy overhead, an effective {cost.effective_gb_s:,.1f} GB/s "
         f"(smaller blocks, lower). vLLM's V0 engine, which had swap, copied each block layer by layer with K and V "
-        f"apart ({cost.num_blocks * per_layer:,} copies of {config.block_bytes / per_layer / 1024:g} KiB here), so its "
+        f"apart ({cost.num_blocks * per_layer:,} copies of {per_copy} here), so its "
         f"real overhead was higher than this model charges. Recompute is charged {c.prefill_token_us:g} us per "
         "token whatever the context (the article's figure, an H100's peak compute for an 8B model: real prefills "
         "run at half that speed or less, and attention makes each token of a long context cost more), so real "
