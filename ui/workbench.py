@@ -408,7 +408,7 @@ LIMITS = (f"**Limits:** the table holds up to {wt.MAX_ROWS:,} requests ({wt.URL_
 @dataclass(frozen=True)
 class Table:
     rows: list[wt.Row]
-    specs: tuple[RequestSpec, ...]  # the requests the runs use: this table's, or the last valid one's
+    specs: tuple[RequestSpec, ...]  # the requests the runs use: this table's, or the last valid one's (or none)
     is_current: bool  # the runs use the table as shown (no bad cell)
 
 
@@ -426,9 +426,9 @@ def checked_table(rows: list[wt.Row], engine: EngineConfig, style: ChartStyle) -
     st.error(f"**{count(len(checked.problems), 'cell')} to fix** (marked ⚠ in the check column):\n{listed}"
              + (f"\n- and {more:,} more" if more > 0 else ""), icon=":material/error:")
     last = st.session_state.get(VALID_KEY)
-    if not last:
+    if not last:  # (the page goes on: the generator, a preset or an import can replace the table)
         st.info("The runs start once every cell is valid.", icon=":material/hourglass_empty:")
-        st.stop()
+        return Table(rows, (), False)
     st.warning(f"The runs below use the last valid table ({count(len(last), 'request')}), not the one above: fix "
                f"the marked cells to run it.", icon=":material/history:")
     return Table(rows, last, False)
@@ -436,6 +436,8 @@ def checked_table(rows: list[wt.Row], engine: EngineConfig, style: ChartStyle) -
 
 # ---- results ----------------------------------------------------------------------------------------------------
 def run_all(specs: Sequence[RequestSpec], engine: EngineConfig, choices: Sequence[wt.RunChoice]) -> list[Run]:
+    if not specs:  # (no valid table yet: checked_table said so)
+        st.stop()
     if not choices:
         st.warning("Pick at least one run above.", icon=":material/warning:")
         st.stop()

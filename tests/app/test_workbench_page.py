@@ -121,3 +121,17 @@ def test_the_generator_fills_rows_to_edit_and_two_clients_bring_the_per_client_c
     titles = chart_titles(at)
     assert "VTC: virtual token counters" in titles and "Waiting queue and running batch" in titles
     assert "VTC: KV cache in use" in titles and "TTFT, request by request" in titles
+
+
+def test_a_link_whose_table_was_never_valid_still_offers_a_preset_and_an_import():
+    bad = wt.encode_rows([{"id": "a", "arrival_step": "0", "prompt_len": "-5", "output_len": "3"}])
+    at = open_page(PAGE, {"table": bad})
+    assert not at.exception
+    assert "row 1, prompt tokens: a whole number from 1 to 10,000,000, got -5" in at.error[0].value.replace("\\", "")
+    assert "The runs start once every cell is valid." in at.info[0].value
+    assert not at.metric and at.query_params["table"] == bad  # no run; the table as typed stays in the link
+    assert at.get("file_uploader")  # the import is there to replace the table
+    at.button(key="workbench.load_preset").click().run()  # the first preset: the article's three requests
+    assert not at.exception
+    assert metric_values(at) == {"FCFS: average finish": "1,100 steps",
+                                 "SJF (true lengths): average finish": "500 steps"}
