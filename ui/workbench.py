@@ -447,12 +447,16 @@ def run_all(specs: Sequence[RequestSpec], engine: EngineConfig, choices: Sequenc
 
 def headline(runs: Sequence[Run], unit: str) -> None:
     """One column per run: the average finish time, TTFT and time between tokens."""
-    for col, run in zip(st.columns(len(runs)), runs, strict=True):
+    # Each run's name in a row of its own, where it wraps (a metric's label is cut to one line: four runs' names
+    # were cut), aligned at the bottom so that the numbers below stand in one line.
+    names = st.columns(len(runs), vertical_alignment="bottom")
+    for head, col, run in zip(names, st.columns(len(runs)), runs, strict=True):
         s = run.summary
         finished = s[f"finish_{unit}"]["count"] > 0
+        head.markdown(f"**{plain(run.label)}**: average finish", help="Arrival to the end of the last token, "
+                                                                   "averaged over the requests that finished.")
         col.metric(f"{run.label}: average finish", f"{s[f'finish_{unit}']['mean']:,.0f} {unit}" if finished
-                   else "none finished", help="Arrival to the end of the last token, averaged over the requests "
-                                              "that finished.")
+                   else "none finished", label_visibility="collapsed")
         ttft = s[f"ttft_{unit}"]["mean"]
         col.caption(f"TTFT mean {ttft:,.{0 if unit == 'steps' else 1}f} {unit} · "
                     f"{count(s['num_preemptions'], 'preemption')}" if finished else "")
