@@ -213,8 +213,10 @@ NUMERIC = ("arrival_step", "prompt_len", "output_len", "priority", "abort_step",
 
 def editor(rows: Sequence[wt.Row], problems: Sequence[wt.CellProblem], style: ChartStyle) -> None:
     key = f"{PAGE}.editor.{st.session_state.get(VERSION_KEY, 0)}"
-    config = {"row": st.column_config.NumberColumn("row", disabled=True, width="small"),
-              "check": st.column_config.TextColumn("check", disabled=True, width="medium",
+    # Narrow row and check columns (the messages are listed in full under the table), so that more of the request's
+    # columns show beside them at 1,280 px; the optional ones on the right are a sideways scroll away (said below).
+    config = {"row": st.column_config.NumberColumn("row", disabled=True, width=48, pinned=True),
+              "check": st.column_config.TextColumn("check", disabled=True, width=130, pinned=True,
                                                    help="What is wrong with the row's cells, and what is allowed")}
     for col in wt.COLUMNS:
         config[col.key] = st.column_config.TextColumn(
@@ -223,6 +225,8 @@ def editor(rows: Sequence[wt.Row], problems: Sequence[wt.CellProblem], style: Ch
     st.data_editor(_editor_frame(rows, problems), key=key, num_rows="dynamic", hide_index=True,
                    column_config=config, on_change=_commit_edits, args=(key,),
                    height=page.table_height(len(rows) + 1, style, max_px=460))
+    st.caption("Scroll the table sideways for priority, the abandon step and the shared prefix (group, tokens); "
+               "hover over a column's head for what it takes. Type in the empty last line to add a request.")
 
 
 def row_buttons(rows: Sequence[wt.Row]) -> None:
