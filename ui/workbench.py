@@ -213,8 +213,10 @@ NUMERIC = ("arrival_step", "prompt_len", "output_len", "priority", "abort_step",
 
 def editor(rows: Sequence[wt.Row], problems: Sequence[wt.CellProblem], style: ChartStyle) -> None:
     key = f"{PAGE}.editor.{st.session_state.get(VERSION_KEY, 0)}"
-    config = {"row": st.column_config.NumberColumn("row", disabled=True, width="small"),
-              "check": st.column_config.TextColumn("check", disabled=True, width="medium",
+    # Narrow row and check columns (the messages are listed in full under the table), so that more of the request's
+    # columns show beside them at 1,280 px; the optional ones on the right are a sideways scroll away (said below).
+    config = {"row": st.column_config.NumberColumn("row", disabled=True, width=48, pinned=True),
+              "check": st.column_config.TextColumn("check", disabled=True, width=130, pinned=True,
                                                    help="What is wrong with the row's cells, and what is allowed")}
     for col in wt.COLUMNS:
         config[col.key] = st.column_config.TextColumn(
@@ -223,6 +225,8 @@ def editor(rows: Sequence[wt.Row], problems: Sequence[wt.CellProblem], style: Ch
     st.data_editor(_editor_frame(rows, problems), key=key, num_rows="dynamic", hide_index=True,
                    column_config=config, on_change=_commit_edits, args=(key,),
                    height=page.table_height(len(rows) + 1, style, max_px=460))
+    st.caption("Scroll the table sideways for priority, the abandon step and the shared prefix (group, tokens); "
+               "hover over a column's head for what it takes. Type in the empty last line to add a request.")
 
 
 def row_buttons(rows: Sequence[wt.Row]) -> None:
@@ -408,7 +412,7 @@ LIMITS = (f"**Limits:** the table holds up to {wt.MAX_ROWS:,} requests ({wt.URL_
 @dataclass(frozen=True)
 class Table:
     rows: list[wt.Row]
-    specs: tuple[RequestSpec, ...]  # the requests the runs use: this table's, or the last valid one's
+    specs: tuple[RequestSpec, ...]  # the requests the runs use: this table's, or the last valid one's (or none)
     is_current: bool  # the runs use the table as shown (no bad cell)
 
 
@@ -426,9 +430,9 @@ def checked_table(rows: list[wt.Row], engine: EngineConfig, style: ChartStyle) -
     st.error(f"**{count(len(checked.problems), 'cell')} to fix** (marked ⚠ in the check column):\n{listed}"
              + (f"\n- and {more:,} more" if more > 0 else ""), icon=":material/error:")
     last = st.session_state.get(VALID_KEY)
-    if not last:
+    if not last:  # (the page goes on: the generator, a preset or an import can replace the table)
         st.info("The runs start once every cell is valid.", icon=":material/hourglass_empty:")
-        st.stop()
+        return Table(rows, (), False)
     st.warning(f"The runs below use the last valid table ({count(len(last), 'request')}), not the one above: fix "
                f"the marked cells to run it.", icon=":material/history:")
     return Table(rows, last, False)
@@ -436,6 +440,8 @@ def checked_table(rows: list[wt.Row], engine: EngineConfig, style: ChartStyle) -
 
 # ---- results ----------------------------------------------------------------------------------------------------
 def run_all(specs: Sequence[RequestSpec], engine: EngineConfig, choices: Sequence[wt.RunChoice]) -> list[Run]:
+    if not specs:  # (no valid table yet: checked_table said so)
+        st.stop()
     if not choices:
         st.warning("Pick at least one run above.", icon=":material/warning:")
         st.stop()
@@ -445,12 +451,16 @@ def run_all(specs: Sequence[RequestSpec], engine: EngineConfig, choices: Sequenc
 
 def headline(runs: Sequence[Run], unit: str) -> None:
     """One column per run: the average finish time, TTFT and time between tokens."""
-    for col, run in zip(st.columns(len(runs)), runs, strict=True):
+    # Each run's name in a row of its own, where it wraps (a metric's label is cut to one line: four runs' names
+    # were cut), aligned at the bottom so that the numbers below stand in one line.
+    names = st.columns(len(runs), vertical_alignment="bottom")
+    for head, col, run in zip(names, st.columns(len(runs)), runs, strict=True):
         s = run.summary
         finished = s[f"finish_{unit}"]["count"] > 0
+        head.markdown(f"**{plain(run.label)}**: average finish", help="Arrival to the end of the last token, "
+                                                                   "averaged over the requests that finished.")
         col.metric(f"{run.label}: average finish", f"{s[f'finish_{unit}']['mean']:,.0f} {unit}" if finished
-                   else "none finished", help="Arrival to the end of the last token, averaged over the requests "
-                                              "that finished.")
+                   else "none finished", label_visibility="collapsed")
         ttft = s[f"ttft_{unit}"]["mean"]
         col.caption(f"TTFT mean {ttft:,.{0 if unit == 'steps' else 1}f} {unit} · "
                     f"{count(s['num_preemptions'], 'preemption')}" if finished else "")

@@ -22,8 +22,9 @@ from typing import Any, NamedTuple
 
 from sim import cost_estimate
 from sim import scenario as scenario_io
-from sim.admission import rejection_message
+from sim.admission import rejection_message, rejection_reason
 from sim.config import MODELS, EngineConfig, Policy, PreemptionMode, model_name
+from sim.events import RejectReason
 from sim.request import MAX_LEN_TOKENS, MAX_PRIORITY, RequestSpec
 from sim.scenario import Scenario, ScenarioError
 
@@ -190,17 +191,33 @@ def check_rows(rows: Sequence[Row], config: EngineConfig) -> Checked:
         spec = _row_spec(values, i, problems)
         if spec is None:
             continue
-        why = rejection_message(spec, config)
-        if why:
-            column = "output_len" if "KV blocks" in why and spec.prompt_len <= config.num_blocks * config.block_size \
-                else "prompt_len"
-            problems.append(CellProblem(i, column, f"can never run on this engine: it {why}; at most "
-                                                   f"{config.num_blocks * config.block_size:,} tokens (prompt + "
-                                                   f"answer) fit the pool"))
+        never = never_runs(spec, config, i)
+        if never:
+            problems.append(never)
             continue
         specs.append(spec)
     problems.sort(key=lambda p: (p.row, KEYS.index(p.column)))
     return Checked(tuple(specs), tuple(problems))
+
+
+def never_runs(spec: RequestSpec, config: EngineConfig, index: int) -> CellProblem | None:
+    """Why row ``index`` can never run on ``config`` (the engine would reject it on arrival), at the cell to change
+    and with what fits; None if it can run."""
+    reason = rejection_reason(spec, config)
+    if reason is None:
+        return None
+    if reason is RejectReason.EXCEEDS_TOKEN_BUDGET:
+        return CellProblem(index, "prompt_len", f"can never run on this engine: with chunked prefill off a prompt "
+                                                f"must fit one step's token budget, at most "
+                                                f"{config.max_num_batched_tokens:,} tokens; got {spec.prompt_len:,}")
+    if reason is RejectReason.EXCEEDS_MAX_MODEL_LEN:
+        return CellProblem(index, "prompt_len", f"can never run on this engine: at most max_model_len, "
+                                                f"{config.effective_max_model_len:,} tokens; got {spec.prompt_len:,}")
+    # The pool: the last answer token is never stored, so prompt + answer fit up to one token past the pool.
+    fits = config.num_blocks * config.block_size + 1
+    column = "output_len" if spec.prompt_len < fits else "prompt_len"
+    return CellProblem(index, column, f"can never run on this engine: it {rejection_message(spec, config)}; prompt + "
+                                      f"answer at most {fits:,} tokens fit the pool")
 
 
 # ---- rows <-> specs ---------------------------------------------------------------------------------------------

@@ -4,7 +4,8 @@ last valid table, a preset's workload loaded with its engine, a table too large 
 from __future__ import annotations
 
 from sim import presets
-from tests.app.conftest import metric_values, open_page
+from sim.workload import ClientSpec, WorkloadSpec, generate
+from tests.app.conftest import chart_titles, metric_values, open_page
 from ui import workbench_table as wt
 
 PAGE = "pages/6_Workbench.py"
@@ -100,3 +101,37 @@ def test_bad_vtc_weights_are_named_and_no_run_is_made():
     assert not at.exception
     assert "VTC weights: 'A:zero' is not client:weight with a weight from 0.001 to 1,000" in at.error[0].value
     assert not at.metric
+
+
+def test_the_generator_fills_rows_to_edit_and_two_clients_bring_the_per_client_charts():
+    at = open_page(PAGE, {"r3": "vtc"})
+    for key, value in {"n": 12, "rate": 0.5, "seed": 4, "clients": 2, "share": 75, "abandon": 50}.items():
+        at.number_input(key=f"workbench.gen.{key}").set_value(value)
+    next(b for b in at.button if b.label == "Fill the table").click().run()
+    assert not at.exception
+    rows = at.session_state["workbench.rows"]
+    assert "generator's 12 requests (seed 4)" in at.success[0].value
+    # The generator's own requests, as rows of text (so the same seed gives the same table, cell by cell).
+    spec = WorkloadSpec(num_requests=12, rate_per_step=0.5, prompt_median=200, prompt_sigma=0.8, output_median=150,
+                        output_sigma=0.8, clients=(ClientSpec("A", 0.75), ClientSpec("B", 0.25)), abandon_rate=0.5,
+                        seed=4)
+    assert rows == wt.rows_of(generate(spec))
+    assert {r["client"] for r in rows} == {"A", "B"} and any(r["abort_step"] for r in rows)
+    assert len(at.metric) == 3
+    titles = chart_titles(at)
+    assert "VTC: virtual token counters" in titles and "Waiting queue and running batch" in titles
+    assert "VTC: KV cache in use" in titles and "TTFT, request by request" in titles
+
+
+def test_a_link_whose_table_was_never_valid_still_offers_a_preset_and_an_import():
+    bad = wt.encode_rows([{"id": "a", "arrival_step": "0", "prompt_len": "-5", "output_len": "3"}])
+    at = open_page(PAGE, {"table": bad})
+    assert not at.exception
+    assert "row 1, prompt tokens: a whole number from 1 to 10,000,000, got -5" in at.error[0].value.replace("\\", "")
+    assert "The runs start once every cell is valid." in at.info[0].value
+    assert not at.metric and at.query_params["table"] == bad  # no run; the table as typed stays in the link
+    assert at.get("file_uploader")  # the import is there to replace the table
+    at.button(key="workbench.load_preset").click().run()  # the first preset: the article's three requests
+    assert not at.exception
+    assert metric_values(at) == {"FCFS: average finish": "1,100 steps",
+                                 "SJF (true lengths): average finish": "500 steps"}

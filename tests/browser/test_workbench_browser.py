@@ -71,8 +71,9 @@ def test_pick_fcfs_sjf_and_vtc_for_three_columns(app_server, page):
     wait_for_app(page)
     wait_for_chart_title(page, "VTC")
     assert_no_exception(page)
-    labels = [m.inner_text() for m in page.locator('[data-testid="stMetricLabel"]').all()]
-    assert labels == ["FCFS: average finish", "SJF (true lengths): average finish", "VTC: average finish"]
+    names = [t.strip() for t in page.locator('[data-testid="stMarkdown"]')  # (above the numbers)
+             .filter(has_text="average finish").all_inner_texts()]
+    assert names == ["FCFS: average finish", "SJF (true lengths): average finish", "VTC: average finish"]
     metric_boxes = [m.bounding_box() for m in page.locator('[data-testid="stMetric"]').all()]
     assert len({round(b["y"]) for b in metric_boxes}) == 1  # side by side: three columns of one row
     assert metric_values(page) == ["1,100 steps", "500 steps", "1,100 steps"]  # one client: VTC serves in order
