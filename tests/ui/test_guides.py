@@ -9,8 +9,10 @@ import pytest
 
 from sim import metrics
 from sim.preemption_metrics import preemption_cost, preemptions
+from ui.charts.cancellation import KV_PARTS
 from ui.glossary import PAGE_PATH, TERMS
 from ui.guide import CHARTS, PATHS
+from ui.lessons.cancellation_guide import HELD_FOR_NOBODY
 from ui.lessons.guided import Step, simulate_step
 
 ALL_STEPS = [(lesson, step) for lesson, steps in PATHS.items() for step in steps]
@@ -128,3 +130,11 @@ def test_a_step_naming_a_variant_its_preset_lacks_is_refused_with_the_variants()
     bad = Step("x", "t", "text.", "article_hol", ("LIFO",), lambda runs, v: None, ("gantt",))
     with pytest.raises(ValueError, match="preset 'article_hol' has no variant 'LIFO'; its variants: FCFS, SJF"):
         bad.scenarios()
+
+
+def test_the_cancellation_explanation_names_the_kv_charts_own_legend_entry():
+    # (it said "the orange area" of a chart whose KV for nobody is dotted black)
+    assert HELD_FOR_NOBODY in KV_PARTS
+    reasoning = _answer(_step("cancellation", "wasted")).reasoning
+    assert f'"{HELD_FOR_NOBODY}"' in reasoning and "orange" not in reasoning
+
