@@ -104,6 +104,11 @@ def test_each_answer_equals_the_simulators_figure_read_independently():
         cost = preemption_cost(p.num_tokens, runs[0].scenario.config)
         assert p.num_tokens == 2000 and cost.recompute_ms == pytest.approx(32.0) and cost.swap_bytes == 262_144_000
         assert _answer(cost_step, {"swap_gb_s": gb_s}).answer == faster
+    # The swap is timed out and back, as the chart's swap bar (2 x 5.87 ms at 50 GB/s): at 10 GB/s one way is 26.8 ms
+    # (within 20% of recompute's 32) but out and back 53.7 ms, so recompute is faster.
+    assert "5.87 ms each way at 50 GB/s" in _answer(cost_step).reasoning
+    assert "11.7 ms out and back" in _answer(cost_step).reasoning
+    assert _answer(cost_step, {"swap_gb_s": 10.0}).answer == "recompute is faster"
     # Budget: the stalling step's cost from the trace, 5.75 + 8,000 x 16 us + 8 x 6 us = 133.798 ms.
     stall = _step("budget", "stall")
     runs = simulate_step(stall)

@@ -54,7 +54,8 @@ def _ask_cost(runs: Sequence[Run], values: Values) -> Problem:
     victim = preemptions(run.trace)[0]
     config = run.scenario.config
     cost = preemption_cost(victim.num_tokens, config)
-    ratio = cost.recompute_ms / cost.swap_ms
+    swap_ms = 2 * cost.swap_ms  # out and back in: the swap bar of the chart below
+    ratio = cost.recompute_ms / swap_ms
     answer = _EVEN if 1 / 1.2 <= ratio <= 1.2 else _SWAP if ratio > 1 else _RECOMPUTE
     gb_s = config.cost.swap_bandwidth_gb_s
     return choice_question(
@@ -65,10 +66,11 @@ def _ask_cost(runs: Sequence[Run], values: Values) -> Problem:
                       f"memory and back ({config.model.kv_bytes_per_token // 1024} KiB a token, {gb_s:g} GB/s). "
                       f"Which is faster?", (_RECOMPUTE, _SWAP, _EVEN), answer,
         f"Recompute: {fmt(cost.recompute_ms)} ms of GPU work. Swap: {cost.swap_bytes / 1e6:,.0f} MB each way, "
-        f"{fmt(cost.swap_ms, 2)} ms at {gb_s:g} GB/s with the per-block overhead, and the CPU RAM held meanwhile. "
-        "vLLM V1 only recomputes: simpler, and a prefix cache can make it cheaper. The bars below compare them.",
-        "Work out both: tokens x time per token, and bytes / bandwidth.",
-        {c: f"recompute takes {fmt(cost.recompute_ms)} ms and swap {fmt(cost.swap_ms, 2)} ms at {gb_s:g} GB/s."
+        f"{fmt(cost.swap_ms, 2)} ms each way at {gb_s:g} GB/s with the per-block overhead, {fmt(swap_ms, 1)} ms out "
+        "and back, and the CPU RAM held meanwhile. vLLM V1 only recomputes: simpler, and a prefix cache can make it "
+        "cheaper. The bars below compare them.",
+        "Work out both: tokens x time per token, and bytes / bandwidth (out and back).",
+        {c: f"recompute takes {fmt(cost.recompute_ms)} ms and swap {fmt(swap_ms, 1)} ms out and back at {gb_s:g} GB/s."
          for c in (_RECOMPUTE, _SWAP, _EVEN)})
 
 
