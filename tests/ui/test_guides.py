@@ -14,6 +14,7 @@ from ui.glossary import PAGE_PATH, TERMS
 from ui.guide import CHARTS, PATHS
 from ui.lessons.cancellation_guide import HELD_FOR_NOBODY
 from ui.lessons.guided import Step, simulate_step
+from ui.lessons.preemption_guide import _pool_scene
 
 ALL_STEPS = [(lesson, step) for lesson, steps in PATHS.items() for step in steps]
 IDS = [f"{lesson}.{step.key}" for lesson, step in ALL_STEPS]
@@ -143,3 +144,28 @@ def test_the_cancellation_explanation_names_the_kv_charts_own_legend_entry():
     reasoning = _answer(_step("cancellation", "wasted")).reasoning
     assert f'"{HELD_FOR_NOBODY}"' in reasoning and "orange" not in reasoning
 
+
+
+def test_the_sizing_explanation_states_the_runs_own_peak_not_a_worst_case_bound():
+    # (it said "32 x 77 blocks at once against the pool's 1,600" beside "0 preemptions")
+    step = _step("preemption", "sizing")
+    for blocks, said in ((1200, "3 preemptions"), (1600, "0 preemptions")):
+        values = {**step.defaults(), "num_blocks": blocks}
+        trace = simulate_step(step, values)[0].trace
+        peak = int(trace.steps["used_blocks"].max())
+        assert peak <= blocks
+        reasoning = step.ask(simulate_step(step, values), values).reasoning
+        assert reasoning.startswith(f"{said}: at the busiest step the running requests held {peak:,} of the pool's "
+                                    f"{blocks:,} blocks")
+        assert " x " not in reasoning
+
+
+def test_the_toy_pool_question_describes_the_scenario_it_runs():
+    # (it was written in: "A, B, C and D (priorities 1, 0, 2, 0) ... 200-token answers in a 32-block pool", and left
+    # out E, the fifth row of the step's Gantt chart)
+    step = _step("preemption", "victim")
+    question = _answer(step).question
+    assert ("A, B, C and D (priorities 1, 0, 2, 0) start together and grow 200-token answers in a pool of 32 blocks "
+            "of 16 tokens; E arrives at step 5 and waits: the 4 batch slots are taken.") in question
+    smaller = step.scenarios()[0][1].with_config(num_blocks=24)
+    assert "in a pool of 24 blocks" in _pool_scene(smaller)[1]
