@@ -12,10 +12,13 @@ from sim.preemption_metrics import preemption_cost, preemptions
 from ui.charts.cancellation import KV_PARTS
 from ui.glossary import PAGE_PATH, TERMS
 from ui.guide import CHARTS, PATHS
+from ui.lessons import budget, cancellation, fairness, preemption, queueing
 from ui.lessons.cancellation_guide import HELD_FOR_NOBODY
 from ui.lessons.guided import Step, simulate_step
 from ui.lessons.preemption_guide import _pool_scene
 
+LESSON_MODULES = {"queueing": queueing, "fairness": fairness, "cancellation": cancellation, "preemption": preemption,
+                  "budget": budget}
 ALL_STEPS = [(lesson, step) for lesson, steps in PATHS.items() for step in steps]
 IDS = [f"{lesson}.{step.key}" for lesson, step in ALL_STEPS]
 
@@ -169,3 +172,12 @@ def test_the_toy_pool_question_describes_the_scenario_it_runs():
             "of 16 tokens; E arrives at step 5 and waits: the 4 batch slots are taken.") in question
     smaller = step.scenarios()[0][1].with_config(num_blocks=24)
     assert "in a pool of 24 blocks" in _pool_scene(smaller)[1]
+
+
+def test_every_free_lesson_page_links_glossary_terms_in_its_opening_question():
+    # The free page's first words are its question (ui.lesson.open_lesson): a term is linked there, each once.
+    for lesson, module in LESSON_MODULES.items():
+        links = re.findall(rf"\]\({PAGE_PATH}#([a-z0-9-]+)\)", module.QUESTION)
+        assert links, lesson
+        assert len(links) == len(set(links)), f"{lesson}: a term linked twice in its question"
+        assert set(links) <= {t.anchor for t in TERMS}
