@@ -255,7 +255,7 @@ def question(key: str, problem: Problem) -> bool:
         with st.container(horizontal=True):
             st.button("Check", key=f"{key}.check", on_click=_check, args=(key, problem), type="primary",
                       icon=":material/check:")
-            if not state["solved"]:
+            if not (state["solved"] or state["revealed"]):  # (once the answer is out, Check stays: try it)
                 st.button("Show the answer", key=f"{key}.reveal", on_click=_reveal, args=(key,), type="tertiary")
         if state.get("correct"):
             st.success(state["feedback"], icon=":material/check_circle:")
