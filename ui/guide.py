@@ -45,12 +45,18 @@ GUIDED, FREE = "guided", "free"
 # URL parameters that are not a lesson's settings: a link with only these is a first visit (the guided path)
 NOT_SETTINGS = frozenset({"present", "export", "embed", "embed_options"})
 
-# Guided mode fits its first screen (header, step, question) in 1280 x 720: less space above the first line.
+# Guided mode fits its first screen (header, step, question) in 1280 x 720: less space above the first line. Under
+# presentation mode the sidebar starts collapsed and Streamlit's header becomes an opaque 3.75-rem bar that takes
+# clicks: the first line starts below it (at 2.5 rem it hid the top of the step buttons and caught clicks on them).
 _COMPACT_CSS = """
 <style>
-[data-testid="stMainBlockContainer"] { padding-top: 2.5rem; }
+[data-testid="stMainBlockContainer"] {{ padding-top: {top_rem}rem; }}
 </style>
 """
+
+
+def _compact_css(style: ChartStyle) -> str:
+    return _COMPACT_CSS.format(top_rem=4 if style.presentation else 2.5)
 
 
 # ---- which view ---------------------------------------------------------------------------------------------------
@@ -100,7 +106,7 @@ def take_over(lesson: str, style: ChartStyle) -> bool:
     if lesson not in PATHS:
         return False
     if PROBLEM_PARAM in st.query_params:
-        st.html(_COMPACT_CSS)
+        st.html(_compact_css(style))
         show_problem(lesson, st.query_params[PROBLEM_PARAM], style)
         return True
     if mode(lesson) == FREE:
@@ -108,7 +114,7 @@ def take_over(lesson: str, style: ChartStyle) -> bool:
                   icon=":material/school:", type="tertiary",
                   help="A few short steps: predict each answer before the charts show it.")
         return False
-    st.html(_COMPACT_CSS)
+    st.html(_compact_css(style))
     show_path(lesson, style)
     return True
 
@@ -249,7 +255,7 @@ def question(key: str, problem: Problem) -> bool:
         with st.container(horizontal=True):
             st.button("Check", key=f"{key}.check", on_click=_check, args=(key, problem), type="primary",
                       icon=":material/check:")
-            if not state["solved"]:
+            if not (state["solved"] or state["revealed"]):  # (once the answer is out, Check stays: try it)
                 st.button("Show the answer", key=f"{key}.reveal", on_click=_reveal, args=(key,), type="tertiary")
         if state.get("correct"):
             st.success(state["feedback"], icon=":material/check_circle:")

@@ -69,6 +69,7 @@ def test_guide_n_in_the_link_opens_that_step_and_next_moves_on():
     assert "Step 2 of 5: Shortest job first." in _text(at)
     at.button(key="queueing.guide.sjf.reveal").click().run()
     assert "Answer: 500 steps." in at.info[0].value
+    assert "queueing.guide.sjf.reveal" not in [b.key for b in at.button]  # (shown: its button goes)
     at.button(key="queueing.guide.next").click().run()
     assert "Step 3 of 5: Nobody knows an answer's length." in _text(at)
     assert at.query_params["guide"] in ("3", ["3"])

@@ -35,6 +35,19 @@ def _below_the_fold(page, text: str) -> bool:
     return box is None or box["y"] + box["height"] > page.viewport_size["height"]
 
 
+# The element the browser finds at the top edge of the step buttons, and at the top of the "Free page" button: the
+# buttons themselves when nothing (Streamlit's header, opaque under presentation mode) covers them.
+_TOP_EDGE_HITS_JS = """() => ['[data-testid="stButtonGroup"]', '[data-testid="stButton"]'].map(sel => {
+  const r = document.querySelector(sel).getBoundingClientRect();
+  const hit = document.elementFromPoint(r.left + r.width / 2, r.top + 3);
+  return hit !== null && hit.closest(sel) !== null;
+})"""
+
+
+def _step_buttons_uncovered(page) -> bool:
+    return all(page.evaluate(_TOP_EDGE_HITS_JS))
+
+
 @pytest.mark.parametrize("lesson", list(LESSON_PAGES))
 def test_a_first_visit_shows_the_guided_path_with_its_question_on_the_first_screen(app_server, page, lesson):
     page.set_viewport_size({"width": 1280, "height": 720})
@@ -113,5 +126,6 @@ def test_screenshots_of_every_guided_step_at_1280x720(app_server, page, present)
             assert_no_exception(page)
             assert f"Step {n} of {len(steps)}" in _main(page) and _num_charts(page) == 0
             assert not _below_the_fold(page, "Show the answer"), f"{lesson} step {n}: the question needs scrolling"
+            assert _step_buttons_uncovered(page), f"{lesson} step {n}: the header covers the step buttons"
             shot = SCREENSHOT_DIR / f"guide-{lesson}-{n}{'-present' if present else ''}.png"
             page.screenshot(path=str(shot))  # (the first screen only: what a student sees before scrolling)

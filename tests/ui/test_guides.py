@@ -9,10 +9,16 @@ import pytest
 
 from sim import metrics
 from sim.preemption_metrics import preemption_cost, preemptions
+from ui.charts.cancellation import KV_PARTS
 from ui.glossary import PAGE_PATH, TERMS
 from ui.guide import CHARTS, PATHS
+from ui.lessons import budget, cancellation, fairness, preemption, queueing
+from ui.lessons.cancellation_guide import HELD_FOR_NOBODY
 from ui.lessons.guided import Step, simulate_step
+from ui.lessons.preemption_guide import _pool_scene
 
+LESSON_MODULES = {"queueing": queueing, "fairness": fairness, "cancellation": cancellation, "preemption": preemption,
+                  "budget": budget}
 ALL_STEPS = [(lesson, step) for lesson, steps in PATHS.items() for step in steps]
 IDS = [f"{lesson}.{step.key}" for lesson, step in ALL_STEPS]
 
@@ -102,6 +108,11 @@ def test_each_answer_equals_the_simulators_figure_read_independently():
         cost = preemption_cost(p.num_tokens, runs[0].scenario.config)
         assert p.num_tokens == 2000 and cost.recompute_ms == pytest.approx(32.0) and cost.swap_bytes == 262_144_000
         assert _answer(cost_step, {"swap_gb_s": gb_s}).answer == faster
+    # The swap is timed out and back, as the chart's swap bar (2 x 5.87 ms at 50 GB/s): at 10 GB/s one way is 26.8 ms
+    # (within 20% of recompute's 32) but out and back 53.7 ms, so recompute is faster.
+    assert "5.87 ms each way at 50 GB/s" in _answer(cost_step).reasoning
+    assert "11.7 ms out and back" in _answer(cost_step).reasoning
+    assert _answer(cost_step, {"swap_gb_s": 10.0}).answer == "recompute is faster"
     # Budget: the stalling step's cost from the trace, 5.75 + 8,000 x 16 us + 8 x 6 us = 133.798 ms.
     stall = _step("budget", "stall")
     runs = simulate_step(stall)
@@ -128,3 +139,45 @@ def test_a_step_naming_a_variant_its_preset_lacks_is_refused_with_the_variants()
     bad = Step("x", "t", "text.", "article_hol", ("LIFO",), lambda runs, v: None, ("gantt",))
     with pytest.raises(ValueError, match="preset 'article_hol' has no variant 'LIFO'; its variants: FCFS, SJF"):
         bad.scenarios()
+
+
+def test_the_cancellation_explanation_names_the_kv_charts_own_legend_entry():
+    # (it said "the orange area" of a chart whose KV for nobody is dotted black)
+    assert HELD_FOR_NOBODY in KV_PARTS
+    reasoning = _answer(_step("cancellation", "wasted")).reasoning
+    assert f'"{HELD_FOR_NOBODY}"' in reasoning and "orange" not in reasoning
+
+
+
+def test_the_sizing_explanation_states_the_runs_own_peak_not_a_worst_case_bound():
+    # (it said "32 x 77 blocks at once against the pool's 1,600" beside "0 preemptions")
+    step = _step("preemption", "sizing")
+    for blocks, said in ((1200, "3 preemptions"), (1600, "0 preemptions")):
+        values = {**step.defaults(), "num_blocks": blocks}
+        trace = simulate_step(step, values)[0].trace
+        peak = int(trace.steps["used_blocks"].max())
+        assert peak <= blocks
+        reasoning = step.ask(simulate_step(step, values), values).reasoning
+        assert reasoning.startswith(f"{said}: at the busiest step the running requests held {peak:,} of the pool's "
+                                    f"{blocks:,} blocks")
+        assert " x " not in reasoning
+
+
+def test_the_toy_pool_question_describes_the_scenario_it_runs():
+    # (it was written in: "A, B, C and D (priorities 1, 0, 2, 0) ... 200-token answers in a 32-block pool", and left
+    # out E, the fifth row of the step's Gantt chart)
+    step = _step("preemption", "victim")
+    question = _answer(step).question
+    assert ("A, B, C and D (priorities 1, 0, 2, 0) start together and grow 200-token answers in a pool of 32 blocks "
+            "of 16 tokens; E arrives at step 5 and waits: the 4 batch slots are taken.") in question
+    smaller = step.scenarios()[0][1].with_config(num_blocks=24)
+    assert "in a pool of 24 blocks" in _pool_scene(smaller)[1]
+
+
+def test_every_free_lesson_page_links_glossary_terms_in_its_opening_question():
+    # The free page's first words are its question (ui.lesson.open_lesson): a term is linked there, each once.
+    for lesson, module in LESSON_MODULES.items():
+        links = re.findall(rf"\]\({PAGE_PATH}#([a-z0-9-]+)\)", module.QUESTION)
+        assert links, lesson
+        assert len(links) == len(set(links)), f"{lesson}: a term linked twice in its question"
+        assert set(links) <= {t.anchor for t in TERMS}

@@ -20,15 +20,17 @@ from sim.trace import Trace
 
 from .. import knobs as shared_knobs
 from ..controls import Knob
+from ..glossary import term_link
 from ..lesson import Run
 from ..wording import Card, count, join_and
 
 LESSON = "budget"
-QUESTION = (
-    "Each engine step computes at most `max_num_batched_tokens` tokens, shared by the requests that are decoding "
-    "and those still reading their prompt. A long prompt either runs in one big step, and every stream waits for "
-    "it, or is cut into chunks that share steps with the decodes. What does the budget trade: the first token, or "
-    "the time between tokens?"
+QUESTION = (  # (a glossary term linked at its first use)
+    f"Each {term_link('engine step')} computes at most {term_link('token budget', '`max_num_batched_tokens`')} "
+    f"tokens, shared by the requests that are {term_link('decode', 'decoding')} and those still reading their "
+    f"prompt ({term_link('prefill')}). A long prompt either runs in one big step, and every stream waits for it, or "
+    f"is {term_link('chunked prefill', 'cut into chunks')} that share steps with the decodes. What does the budget "
+    f"trade: the {term_link('TTFT', 'first token')}, or the {term_link('TBT', 'time between tokens')}?"
 )
 BUDGETS = (64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)  # the budget sliders' stops (tokens per step)
 LETTERS = "ABCD"

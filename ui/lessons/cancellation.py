@@ -24,14 +24,16 @@ from sim.trace import Trace
 from sim.workload import ABANDON_POINTS, WorkloadSpec
 
 from ..controls import Knob
+from ..glossary import term_link
 from ..lesson import Run
 from ..wording import Card, count, join_and, pct_change, safe_id
 
 LESSON = "cancellation"
-QUESTION = (
-    "A user who closes the tab mid-answer, or an answer that has already reached its end, can leave the server "
-    "generating tokens that nobody will ever read. How much GPU time and KV memory does that waste, and how "
-    "long do the users who stay wait because of it?"
+QUESTION = (  # (a glossary term linked at its first use)
+    f"A user who closes the tab mid-answer (unless the server can {term_link('abort')}), or an answer that has "
+    f"already {term_link('stop check', 'reached its end')}, can leave the server generating tokens that nobody will "
+    f"ever read. How much GPU time and {term_link('KV cache', 'KV memory')} does that waste, and how long do the "
+    "users who stay wait because of it?"
 )
 MB = 1e6  # bytes; decimal, as the article counts
 # When a leaving user gives up, as a fraction of its answer's length in steps from arrival (queueing included, so

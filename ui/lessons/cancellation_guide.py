@@ -15,6 +15,7 @@ from . import cancellation as lesson
 from .guided import Setting, Step, Values, by_label, config_setting, number_question
 
 ANSWER_TOKENS, LEAVE_AFTER = 1000, 300  # the article's example (the preset's knobs)
+HELD_FOR_NOBODY = "held by abandoned requests"  # the KV chart's legend entry for it (dotted black: KV_PARTS)
 
 
 def _leave_after(scenario: Scenario, value: int) -> Scenario:
@@ -46,8 +47,8 @@ def _ask_wasted(runs: Sequence[Run], values: Values) -> Problem:
                         f"that never notices keeps generating: how many tokens does it generate for nobody?",
         wasted, "tokens",
         f"Everything after token {read:,} is read by nobody: {spec.output_len:,} - {read:,} = {wasted:,} tokens, one "
-        f"per engine step, while the other request waits for the only slot. In the chart below the orange area is "
-        f"KV held for nobody.",
+        f"per engine step, while the other request waits for the only slot. In the KV chart below, the dotted area "
+        f"(\"{HELD_FOR_NOBODY}\") is KV held for nobody.",
         "Which tokens does the user never read?",
         [(read, "that is what the user read; the question asks for what nobody reads."),
          (spec.output_len, "the user read the first part of the answer.")])

@@ -27,14 +27,16 @@ from sim.trace import Trace
 from sim.workload import ClientSpec, WorkloadSpec, client_rates
 
 from ..controls import Knob
+from ..glossary import term_link
 from ..lesson import Run as LessonRun
 from ..wording import Card, count, join_and, pct_change, safe_id, safe_ids
 
 LESSON = "fairness"
-QUESTION = (
+QUESTION = (  # (a glossary term linked at its first use)
     "A server that takes requests first come, first served is fair to *requests*, not to *customers*: a client "
     "that sends nine requests in ten gets nine tenths of the GPU, and everyone else waits behind it. How do you "
-    "share a GPU fairly between clients without leaving it idle?"
+    f"share a GPU fairly between clients without leaving it idle: a {term_link('rate limit')} per client, or a "
+    f"scheduler that counts each client's service ({term_link('VTC')})?"
 )
 CLIENT_IDS = ("A", "B", "C", "D")
 MAX_CLIENTS = len(CLIENT_IDS)

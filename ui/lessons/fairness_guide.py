@@ -39,8 +39,8 @@ def _ask_who_waits(runs: Sequence[Run], values: Values) -> Problem:
     return choice_question(
         "who_waits", runs, f"Client A sends 90% of the requests, B the other 10%, more than the server can take. Under "
                            f"{run.label}, whose requests wait longer in the queue, on average?", (_A, _B, _SAME),
-        answer, f"Mean queueing delay: A {fmt(q['A'], 0)} ms, B {fmt(q['B'], 0)} ms. {why}. The finish-time boxes "
-                f"below show it per client.",
+        answer, f"Mean queueing delay: A {fmt(q['A'], 0)} ms, B {fmt(q['B'], 0)} ms. {why}. The boxes below show each "
+                f"client's finish times, the queueing plus the answer itself.",
         "Think about what the policy looks at when it picks the next request: its arrival, or its client.",
         {_A: f"A's requests wait {fmt(q['A'], 0)} ms on average and B's {fmt(q['B'], 0)} ms.",
          _B: f"B's requests wait {fmt(q['B'], 0)} ms on average and A's {fmt(q['A'], 0)} ms.",

@@ -43,15 +43,17 @@ from sim.scenario import Scenario
 from sim.trace import Trace
 
 from ..controls import Knob
+from ..glossary import term_link
 from ..knobs import engine_knobs as shared_engine_knobs
 from ..lesson import Run as LessonRun
 from ..wording import Card, count, fmt_binary_size, fmt_fixed, fmt_gib, join_and, pct_change, safe_id
 
 LESSON = "preemption"
-QUESTION = (
-    "Every running request's KV cache grows by one token per step, so a batch that fitted when it was admitted "
-    "can outgrow the pool mid-answer; the scheduler then evicts a running request and brings it back later. "
-    "Who is evicted, what does bringing it back cost (recompute or swap), and how big must the server be for "
+QUESTION = (  # (a glossary term linked at its first use)
+    f"Every running request's {term_link('KV cache')} grows by one token per step, so a batch that fitted when it "
+    f"was admitted can outgrow the pool mid-answer; the scheduler then "
+    f"{term_link('preemption', 'evicts')} a running request and brings it back later. Who is evicted, what does "
+    f"bringing it back cost ({term_link('recompute')} or {term_link('swap')}), and how big must the server be for "
     "it to stop?"
 )
 COMPARED_FIELDS = ("policy", "preemption_mode", "enable_prefix_caching")  # what a preset's variants may vary

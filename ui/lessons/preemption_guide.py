@@ -6,13 +6,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from sim.config import cdiv
+from sim.events import join_and
 from sim.preemption_metrics import preemption_cost, preemptions
 from sim.problems import Problem, fmt
 from sim.scenario import Scenario
 
 from ..glossary import term_link
 from ..lesson import Run
+from ..wording import count
 from .guided import Setting, Step, Values, choice_question, config_setting
 
 VICTIM_POLICY = config_setting("policy", "policy", "Policy", "fcfs", ("fcfs", "priority"),
@@ -21,19 +22,34 @@ _VICTIM_RULE = {"fcfs": "FCFS evicts the last request of the running list (the o
                 "priority": "priority evicts the running request with the largest priority value (the least urgent)"}
 
 
+def _pool_scene(scenario: Scenario) -> tuple[list[str], str]:
+    """The ids of the requests that start together, and the scene as the question says it (read from the
+    scenario): 'A, B, C and D (priorities 1, 0, 2, 0) start together and grow 200-token answers in a pool ...'."""
+    config = scenario.config
+    first = [r for r in scenario.requests if r.arrival_step == 0]
+    later = [r for r in scenario.requests if r.arrival_step > 0]
+    ids = [r.request_id for r in first]
+    lengths = "- or ".join(f"{n:,}" for n in sorted({r.output_len for r in first}))
+    scene = (f"{join_and(ids)} (priorities {', '.join(str(r.priority) for r in first)}) start together and grow "
+             f"{lengths}-token answers in a pool of {config.num_blocks} blocks of {config.block_size} tokens"
+             + "".join(f"; {r.request_id} arrives at step {r.arrival_step:,}" for r in later)
+             + (f" and waits: the {config.max_num_seqs} batch slots are taken"
+                if later and len(first) >= config.max_num_seqs else ""))
+    return ids, scene
+
+
 def _ask_victim(runs: Sequence[Run], values: Values) -> Problem:
     run = runs[0]
     first = preemptions(run.trace)[0]
     policy = run.scenario.config.policy.value
     needer = run.trace.request_ids[first.needed_by_row]
-    ids = [r.request_id for r in run.scenario.requests if r.arrival_step == 0]
+    ids, scene = _pool_scene(run.scenario)
     rule = _VICTIM_RULE[policy]
     mistakes = {rid: f"{rule}: {first.request_id}." for rid in ids}
     if needer != first.request_id:
         mistakes[needer] = f"{needer} is the one that needed a block; the victim is chosen by the rule: {rule}."
     return choice_question(
-        "victim", runs, f"Policy {run.label.split()[0]}. A, B, C and D (priorities 1, 0, 2, 0) start together and grow "
-                        f"200-token answers in a 32-block pool. When the pool is full, which request is preempted "
+        "victim", runs, f"Policy {run.label.split()[0]}. {scene}. When the pool is full, which request is preempted "
                         f"first?", ids, first.request_id,
         f"At step {first.step:,} {needer} needs a new block and none is free; {rule}: {first.request_id}. It goes back "
         f"to the waiting queue, at its front, and its KV is freed (the triangle in the Gantt and KV charts).",
@@ -54,7 +70,8 @@ def _ask_cost(runs: Sequence[Run], values: Values) -> Problem:
     victim = preemptions(run.trace)[0]
     config = run.scenario.config
     cost = preemption_cost(victim.num_tokens, config)
-    ratio = cost.recompute_ms / cost.swap_ms
+    swap_ms = 2 * cost.swap_ms  # out and back in: the swap bar of the chart below
+    ratio = cost.recompute_ms / swap_ms
     answer = _EVEN if 1 / 1.2 <= ratio <= 1.2 else _SWAP if ratio > 1 else _RECOMPUTE
     gb_s = config.cost.swap_bandwidth_gb_s
     return choice_question(
@@ -65,10 +82,11 @@ def _ask_cost(runs: Sequence[Run], values: Values) -> Problem:
                       f"memory and back ({config.model.kv_bytes_per_token // 1024} KiB a token, {gb_s:g} GB/s). "
                       f"Which is faster?", (_RECOMPUTE, _SWAP, _EVEN), answer,
         f"Recompute: {fmt(cost.recompute_ms)} ms of GPU work. Swap: {cost.swap_bytes / 1e6:,.0f} MB each way, "
-        f"{fmt(cost.swap_ms, 2)} ms at {gb_s:g} GB/s with the per-block overhead, and the CPU RAM held meanwhile. "
-        "vLLM V1 only recomputes: simpler, and a prefix cache can make it cheaper. The bars below compare them.",
-        "Work out both: tokens x time per token, and bytes / bandwidth.",
-        {c: f"recompute takes {fmt(cost.recompute_ms)} ms and swap {fmt(cost.swap_ms, 2)} ms at {gb_s:g} GB/s."
+        f"{fmt(cost.swap_ms, 2)} ms each way at {gb_s:g} GB/s with the per-block overhead, {fmt(swap_ms, 1)} ms out "
+        "and back, and the CPU RAM held meanwhile. vLLM V1 only recomputes: simpler, and a prefix cache can make it "
+        "cheaper. The bars below compare them.",
+        "Work out both: tokens x time per token, and bytes / bandwidth (out and back).",
+        {c: f"recompute takes {fmt(cost.recompute_ms)} ms and swap {fmt(swap_ms, 1)} ms out and back at {gb_s:g} GB/s."
          for c in (_RECOMPUTE, _SWAP, _EVEN)})
 
 
@@ -103,20 +121,26 @@ _YES, _NO = "yes, some are preempted", "no preemption"
 
 def _ask_sizing(runs: Sequence[Run], values: Values) -> Problem:
     run = runs[0]
-    c = run.scenario.config
-    longest = max(r.prompt_len + r.output_len for r in run.scenario.requests)
-    count = int(run.summary["num_preemptions"])
-    answer = _YES if count else _NO
+    c, requests = run.scenario.config, run.scenario.requests
+    longest = max(r.prompt_len + r.output_len for r in requests)
+    num = int(run.summary["num_preemptions"])
+    peak = int(run.trace.steps["used_blocks"].max())
+    held = f"at the busiest step the running requests held {peak:,} of the pool's {c.num_blocks:,} blocks"
+    reasoning = (
+        f"{count(num, 'preemption')}: {held}. A request is admitted when its prompt fits; then every running answer "
+        f"grows a token a step, and a request is preempted when the {c.max_num_seqs} answers growing at once need a "
+        "block that is not free: "
+        + ("it happened here. A larger pool, or fewer slots (more queueing), removes them"
+           if num else "here the pool always had one")
+        + ". Preemptions step after step would mean the engine is sized wrong.")
     return choice_question(
-        "sizing", runs, f"40 requests of up to {longest:,} tokens (prompt + answer) arrive within 40 steps. The engine "
-                        f"has {c.max_num_seqs} batch slots and a pool of {c.num_blocks:,} blocks of {c.block_size} "
-                        f"tokens. Are requests preempted?", (_YES, _NO), answer,
-        f"{count:,} preemptions. {c.max_num_seqs} requests growing to ~{longest:,} tokens need up to "
-        f"{c.max_num_seqs} x {cdiv(longest, c.block_size)} blocks at once against the pool's {c.num_blocks:,}: "
-        "preemptions all the time are a sizing problem, fixed by a larger pool or fewer slots (more queueing).",
+        "sizing", runs, f"{len(requests)} requests of up to {longest:,} tokens (prompt + answer) arrive within "
+                        f"{max(r.arrival_step for r in requests) + 1:,} steps. The engine has {c.max_num_seqs} batch "
+                        f"slots and a pool of {c.num_blocks:,} blocks of {c.block_size} tokens. Are requests "
+                        f"preempted?", (_YES, _NO), _YES if num else _NO, reasoning,
         "Compare what the slots can grow into with the pool.",
-        {_YES: f"this pool holds what {c.max_num_seqs} slots grow into: no preemption.",
-         _NO: f"the {c.max_num_seqs} slots grow past the pool: {count:,} preemptions."})
+        {_YES: f"{held}: every answer could grow to its end, no preemption.",
+         _NO: f"the {c.max_num_seqs} answers growing at once ran the pool out: {count(num, 'preemption')}."})
 
 
 STEPS = (

@@ -15,14 +15,16 @@ from sim.scenario import Scenario
 from sim.trace import Trace
 
 from ..controls import Knob
+from ..glossary import term_link
 from ..lesson import Run
 from ..theme import POLICY_COLORS
 from ..wording import Card, count, join_and, pct_change, safe_id
 
 LESSON = "queueing"
-QUESTION = (
-    "When more requests arrive than the batch has room for, some must wait, and the order they wait in decides "
-    "everyone's latency. Which order does a server use, and what does a long request at the head of the line "
+QUESTION = (  # (a glossary term linked at its first use)
+    f"When more requests arrive than the {term_link('max_num_seqs', 'batch')} has room for, some must "
+    f"{term_link('queueing delay', 'wait')}, and the order they wait in decides everyone's latency. Which order does "
+    f"a server use, and what does a long request {term_link('head-of-line blocking', 'at the head of the line')} "
     "cost the short ones behind it?"
 )
 
