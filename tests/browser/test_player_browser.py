@@ -146,3 +146,27 @@ def test_stepping_past_the_window_fetches_the_next_one(app_server, page):
         page.wait_for_timeout(100)
     assert _column_steps(page) == [1005, 1005]
     assert "short1" in " ".join(_player(page).locator('[data-testid="player-batch"]').all_text_contents())
+
+
+_CURSOR_SPANS_JS = """() => [...document.querySelectorAll('.js-plotly-plot')].filter((gd) => gd.layout?.meta?.cursor)
+  .map((gd) => ({title: gd.layout.title?.text || '', plot_top: gd._fullLayout._size.t,
+                 plot_height: gd._fullLayout._size.h,
+                 cursors: [...gd.querySelectorAll('.sl-cursor')].map((c) => ({run: c.dataset.run,
+                   top: parseFloat(c.style.top), height: parseFloat(c.style.height), tag: c.textContent}))}))"""
+
+
+def test_a_cursor_crosses_stacked_panels_and_sits_on_its_own_runs_panel(app_server, page):
+    """Cancellation: the queue chart's two panels share one x axis, so its cursor crosses both; the KV chart has a
+    panel per server, so each server's cursor is on its own panel. On an axis of steps the cursors coincide: no
+    names on them (they covered the legend)."""
+    _open(page, app_server, "Cancellation", "&step=320")
+    _player(page).scroll_into_view_if_needed()
+    _settled_cursors(page)
+    charts = {c["title"].split(" (")[0]: c for c in page.evaluate(_CURSOR_SPANS_JS)}
+    queue = charts["Waiting queue and running batch"]
+    assert len(queue["cursors"]) == 2
+    assert all(c["height"] > 0.9 * queue["plot_height"] and not c["tag"] for c in queue["cursors"])
+    kv = charts["KV memory: wanted vs held for nobody"]
+    tops = [c["top"] for c in kv["cursors"]]
+    assert [c["run"] for c in kv["cursors"]] == ["abort on disconnect", "no abort"]
+    assert tops[1] > tops[0] + 0.3 * kv["plot_height"]  # the second server's panel is below the first's
