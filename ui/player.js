@@ -199,9 +199,9 @@ function buildControls(p, box) {
     return b;
   };
   button("player-back10", "−10", "Back 10 steps (Shift+←)", () => moveTo(p, p.step - 10));
-  button("player-back", "◀", "Back 1 step (←)", () => moveTo(p, p.step - 1));
+  button("player-back", "−1", "Back 1 step (←)", () => moveTo(p, p.step - 1));
   const play = button("player-play", "▶ Play", "Play / pause (space)", () => togglePlay(p));
-  button("player-fwd", "▶|", "Forward 1 step (→)", () => moveTo(p, p.step + 1));
+  button("player-fwd", "+1", "Forward 1 step (→)", () => moveTo(p, p.step + 1));
   button("player-fwd10", "+10", "Forward 10 steps (Shift+→)", () => moveTo(p, p.step + 10));
   button("player-prev-event", "⇤ event", "Previous decision: admit, preempt, swap, resume, abort, finish, reject",
          () => jump(p, -1));
