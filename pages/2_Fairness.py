@@ -63,7 +63,7 @@ if weight_sweep is not None:
         chosen=vtc_scenario.config.output_weight), "output-weight-sweep", style))
 
 traces = {run.label: run.trace for run in runs}
-labels, panels = list(traces), [f"x{i + 1 if i else ''}" for i in range(len(traces))]  # one panel per policy
+labels, panels = list(traces), page.panel_axes(len(traces))  # one panel per policy
 st.subheader("Who ran when, coloured by client")
 lp.player(runs, unit)
 page.pick_one(f"{lesson.LESSON}.gantt_policy", labels, lambda label: page.show_chart(

@@ -35,7 +35,8 @@ page.notice(lesson.notices(runs, story, unit))
 
 st.subheader("KV memory: who is it for?")
 page.show_chart(cancel_charts.kv_for_nobody({run.label: run.trace for run in runs}, style, x_unit=unit),
-                "kv-for-nobody", style, cursor_runs=[run.label for run in runs], x_unit=unit)
+                "kv-for-nobody", style, cursor_runs=[run.label for run in runs], x_unit=unit,
+                cursor_axes=page.panel_axes(len(runs)))  # (a panel per server)
 
 st.subheader("Who ran when")
 lp.player(runs, unit, start_step=lesson.inspector_step)

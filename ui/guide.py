@@ -306,16 +306,18 @@ def _throughput(runs: Sequence[Run], style: ChartStyle, unit: str) -> None:
 
 
 def _counters(runs: Sequence[Run], style: ChartStyle, unit: str) -> None:
-    page.show_chart(fairness_charts.counters_by_policy(_traces(runs), style, x_unit=unit), "counters", style)
+    page.show_chart(fairness_charts.counters_by_policy(_traces(runs), style, x_unit=unit), "counters", style,
+                    cursor_runs=_labels(runs), x_unit=unit, cursor_axes=page.panel_axes(len(runs)))
 
 
 def _client_rates(runs: Sequence[Run], style: ChartStyle, unit: str) -> None:
-    page.show_chart(fairness_charts.client_rates_by_policy(_traces(runs), style, x_unit=unit), "client-rates", style)
+    page.show_chart(fairness_charts.client_rates_by_policy(_traces(runs), style, x_unit=unit), "client-rates", style,
+                    cursor_runs=_labels(runs), x_unit=unit, cursor_axes=page.panel_axes(len(runs)))
 
 
 def _kv_for_nobody(runs: Sequence[Run], style: ChartStyle, unit: str) -> None:
     page.show_chart(cancel_charts.kv_for_nobody(_traces(runs), style, x_unit=unit), "kv-for-nobody", style,
-                    cursor_runs=_labels(runs), x_unit=unit)
+                    cursor_runs=_labels(runs), x_unit=unit, cursor_axes=page.panel_axes(len(runs)))
 
 
 def _cost(runs: Sequence[Run], style: ChartStyle, unit: str) -> None:

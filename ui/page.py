@@ -103,6 +103,12 @@ def show_chart(fig: go.Figure, name: str, style: ChartStyle, key: str | None = N
                     theme=None)
 
 
+def panel_axes(count: int) -> list[str]:
+    """The x axes of a figure with one panel per run, in order ("x", "x2", ...): ``show_chart``'s ``cursor_axes``,
+    so each run's cursor is drawn on its own panel."""
+    return [f"x{i + 1 if i else ''}" for i in range(count)]
+
+
 def cards(items: Sequence[Card], columns: int | None = None) -> None:
     """Headline numbers side by side, ``columns`` to a row (default: all of them)."""
     for col, card in zip(st.columns(columns or max(len(items), 1)), items, strict=False):

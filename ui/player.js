@@ -199,9 +199,9 @@ function buildControls(p, box) {
     return b;
   };
   button("player-back10", "−10", "Back 10 steps (Shift+←)", () => moveTo(p, p.step - 10));
-  button("player-back", "◀", "Back 1 step (←)", () => moveTo(p, p.step - 1));
+  button("player-back", "−1", "Back 1 step (←)", () => moveTo(p, p.step - 1));
   const play = button("player-play", "▶ Play", "Play / pause (space)", () => togglePlay(p));
-  button("player-fwd", "▶|", "Forward 1 step (→)", () => moveTo(p, p.step + 1));
+  button("player-fwd", "+1", "Forward 1 step (→)", () => moveTo(p, p.step + 1));
   button("player-fwd10", "+10", "Forward 10 steps (Shift+→)", () => moveTo(p, p.step + 10));
   button("player-prev-event", "⇤ event", "Previous decision: admit, preempt, swap, resume, abort, finish, reject",
          () => jump(p, -1));
@@ -255,11 +255,15 @@ function togglePlay(p) {
   render(p);
 }
 
+// Playing follows the clock, not the count of ticks: each tick goes to the step the speed asks for by now, so a
+// busy browser (a page of many charts on a loaded machine) draws fewer frames but keeps the speed chosen.
 function startTimer(p) {
   clearInterval(p.timer);
+  const fromStep = p.step, fromMs = performance.now();
   p.timer = setInterval(() => {
     if (p.step >= p.maxStep) { stopTimer(p, true); render(p); return; }
-    moveTo(p, p.step + 1, true);
+    const due = fromStep + Math.floor(((performance.now() - fromMs) * p.speed) / 1000);
+    if (due > p.step) moveTo(p, due, true);
   }, 1000 / p.speed);
 }
 
@@ -280,6 +284,7 @@ function jump(p, direction) {
 function moveTo(p, step, fromTimer = false) {
   askForDetail(p);
   p.step = Math.max(0, Math.min(Number.isFinite(step) ? step : 0, p.maxStep));
+  if (p.playing && !fromTimer) startTimer(p);  // (a step or jump while playing: play on from there)
   render(p);
   const outside = p.runs.some((r) => p.step < r.num_steps && (p.step < r.first || p.step >= r.end));
   if (outside) commit(p);
@@ -474,11 +479,20 @@ function drawCursors(p) {
     const meta = gd.layout && gd.layout.meta && gd.layout.meta.cursor;
     const fl = gd._fullLayout;
     if (!meta || !fl || !fl.xaxis || !fl._size) continue;
-    const axisOf = (k) => {  // a run's x axis (side-by-side panels: its own) and the height of its panel
+    // A run's x axis (side-by-side panels: its own) and the span of its panels: stacked panels that share it
+    // (make_subplots' shared_xaxes: the upper axes "match" the lowest) get one cursor through all of them.
+    const yOf = (ax) => (ax && ax.anchor && ax.anchor !== "free" ? fl[`yaxis${ax.anchor.slice(1)}`] : null);
+    const axisOf = (k) => {
       const id = meta.axes ? meta.axes[k] : "x";
       const ax = fl[`xaxis${id.slice(1)}`];
-      const ya = ax && ax.anchor && ax.anchor !== "free" ? fl[`yaxis${ax.anchor.slice(1)}`] : null;
-      return ax ? { ax, top: ya ? ya._offset : fl._size.t, height: ya ? ya._length : fl._size.h } : null;
+      if (!ax) return null;
+      const group = meta.axes ? [ax] : Object.keys(fl).filter((name) => /^xaxis\d*$/.test(name)).map((name) => fl[name])
+        .filter((other) => other === ax || other.matches === ax._id
+          || (ax.matches && (other._id === ax.matches || other.matches === ax.matches)));
+      const ys = group.map(yOf).filter(Boolean);
+      if (!ys.length) return { ax, top: fl._size.t, height: fl._size.h };
+      const top = Math.min(...ys.map((ya) => ya._offset));
+      return { ax, top, height: Math.max(...ys.map((ya) => ya._offset + ya._length)) - top };
     };
     let layer = gd.querySelector(":scope > .sl-cursor-layer");
     if (!layer) {
@@ -509,10 +523,13 @@ function drawCursors(p) {
       const shared = meta.runs.length > 1 && !meta.axes;  // several runs' cursors on one axis: dashed after the first
       line.style.cssText = `position:absolute;top:${top}px;height:${height}px;left:${(px0 + px1) / 2 - w / 2}px;` +
         `width:${w}px;background:rgba(0,0,0,0.18);border-left:2px ${shared && k ? "dashed" : "solid"} rgba(0,0,0,0.8);`;
-      if (shared) {
+      // On a time axis in ms the runs' cursors part (one run's step 100 is not another's): each is named, inside
+      // the plot, one under the other (above it they would cover the legend). On an axis of steps they coincide.
+      if (shared && meta.unit === "ms") {
         const tag = document.createElement("span");
         tag.textContent = label;
-        tag.style.cssText = "position:absolute;top:-1.1em;left:3px;font:11px sans-serif;white-space:nowrap;background:rgba(255,255,255,0.85);";
+        tag.style.cssText = `position:absolute;top:${0.2 + 1.3 * k}em;left:4px;font:11px sans-serif;white-space:nowrap;` +
+          "background:rgba(255,255,255,0.85);";
         line.append(tag);
       }
       lines.push(line);

@@ -8,6 +8,7 @@ import pytest
 
 from sim import presets
 from tests.app.conftest import assert_clean, chart_cursors, open_page, player_data
+from ui import page
 
 # page -> (lesson, the knob every page has: the KV pool, and a value it takes)
 LESSON_PAGES = {
@@ -37,6 +38,25 @@ def test_each_lesson_compares_its_presets_runs_with_one_player(path):
     for label in labels:  # each run's charts carry the player's cursor on that run's steps
         assert any(c["runs"] == [label] for c in cursors.values()), (label, list(cursors))
     assert "What to notice" in " ".join(i.value for i in at.info)
+
+
+@pytest.mark.parametrize("path", list(LESSON_PAGES))
+def test_each_lesson_shows_each_runs_kv_cache_under_the_players_cursor(path):
+    at = open_page(path)
+    labels = [run["label"] for run in player_data(at)["runs"]]
+    kv = {title: c for title, c in chart_cursors(at).items() if "KV" in title}
+    for label in labels:  # (Queueing and Fairness too: the long request's blocks, the busy client's share)
+        assert any(label in c["runs"] for c in kv.values()), (label, list(kv))
+    for title, c in kv.items():  # a figure with a panel per run puts each run's cursor on its own panel
+        if len(c["runs"]) > 1:
+            assert c.get("axes") == page.panel_axes(len(c["runs"])), title
+
+
+def test_the_fairness_counters_carry_each_policys_cursor_on_its_own_panel():
+    cursors = chart_cursors(open_page("pages/2_Fairness.py"))
+    for title in ("Virtual token counter per client", "Output tokens per second, per client"):
+        assert cursors[title]["runs"] == ["FCFS", "Rate limit", "VTC"]
+        assert cursors[title]["axes"] == ["x", "x2", "x3"]
 
 
 @pytest.mark.parametrize("path", list(LESSON_PAGES))
