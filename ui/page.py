@@ -33,13 +33,15 @@ _DISPLAY_KNOBS = [
 # Presentation mode: larger text; a metric's larger number ("4,081 tokens/s") needs 18 rem before its row wraps.
 # A projector's first screen (1,280 x 720) holds the title, the question, the preset and the headline numbers: the
 # page's margins (5 rem at the sides, 6 above, in rem: 100 and 120 px at 20 px) and the title shrink to fit, so
-# three metrics (3 x 18 rem) and two charts (2 x 400 px) fit a row of the 1,160 px left.
+# three metrics (3 x 18 rem) and two charts (2 x 400 px) fit a row of the 1,160 px left. The first line starts
+# below Streamlit's header, an opaque 3.75-rem bar in this mode that takes clicks (at 3 rem it hid the top of the
+# "Guided path" button).
 _PRESENTATION_CSS = f"""
 <style>
 html {{ font-size: {ChartStyle(presentation=True).root_font_px}px; }}
 [data-testid="stColumn"]:has([data-testid="stMetric"]) {{ min-width: min(100%, 18rem); }}
-[data-testid="stMainBlockContainer"] {{ padding-top: 3rem; padding-left: 3rem; padding-right: 3rem; }}
-[data-testid="stMainBlockContainer"] h1 {{ font-size: 2.2rem; padding-top: 0.5rem; }}
+[data-testid="stMainBlockContainer"] {{ padding-top: 4rem; padding-left: 3rem; padding-right: 3rem; }}
+[data-testid="stMainBlockContainer"] h1 {{ font-size: 2.2rem; padding-top: 0; }}
 </style>
 """
 

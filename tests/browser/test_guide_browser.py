@@ -99,6 +99,21 @@ def test_the_free_page_is_one_click_away_and_back(app_server, page):
     assert "Fairness: guided path" in _main(page) and "guide=1" in page.url
 
 
+_GUIDED_BUTTON_TOP_HIT_JS = """() => {
+  const b = [...document.querySelectorAll('[data-testid="stButton"]')].find(e => e.innerText.includes("Guided path"));
+  const r = b.getBoundingClientRect();
+  const hit = document.elementFromPoint(r.left + r.width / 2, r.top + 3);
+  return hit !== null && b.contains(hit);
+}"""
+
+
+def test_under_presentation_mode_the_free_pages_guided_path_button_is_clear_of_the_header(app_server, page):
+    page.set_viewport_size({"width": 1280, "height": 720})
+    open_app(page, f"{app_server}/Queueing?mode=free&present=1", timeout_ms=120_000)
+    assert_no_exception(page)
+    assert page.evaluate(_GUIDED_BUTTON_TOP_HIT_JS)  # (its top was under the header's opaque bar, which took clicks)
+
+
 def test_a_problem_link_opens_that_problem(app_server, page):
     problem = problem_for("preemption", 4)  # (seed 4: the victim kind, a multiple choice)
     open_app(page, f"{app_server}/Preemption?problem=4", first_visit=True)
