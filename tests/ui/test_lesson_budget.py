@@ -119,7 +119,7 @@ def test_chart_builders():
     fig = charts.tradeoff({"chunked": [(512, 200.0, 13.9), (8192, 125.0, 133.8)], "unchunked": []}, style,
                           current=[("A", 125.0, 133.8)])
     assert list(fig.data[0].text) == ["512", "8,192"] and fig.data[1].name == "A"
-    assert list(fig.layout.xaxis.tickvals) == [20.0, 50.0, 100.0]
+    assert list(fig.layout.xaxis.tickvals) == [15.0, 20.0, 30.0, 40.0, 50.0, 70.0, 100.0, 150.0]  # (1-2-5: three)
 
 
 def test_busy_run_shows_its_worst_moment():
@@ -130,3 +130,13 @@ def test_busy_run_shows_its_worst_moment():
     worst_end = runs[0].trace.steps["time_ms"][g.after[int(np.argmax(g.ms))]]
     assert lo < worst_end <= hi
     assert len(charts.shown_streams(runs[0].trace)) == charts.MAX_STREAMS
+
+
+def test_a_log_axis_has_readable_ticks_whatever_its_span():
+    from ui.charts.budget import log_axis
+
+    assert log_axis([5, 900])["ticktext"] == ["5", "10", "20", "50", "100", "200", "500", "1,000"]
+    # Less than a decade (a p99 TTFT from 180 to 600 ms): 1-2-5 would label only 200 and 500.
+    assert log_axis([180, 600])["ticktext"] == ["150", "200", "300", "400", "500", "700"]
+    assert log_axis([0.12, 0.5])["ticktext"] == ["0.1", "0.15", "0.2", "0.3", "0.4", "0.5"]
+    assert log_axis([0, float("nan")]) == {"type": "log"}

@@ -119,13 +119,21 @@ def tbt_distribution(traces: Mapping[str, Trace], style: ChartStyle, *, colors: 
 
 def log_axis(values: Sequence[float]) -> dict[str, Any]:
     """A log axis ticked at 1, 2, 5, 10, 20, 50... within ``values``' span (plotly's own log ticks label 20 as
-    "2" beside the 10 they follow, which reads as 2 ms)."""
+    "2" beside the 10 they follow, which reads as 2 ms); a span of less than a decade, where that leaves two or three
+    labels, at 1, 1.5, 2, 3, 4, 5, 7, 10, 15..."""
     v = np.asarray([x for x in values if np.isfinite(x) and x > 0], dtype=np.float64)
     if not len(v):
         return {"type": "log"}
     lo, hi = float(v.min()) / 1.3, float(v.max()) * 1.3
-    ticks = [m * 10.0**e for e in range(-1, 8) for m in (1, 2, 5) if lo <= m * 10.0**e <= hi]
-    return {"type": "log", "tickvals": ticks, "ticktext": [fmt_num(t, 0 if t >= 1 else 1) for t in ticks]}
+    for mantissas in ((1, 2, 5), (1, 1.5, 2, 3, 4, 5, 7)):
+        ticks = [m * 10.0**e for e in range(-1, 8) for m in mantissas if lo <= m * 10.0**e <= hi]
+        if len(ticks) >= MIN_LOG_TICKS:
+            break
+    return {"type": "log", "tickvals": ticks,
+            "ticktext": [f"{t:,.0f}" if abs(t - round(t)) < 1e-9 else f"{t:g}" for t in ticks]}
+
+
+MIN_LOG_TICKS = 4  # labels a log axis shows at least, where its span allows
 
 
 SERIES = {"chunked": ("chunked prefill", theme.BLUE, "circle"),
