@@ -138,5 +138,7 @@ def test_a_log_axis_has_readable_ticks_whatever_its_span():
     assert log_axis([5, 900])["ticktext"] == ["5", "10", "20", "50", "100", "200", "500", "1,000"]
     # Less than a decade (a p99 TTFT from 180 to 600 ms): 1-2-5 would label only 200 and 500.
     assert log_axis([180, 600])["ticktext"] == ["150", "200", "300", "400", "500", "700"]
+    # Ticks past the data's span are not drawn: 100 and 1,000 frame 125-750 ms but only 200 and 500 show.
+    assert log_axis([125, 750])["ticktext"] == ["100", "150", "200", "300", "400", "500", "700"]
     assert log_axis([0.12, 0.5])["ticktext"] == ["0.1", "0.15", "0.2", "0.3", "0.4", "0.5"]
     assert log_axis([0, float("nan")]) == {"type": "log"}

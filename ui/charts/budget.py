@@ -125,9 +125,10 @@ def log_axis(values: Sequence[float]) -> dict[str, Any]:
     if not len(v):
         return {"type": "log"}
     lo, hi = float(v.min()) / 1.3, float(v.max()) * 1.3
+    seen_lo, seen_hi = float(v.min()) / 1.05, float(v.max()) * 1.05  # about what plotly's autorange shows
     for mantissas in ((1, 2, 5), (1, 1.5, 2, 3, 4, 5, 7)):
         ticks = [m * 10.0**e for e in range(-1, 8) for m in mantissas if lo <= m * 10.0**e <= hi]
-        if len(ticks) >= MIN_LOG_TICKS:
+        if sum(seen_lo <= t <= seen_hi for t in ticks) >= MIN_LOG_TICKS:
             break
     return {"type": "log", "tickvals": ticks,
             "ticktext": [f"{t:,.0f}" if abs(t - round(t)) < 1e-9 else f"{t:g}" for t in ticks]}
