@@ -200,3 +200,26 @@ def test_class_load_sends_the_rerun_a_browser_tab_sends():
     tab.page_script_hash = "abc"  # once the server has named the page, the tab asks for it by its hash
     poll = BackMsg.FromString(tab.rerun_message(fragment_id="frag")).rerun_script
     assert (poll.page_name, poll.page_script_hash, poll.fragment_id, poll.is_auto_rerun) == ("", "abc", "frag", True)
+
+
+def _player_under_load():
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        import player_under_load
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+    return player_under_load
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--url", "http://example.com:8501"], "--url: must be a loopback address"),
+    (["--url", "http://127.0.0.1:8501", "--seconds", "0.5"], "--seconds: must be from 1 to 60, got 0.5"),
+    (["--url", "http://127.0.0.1:8501", "--rounds", "11"], "--rounds: must be from 1 to 10, got 11"),
+    ([], "the following arguments are required: --url"),
+])
+def test_player_under_load_refuses_bad_arguments(args, message, capsys):
+    with pytest.raises(SystemExit) as exited:
+        _player_under_load().parse_args(args)
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err
+    assert _player_under_load().parse_args(["--url", "http://localhost:8501"]).seconds == 10.0
