@@ -28,6 +28,7 @@ from tests.browser.helpers import open_app  # noqa: E402
 LESSONS = ("Queueing", "Fairness", "Cancellation", "Preemption", "Token_budget")  # page names
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 CHROMIUM = "/usr/bin/chromium"
+DEFAULT_SPEED_STEPS_S = 10  # the player's speed until the reader picks another (ui/player.js)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -49,8 +50,9 @@ def _step(player) -> int:
     return int(player.locator(".runs").get_attribute("data-step"))
 
 
-def play(page, base_url: str, lesson: str, seconds: float) -> tuple[float, float]:
-    """(steps per second while playing, seconds from opening the page to the player's first step drawn)."""
+def play(page, base_url: str, lesson: str, seconds: float) -> tuple[float, float, float]:
+    """(steps per second while playing, seconds played: ``seconds`` or less if the run would end first, seconds
+    from opening the page to the player's first step drawn)."""
     t0 = time.perf_counter()
     open_app(page, f"{base_url}/{lesson}", timeout_ms=120_000)
     player = page.locator('[data-testid="step-player"]')
@@ -58,13 +60,23 @@ def play(page, base_url: str, lesson: str, seconds: float) -> tuple[float, float
     player.locator(".runs").wait_for(timeout=60_000)
     shown_s = time.perf_counter() - t0
     start = _step(player)
-    player.locator('[data-testid="player-play"]').click()
-    began = time.perf_counter()
+    last = int(player.locator(".of").first.inner_text().replace("of", "").replace(",", "").strip())
+    # (stop before the run's end at the default 10 steps/s: a short run, Token budget's 61 steps, would end first)
+    seconds = max(1.0, min(seconds, 0.8 * (last - start) / DEFAULT_SPEED_STEPS_S))
+    # Pressed and read in the page, on the page's clock (Playwright's own round trips would count as playing time).
+    began_ms = player.evaluate(_PRESS_PLAY_JS)
     page.wait_for_timeout(seconds * 1000)
-    played = _step(player)
-    elapsed = time.perf_counter() - began
-    player.locator('[data-testid="player-play"]').click()
-    return (played - start) / elapsed, shown_s
+    played, ended_ms = player.evaluate(_READ_STEP_JS)
+    player.evaluate(_PRESS_PLAY_JS)
+    elapsed = (ended_ms - began_ms) / 1000
+    return (played - start) / elapsed, elapsed, shown_s
+
+
+_PRESS_PLAY_JS = """(player) => {
+  player.querySelector('[data-testid="player-play"]').click();
+  return performance.now();
+}"""
+_READ_STEP_JS = """(player) => [Number(player.querySelector('.runs').dataset.step), performance.now()]"""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,8 +89,8 @@ def main(argv: list[str] | None = None) -> int:
             for r in range(args.rounds):
                 page = browser.new_page(viewport={"width": 1280, "height": 900})
                 for lesson in LESSONS:
-                    rate, shown_s = play(page, args.url, lesson, args.seconds)
-                    print(f"round {r + 1} {lesson:<13} {rate:5.1f} steps/s over {args.seconds:g} s "
+                    rate, played_s, shown_s = play(page, args.url, lesson, args.seconds)
+                    print(f"round {r + 1} {lesson:<13} {rate:5.1f} steps/s over {played_s:.1f} s "
                           f"(player drawn {shown_s:.1f} s after opening)", flush=True)
                 page.close()
         finally:

@@ -129,6 +129,7 @@ export default function (component) {
   if (p.step === null || p.runsId !== runsId) {
     p.step = initialStep(data, p.maxStep);
     p.runsId = runsId;
+    p.playOrigin = null;
   }
   p.step = Math.max(0, Math.min(p.step, p.maxStep));
 
@@ -140,7 +141,7 @@ export default function (component) {
   p.explain = el("div", { class: "runs" });
   box.append(p.explain);
   render(p);
-  if (p.playing) startTimer(p);
+  if (p.playing) startTimer(p, true);  // (the same play goes on: its clock is kept across Streamlit's re-mounts)
   const watcher = askForDetailWhenSeen(p, box);
   // Page-wide listeners once per player, whatever the order of Streamlit's re-mounts and clean-ups: each acts on
   // the player's latest mount, and only while one is mounted.
@@ -257,9 +258,12 @@ function togglePlay(p) {
 
 // Playing follows the clock, not the count of ticks: each tick goes to the step the speed asks for by now, so a
 // busy browser (a page of many charts on a loaded machine) draws fewer frames but keeps the speed chosen.
-function startTimer(p) {
+function startTimer(p, keepOrigin = false) {
   clearInterval(p.timer);
-  const fromStep = p.step, fromMs = performance.now();
+  // The play's origin: kept when the component is only re-mounted (a fragment rerun sends the step or a window),
+  // which would otherwise drop up to a step and the re-mount's time each time, ~3% of a long play.
+  if (!keepOrigin || !p.playOrigin) p.playOrigin = { step: p.step, ms: performance.now() };
+  const { step: fromStep, ms: fromMs } = p.playOrigin;
   p.timer = setInterval(() => {
     if (p.step >= p.maxStep) { stopTimer(p, true); render(p); return; }
     const due = fromStep + Math.floor(((performance.now() - fromMs) * p.speed) / 1000);
