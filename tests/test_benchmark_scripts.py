@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
 from pathlib import Path
@@ -74,13 +75,17 @@ def test_player_payload_refuses_a_bad_repeat_and_measures_one_lesson():
     assert all(line.rstrip().endswith("kB") for line in lines[1:])
 
 
-def _class_load():
+def _benchmark(name: str):
+    """The module of benchmarks/<name>.py (the folder is no package: it goes on the path while it is imported)."""
     sys.path.insert(0, str(SCRIPT.parent))
     try:
-        import class_load
+        return importlib.import_module(name)
     finally:
         sys.path.remove(str(SCRIPT.parent))
-    return class_load
+
+
+def _class_load():
+    return _benchmark("class_load")
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -203,12 +208,7 @@ def test_class_load_sends_the_rerun_a_browser_tab_sends():
 
 
 def _player_under_load():
-    sys.path.insert(0, str(SCRIPT.parent))
-    try:
-        import player_under_load
-    finally:
-        sys.path.remove(str(SCRIPT.parent))
-    return player_under_load
+    return _benchmark("player_under_load")
 
 
 @pytest.mark.parametrize(("args", "message"), [

@@ -15,11 +15,9 @@ DESCRIPTION = ("See ![tracker](https://evil.example/pixel.png) and <img src='htt
                ":red[red]")
 
 
-def test_an_uploaded_files_text_is_shown_literally_and_fetches_nothing(app_server, page, tmp_path):
-    data = scenario_to_dict(presets.get("article_hol").scenario)
-    data["name"], data["description"] = NAME, DESCRIPTION
-    path = tmp_path / "markdown.json"
-    path.write_text(json.dumps(data))
+def _upload_to_queueing(app_server, page, path) -> list[str]:
+    """Upload ``path`` on the Queueing page; returns the list (filled as the page loads) of URLs requested from any
+    host but the app's."""
     app_host = urlparse(app_server).hostname
     elsewhere: list[str] = []
     page.on("request", lambda r: elsewhere.append(r.url) if urlparse(r.url).hostname not in (app_host, None) and
@@ -28,6 +26,15 @@ def test_an_uploaded_files_text_is_shown_literally_and_fetches_nothing(app_serve
     page.get_by_text("Load your own scenario").click()
     page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(path))
     wait_for_app(page)
+    return elsewhere
+
+
+def test_an_uploaded_files_text_is_shown_literally_and_fetches_nothing(app_server, page, tmp_path):
+    data = scenario_to_dict(presets.get("article_hol").scenario)
+    data["name"], data["description"] = NAME, DESCRIPTION
+    path = tmp_path / "markdown.json"
+    path.write_text(json.dumps(data))
+    elsewhere = _upload_to_queueing(app_server, page, path)
     wait_for_chart_title(page, "FCFS")
     assert_no_exception(page)
     caption = page.locator('[data-testid="stCaptionContainer"]', has_text="Your scenario").first
@@ -62,14 +69,7 @@ def test_a_refused_files_text_in_the_error_is_literal_and_fetches_nothing(app_se
     data["config"][image] = 1
     path = tmp_path / "refused.json"
     path.write_text(json.dumps(data))
-    app_host = urlparse(app_server).hostname
-    elsewhere: list[str] = []
-    page.on("request", lambda r: elsewhere.append(r.url) if urlparse(r.url).hostname not in (app_host, None) and
-            not r.url.startswith("data:") else None)
-    open_app(page, f"{app_server}/Queueing")
-    page.get_by_text("Load your own scenario").click()
-    page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(path))
-    wait_for_app(page)
+    elsewhere = _upload_to_queueing(app_server, page, path)
     error = page.locator('[data-testid="stAlertContentError"]', has_text="That scenario is not valid").first
     error.wait_for(timeout=30_000)
     assert image in error.inner_text().replace("\u200b", "")
