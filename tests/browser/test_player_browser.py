@@ -155,6 +155,19 @@ def test_the_keyboard_steps_and_plays(app_server, page):
     assert _step(page) >= 6
 
 
+def test_a_step_pressed_while_playing_plays_on_from_there(app_server, page):
+    _open(page, app_server, "Queueing", "&step=100")
+    play = _player(page).locator('[data-testid="player-play"]')
+    play.click()
+    page.wait_for_timeout(1000)
+    _player(page).locator('[data-testid="player-fwd10"]').click()
+    pressed_at = _step(page)  # (the +10 landed, or playing moved on past it already)
+    page.wait_for_timeout(1000)
+    assert "Pause" in play.inner_text()  # still playing
+    assert _step(page) >= pressed_at + 5  # on from there, not back to where the clock alone would be
+    play.click()
+
+
 def test_stepping_past_the_window_fetches_the_next_one(app_server, page):
     """The article's run is 1,200 steps; a window holds 1,000: from step 995, +10 needs the next window."""
     _open(page, app_server, "Queueing", "&step=995")
