@@ -106,7 +106,7 @@ def stalls(runs: Sequence[Run]) -> list[Stall]:
     out = []
     for run in runs:
         r = run.trace.requests
-        row = int(np.argmax(r["prompt_len"]))
+        row = _longest_prompt_row(run.trace)
         first, token = int(r["first_scheduled_step"][row]), int(r["first_token_step"][row])
         tbt = metrics.request_tbt(run.trace)["max_ms"]
         others = np.delete(tbt, row)
@@ -118,13 +118,17 @@ def stalls(runs: Sequence[Run]) -> list[Stall]:
     return out
 
 
+def _longest_prompt_row(trace: Trace) -> int:
+    """The request with the longest prompt (the first of them): the worked example's long prompt."""
+    return int(np.argmax(trace.requests["prompt_len"]))
+
+
 def longest_prompt_start(trace: Trace) -> int:
     """Where the step player starts: the step the longest prompt is first scheduled (its prefill: the stall, or
     its first chunk), else step 0 (never scheduled: rejected for the budget, say)."""
-    r = trace.requests
-    if not len(r["prompt_len"]):
+    if not trace.num_requests:
         return 0
-    return max(int(r["first_scheduled_step"][int(np.argmax(r["prompt_len"]))]), 0)
+    return max(int(trace.requests["first_scheduled_step"][_longest_prompt_row(trace)]), 0)
 
 
 def stall_metrics(story: Sequence[Stall]) -> list[Card]:
