@@ -221,8 +221,6 @@ def earliest(firsts: Sequence[tuple[int | None, int | None, int | None]]) -> int
 
 def first_decisions(trace: Trace) -> tuple[int | None, int | None, int | None]:
     """The run's first preemption (or swap-out), first refusal to admit and first admission: steps, or None.
-    A pure function of the trace (a page caches it per run: reading a trace's events costs ~10 ms a run)."""
-    groups = ((EventKind.PREEMPT, EventKind.SWAP_OUT), (EventKind.BLOCKED,), (EventKind.ADMIT,))
-    found = trace.events_of({kind for kinds in groups for kind in kinds})
-    return tuple(next((e.step for e in found if e.kind in kinds), None)  # type: ignore[return-value]
-                 for kinds in groups)
+    A pure function of the trace (a page caches it per run)."""
+    return (trace.first_step_of((EventKind.PREEMPT, EventKind.SWAP_OUT)), trace.first_step_of((EventKind.BLOCKED,)),
+            trace.first_step_of((EventKind.ADMIT,)))

@@ -150,3 +150,12 @@ def test_every_kind_and_reason_has_words():
         assert describe(Event(0, EventKind.BLOCKED, 0, reason), ["A"], cfg)
     for reason in RejectReason:
         assert describe(Event(0, EventKind.REJECT, 0, reason), ["A"], cfg)
+
+
+def test_first_step_of_is_the_step_of_the_first_event_of_those_kinds():
+    for name, trace in _preset_traces():
+        for kinds in ({EventKind.PREEMPT, EventKind.SWAP_OUT}, {EventKind.BLOCKED}, {EventKind.ADMIT}, set()):
+            expected = next((e.step for e in trace.events if e.kind in kinds), None)
+            assert trace.first_step_of(kinds) == expected, (name, kinds)
+    toy = next(t for name, t in _preset_traces() if name.startswith("toy_pool"))
+    assert toy.first_step_of({EventKind.PREEMPT}) == 113  # (a preemption late in the run: not the first event)
