@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import pickle
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -78,8 +79,8 @@ CACHE_MAX_BYTES = 2**30  # the traces the process keeps cached, all sessions tog
 class _ByteBudget:
     """The bytes of each cached trace, oldest first, so that the caches of traces (st.cache_data counts entries,
     not bytes: 256 traces of a 500-client upload held ~560 MB each) drop their oldest entries once they hold more
-    than CACHE_MAX_BYTES together (generated workloads and player windows too: ``charge_cache``). One for the process,
-    shared by every session (like the caches)."""
+    than CACHE_MAX_BYTES together (generated workloads, player windows, summaries and measures too:
+    ``charge_cache``). One for the process, shared by every session (like the caches)."""
 
     def __init__(self, max_bytes: int = CACHE_MAX_BYTES) -> None:
         self.max_bytes = max_bytes
@@ -226,9 +227,18 @@ def _within_limits(scenario: Scenario) -> bool:
     return True
 
 
+def _charged(fn: Any, args: tuple, value: Any) -> Any:
+    """``value``, just computed for a ``st.cache_data`` entry of ``fn(*args)`` (underscored arguments as None),
+    charged to the process's byte budget at its pickle's size: what the cache stores. (Those caches count
+    entries; a thousand small values are nothing, but a value that grows with the workload, e.g. per-client rows of
+    a 100-client upload, would be kept a thousand times.) Called on a miss only: one more pickle of a small value."""
+    charge_cache(fn, args, len(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)))
+    return value
+
+
 @st.cache_data(max_entries=256, show_spinner=False)
 def _summary(key: str, _trace: Trace) -> dict:
-    return metrics.summary(_trace)
+    return _charged(_summary, (key, None), metrics.summary(_trace))
 
 
 def summary(scenario: Scenario, trace: Trace) -> dict:
@@ -237,7 +247,7 @@ def summary(scenario: Scenario, trace: Trace) -> dict:
 
 @st.cache_data(max_entries=128, show_spinner=False)
 def _queues(key: str, _scenario: Scenario, step: int) -> dict[str, list[str]]:
-    return queues_after_step(_scenario.config, _scenario.requests, step)
+    return _charged(_queues, (key, None, step), queues_after_step(_scenario.config, _scenario.requests, step))
 
 
 def queues_at(scenario: Scenario, step: int) -> dict[str, list[str]]:
@@ -248,7 +258,7 @@ def queues_at(scenario: Scenario, step: int) -> dict[str, list[str]]:
 
 @st.cache_data(max_entries=32, show_spinner=False)
 def _computed(name: str, key: str, _fn: Callable[[], Any]) -> Any:
-    return _fn()
+    return _charged(_computed, (name, key, None), _fn())
 
 
 def computed(name: str, key: str, fn: Callable[[], Any]) -> Any:
@@ -260,7 +270,8 @@ def computed(name: str, key: str, fn: Callable[[], Any]) -> Any:
 @st.cache_data(max_entries=1024, show_spinner=False)
 def _measure(key: str, name: str, args: tuple, _scenario: Scenario, _fn: Callable[..., Any],
              _trace: Trace | None) -> Any:
-    return _fn(run(_scenario) if _trace is None else _trace, *args)
+    return _charged(_measure, (key, name, args, None, None, None),
+                    _fn(run(_scenario) if _trace is None else _trace, *args))
 
 
 def measure(scenario: Scenario, fn: Callable[..., Any], *args: Any, trace: Trace | None = None) -> Any:

@@ -69,6 +69,36 @@ def test_generated_workloads_and_player_windows_count_toward_the_same_budget(mon
     assert player.window_payload("FCFS", again, trace, 0, block_map=False, detail=False)[2] is not payload
 
 
+_CALLS: list[int] = []
+
+
+def _counted_requests(trace) -> list[str]:
+    """A measure that grows with the run (a list a request) and counts how often it is computed."""
+    _CALLS.append(1)
+    return [f"request {i}" for i in range(trace.num_requests)]
+
+
+def test_summaries_and_measures_count_their_bytes_and_leave_the_real_caches_past_the_budget(
+        monkeypatch, no_prefetch_workers):
+    # st.cache_data counts entries only (1,024 measures, 256 summaries): each entry now counts its pickle's bytes
+    # toward the process's budget, and past it the oldest leave the real cache (asked again: computed again).
+    budget = runner._ByteBudget(max_bytes=10**9)
+    monkeypatch.setattr(runner, "_cache_bytes", lambda: budget)
+    sc = presets.get("busy_server").scenario.with_config(max_num_seqs=7)
+    trace = runner.run(sc)
+    before = budget.total
+    _CALLS.clear()
+    rows = runner.measure(sc, _counted_requests, trace=trace)
+    assert budget.total - before == len(pickle.dumps(rows, protocol=pickle.HIGHEST_PROTOCOL)) > 10 * len(rows)
+    assert runner.measure(sc, _counted_requests, trace=trace) == rows and len(_CALLS) == 1  # cached
+    summary = runner.summary(sc, trace)
+    assert budget.total - before == (len(pickle.dumps(rows, protocol=pickle.HIGHEST_PROTOCOL))
+                                     + len(pickle.dumps(summary, protocol=pickle.HIGHEST_PROTOCOL)))
+    budget.max_bytes = 1  # nothing older fits: the next entry added pushes every other one out
+    runner.computed("test.small", runner.scenario_key(sc), lambda: 1)
+    assert runner.measure(sc, _counted_requests, trace=trace) == rows and len(_CALLS) == 2  # dropped: computed again
+
+
 @pytest.mark.parametrize("preset", ["busy_server", "article_fairness", "prefix_cache"])
 def test_a_trace_knows_about_how_many_bytes_it_holds(preset):
     # the budget counts a cached trace's arrays and lists: about its pickle's size (what a worker sends), give or
