@@ -129,7 +129,9 @@ class Engine:
         self._detections: dict[int, list[int]] = defaultdict(list)
         self._detection_steps: list[int] = []  # heap of the keys of _detections
         self._disconnect_reason: dict[int, FinishReason] = {}
-        self._rate_windows: list[deque[int]] = [deque() for _ in range(self.num_clients)]
+        # client -> the steps of its accepted arrivals in the window (made at a client's first arrival: a run may
+        # have thousands of clients)
+        self._rate_windows: defaultdict[int, deque[int]] = defaultdict(deque)
         self.num_done = 0
         self._next_step = 0
         # Tokens can be wasted only if some client leaves or some answer runs past what is read.
@@ -277,7 +279,7 @@ class Engine:
         cfg = self.config
         if not cfg.rate_limit_max_requests:
             return None
-        window = self._rate_windows[self.table.client[row]]
+        window = self._rate_windows[self.table.client.item(row)]
         while window and window[0] <= step - cfg.rate_limit_window_steps:
             window.popleft()
         if len(window) >= cfg.rate_limit_max_requests:

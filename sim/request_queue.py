@@ -181,7 +181,8 @@ class KeyedQueue(RequestQueue):
 class VTCQueue(RequestQueue):
     """Per-client FIFO queues; the backlogged client with the lowest virtual counter goes next. The counters, their
     charges and the lift rule are ``sim.vtc.VirtualCounters``'s: this queue says when a client joins (the lift's
-    moment) and who left last."""
+    moment) and who left last. Only backlogged clients have a queue here, so each pick and each lift looks at the
+    clients with requests waiting, not at every client of the run (thousands, in a file run by the CLI)."""
 
     def __init__(self, table: RequestTable, vtc: VirtualCounters):
         super().__init__()
@@ -189,7 +190,7 @@ class VTCQueue(RequestQueue):
         self._first_scheduled_step = table.first_scheduled_step  # [rows], shared with the request table
         self._vtc = vtc
         self._counters = vtc.counters  # [num_clients] float64, updated in place by its owner
-        self._queues: list[deque[int]] = [deque() for _ in range(len(vtc.counters))]
+        self._queues: dict[int, deque[int]] = {}  # client -> its waiting rows, oldest first; never empty
         self._size = 0
         self._last_left: int | None = None  # the client whose last waiting request left the queue most recently
 
@@ -198,23 +199,28 @@ class VTCQueue(RequestQueue):
 
     def add(self, row: int) -> None:
         c = self._client.item(row)
-        if not self._queues[c]:  # the client joins the queue: VTC lifts its counter (LCF does not)
-            self._vtc.lift(c, [o for o, q in enumerate(self._queues) if q], self._last_left)
-        self._queues[c].append(row)
+        q = self._queues.get(c)
+        if q is None:  # the client joins the queue: VTC lifts its counter (LCF does not)
+            self._vtc.lift(c, self._queues, self._last_left)
+            q = self._queues[c] = deque()
+        q.append(row)
         self._size += 1
 
     def prepend(self, row: int) -> None:
         # NOTE: a preempted request rejoins its client's queue without a lift: the client was not idle.
-        self._queues[self._client.item(row)].appendleft(row)
+        c = self._client.item(row)
+        q = self._queues.get(c)
+        if q is None:
+            q = self._queues[c] = deque()
+        q.appendleft(row)
         self._size += 1
 
     def _next_client(self) -> int:
-        best, best_key = -1, None
-        for c, q in enumerate(self._queues):
-            if q:
-                key = (self._counters[c], q[0])
-                if best_key is None or key < best_key:
-                    best, best_key = c, key
+        counters, best, best_key = self._counters, -1, None
+        for c, q in self._queues.items():  # (a plain loop: ~2x faster than min() with a key for a few clients)
+            key = (counters.item(c), q[0])
+            if best_key is None or key < best_key:
+                best, best_key = c, key
         return best
 
     def peek(self) -> int:
@@ -223,28 +229,38 @@ class VTCQueue(RequestQueue):
     def pop(self) -> int:
         self._size -= 1
         c = self._next_client()
-        row = self._queues[c].popleft()
-        if not self._queues[c]:
-            self._last_left = c
+        q = self._queues[c]
+        row = q.popleft()
+        if not q:
+            self._left(c)
         return row
 
     def remove(self, row: int) -> None:
         c = self._client.item(row)
-        self._queues[c].remove(row)
+        q = self._queues[c]
+        q.remove(row)
         self._size -= 1
-        if not self._queues[c]:
-            self._last_left = c
+        if not q:
+            self._left(c)
+
+    def _left(self, c: int) -> None:
+        """Client ``c``'s last waiting request left the queue."""
+        del self._queues[c]
+        self._last_left = c
 
     def order(self, limit: int | None = None) -> list[int]:
         """Rows in the order they would be admitted if nothing else changed: each admission charges its prompt
         to its client's counter, so the next pick may be another client's (counters also move as tokens flow).
         ``limit``: only the first that many."""
         counters = self._counters.copy()
-        queues = [deque(q) for q in self._queues]
+        queues = {c: deque(q) for c, q in self._queues.items()}
         rows: list[int] = []
         for _ in range(self._size if limit is None else min(self._size, limit)):
-            c = min((c for c, q in enumerate(queues) if q), key=lambda c: (counters[c], queues[c][0]))
-            row = queues[c].popleft()
+            c = min(queues, key=lambda c: (counters[c], queues[c][0]))
+            q = queues[c]
+            row = q.popleft()
+            if not q:
+                del queues[c]
             if self._first_scheduled_step.item(row) == NO_STEP:  # a resumed request was charged the first time
                 counters[c] += self._vtc.prompt_charge[row]
             rows.append(row)
