@@ -179,10 +179,16 @@ class KeyedQueue(RequestQueue):
 
 
 class VTCQueue(RequestQueue):
-    """Per-client FIFO queues; the backlogged client with the lowest virtual counter goes next. The counters, their
-    charges and the lift rule are ``sim.vtc.VirtualCounters``'s: this queue says when a client joins (the lift's
-    moment) and who left last. Only backlogged clients have a queue here, so each pick and each lift looks at the
-    clients with requests waiting, not at every client of the run (thousands, in a file run by the CLI)."""
+    """Per-client FIFO queues; the backlogged client with the lowest virtual counter goes next (its head row breaks
+    a tie). The counters, their charges and the lift rule are ``sim.vtc.VirtualCounters``'s: this queue says when a
+    client joins (the lift's moment) and who left last.
+
+    Only backlogged clients have a queue here, and a heap finds the lowest: a run of thousands of clients (a file
+    run by the CLI) must not look at each of them for every pick. The heap is lazy. Each backlogged client has one
+    live entry (counter, head row, sequence number, client): its key when the entry was pushed. Counters only grow,
+    so a live entry is never above its client's key; a client's key can drop only when its head changes, and then a
+    new live entry replaces the old one. So the first live entry on top that still holds its client's key is the
+    lowest key of all: ``_next_client`` drops the dead entries above it and pushes anew the keys that grew."""
 
     def __init__(self, table: RequestTable, vtc: VirtualCounters):
         super().__init__()
@@ -191,19 +197,31 @@ class VTCQueue(RequestQueue):
         self._vtc = vtc
         self._counters = vtc.counters  # [num_clients] float64, updated in place by its owner
         self._queues: dict[int, deque[int]] = {}  # client -> its waiting rows, oldest first; never empty
+        self._heap: list[tuple[float, int, int, int]] = []  # (counter, head row, sequence, client); see above
+        self._live: dict[int, int] = {}  # backlogged client -> the sequence number of its live entry
+        self._seq = 0
         self._size = 0
         self._last_left: int | None = None  # the client whose last waiting request left the queue most recently
 
     def __len__(self) -> int:
         return self._size
 
+    def _push(self, c: int, q: deque[int]) -> None:
+        """Client ``c``'s head changed (its queue ``q``): its key now is its live entry."""
+        self._seq += 1
+        self._live[c] = self._seq
+        heapq.heappush(self._heap, (self._counters.item(c), q[0], self._seq, c))
+
     def add(self, row: int) -> None:
         c = self._client.item(row)
         q = self._queues.get(c)
         if q is None:  # the client joins the queue: VTC lifts its counter (LCF does not)
-            self._vtc.lift(c, self._queues, self._last_left)
-            q = self._queues[c] = deque()
-        q.append(row)
+            lowest = [self._next_client()] if self._queues else []  # (the lowest counter of the others waiting)
+            self._vtc.lift(c, lowest, self._last_left)
+            q = self._queues[c] = deque([row])
+            self._push(c, q)
+        else:
+            q.append(row)
         self._size += 1
 
     def prepend(self, row: int) -> None:
@@ -213,15 +231,22 @@ class VTCQueue(RequestQueue):
         if q is None:
             q = self._queues[c] = deque()
         q.appendleft(row)
+        self._push(c, q)
         self._size += 1
 
     def _next_client(self) -> int:
-        counters, best, best_key = self._counters, -1, None
-        for c, q in self._queues.items():  # (a plain loop: ~2x faster than min() with a key for a few clients)
-            key = (counters.item(c), q[0])
-            if best_key is None or key < best_key:
-                best, best_key = c, key
-        return best
+        heap, live, counters = self._heap, self._live, self._counters
+        while True:
+            counter, head, seq, c = heap[0]
+            if live.get(c) != seq:  # the client left, or its head changed since: a dead entry
+                heapq.heappop(heap)
+                continue
+            now = counters.item(c)
+            if now == counter:
+                return c
+            self._seq += 1  # its counter grew since: its key now, further down
+            live[c] = self._seq
+            heapq.heapreplace(heap, (now, head, self._seq, c))
 
     def peek(self) -> int:
         return self._queues[self._next_client()][0]
@@ -231,21 +256,26 @@ class VTCQueue(RequestQueue):
         c = self._next_client()
         q = self._queues[c]
         row = q.popleft()
-        if not q:
+        if q:
+            self._push(c, q)
+        else:
             self._left(c)
         return row
 
     def remove(self, row: int) -> None:
         c = self._client.item(row)
         q = self._queues[c]
+        was_head = q[0] == row
         q.remove(row)
         self._size -= 1
         if not q:
             self._left(c)
+        elif was_head:
+            self._push(c, q)
 
     def _left(self, c: int) -> None:
         """Client ``c``'s last waiting request left the queue."""
-        del self._queues[c]
+        del self._queues[c], self._live[c]
         self._last_left = c
 
     def order(self, limit: int | None = None) -> list[int]:
