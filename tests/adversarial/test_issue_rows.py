@@ -124,6 +124,24 @@ def test_the_step_guard_stops_where_the_trace_would_pass_the_memory_budget():
     assert cost_estimate.max_recorded_steps(11, limits) == 7
 
 
+def test_a_sparse_runs_step_guard_counts_what_it_has_recorded():
+    # 200 clients (sparse) that each send one request in turn: one entry pair a busy step, none an idle one. At the
+    # most a step could cost (200 active clients: 1,300 + 200 x 100 bytes) 100,000 bytes would stop it after 4
+    # steps; what it records lets it go on until the budget is spent.
+    limits = dataclasses.replace(CLI_LIMITS, max_bytes=100_000)
+    specs = [RequestSpec(f"r{i}", 30 * i, 4, 20, client_id=f"c{i}") for i in range(200)]
+    config = EngineConfig(max_num_seqs=256)
+    engine = Engine(config, specs, limits=limits)
+    assert engine.max_steps == 100_000 // (1_300 + 2 * 50 * 200) == 4
+    with pytest.raises(StepLimitError) as e:
+        engine.run()
+    steps, entries = engine.recorder.num_steps, engine.recorder.sparse.num_entries
+    assert steps == e.value.max_steps > 50
+    assert cost_estimate.BYTES_PER_STEP * steps + cost_estimate.BYTES_PER_CLIENT_ENTRY * entries <= 100_000
+    assert cost_estimate.max_recorded_steps(200, limits, 200, steps, entries) == steps  # (no room for another)
+    assert str(e.value).startswith(f"stopped after {steps} steps with ")
+
+
 def test_longer_answers_past_the_apps_tokens_are_refused():
     # the 20,000-request upload and the answer-length slider (22 M tokens): the runner checks every run
     small = scenario.loads(_text({}, _requests(2_000, prompt=200, output=50)), PAGE_LIMITS)
