@@ -279,5 +279,3 @@ def _client_values(engine: Engine, step: int, d: int, run: np.ndarray, held: np.
     return ClientRecord(client_blocks=blocks, client_running=running, client_output_tokens=running,
                         client_prefill_tokens=np.zeros((d, nc)), client_counters=walked.counters,
                         client_service=walked.service)  # each [d, clients]
-
-
