@@ -1,6 +1,6 @@
 """Peak RSS and wall time of each row of issue 19's table (hostile and oversized input), after the hardening.
 
-    python benchmarks/adversarial.py            # every row (about a minute)
+    python benchmarks/adversarial.py            # every row (a minute or two)
     python benchmarks/adversarial.py prefix     # rows whose name contains "prefix"
 
 Each row writes its scenario file to a temporary folder and runs it in a fresh process: the CLI's rows with
@@ -13,12 +13,14 @@ stopped), the wall time, the process's peak RSS and the first line of what it sa
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -36,43 +38,55 @@ def _scenario(config: dict, requests: list[dict] | None = None, workload: dict |
     return {"name": "adversarial", "config": {"num_blocks": 20_000, **config}, **body}
 
 
-def _rows() -> dict[str, tuple[str, dict | str]]:
-    """name -> (how it is run: "cli", "page", "slider" or "apptest:PAGE:LESSON", the scenario or the file's text)."""
+def _a_client_a_request(n: int, **config) -> dict:
+    return _scenario(config, _requests(n, clients=True))
+
+
+def _rows() -> dict[str, tuple[str, Callable[[], dict | str]]]:
+    """name -> (how it is run: "cli", "page", "slider" or "apptest:PAGE:LESSON", what makes the scenario or the
+    file's text). Each is made when its row runs, and dropped before the measured process starts: a process forked
+    from this one counts this one's memory in its peak RSS (it is the same process until it execs), so a parent
+    holding every row's data made a 2,000-request run look ~180 MB."""
     many = [{"client_id": f"c{i}", "share": 1.0} for i in range(5_000)]
     return {
-        "2,000 clients, one per request (CLI)": ("cli", _scenario({}, _requests(2_000, clients=True))),
-        "20,000 clients, one per request (CLI)": ("cli", _scenario({}, _requests(20_000, clients=True))),
-        "2,000 clients (page upload, Fairness)": ("page", _scenario({}, _requests(2_000, clients=True))),
-        "workload of 5,000 clients (CLI)": ("cli", _scenario({}, workload={"num_requests": 5_000, "clients": many})),
-        "workload of 20,000 clients (CLI)": ("cli", _scenario({}, workload={
+        # (past 100 clients a run records per-client values sparsely: these run, up to the CLI's 100,000 clients)
+        "2,000 clients, one per request (CLI)": ("cli", lambda: _a_client_a_request(2_000)),
+        "20,000 clients, one per request (CLI)": ("cli", lambda: _a_client_a_request(20_000)),
+        "20,000 clients, one per request, VTC (CLI)": ("cli", lambda: _a_client_a_request(20_000, policy="vtc")),
+        "100,000 clients, one per request (CLI's most)": ("cli", lambda: _a_client_a_request(100_000)),
+        "100,001 clients, one per request (CLI, refused)": ("cli", lambda: _a_client_a_request(100_001)),
+        "2,000 clients (page upload, Fairness)": ("page", lambda: _a_client_a_request(2_000)),
+        "workload of 5,000 clients (CLI)": ("cli", lambda: _scenario({}, workload={"num_requests": 5_000,
+                                                                                  "clients": many})),
+        "workload of 20,000 clients (CLI)": ("cli", lambda: _scenario({}, workload={
             "num_requests": 20_000, "clients": [{"client_id": f"c{i}"} for i in range(20_000)]})),
-        "max_num_seqs 4,096 x a 5 M-token request (CLI)": ("cli", _scenario(
+        "max_num_seqs 4,096 x a 5 M-token request (CLI)": ("cli", lambda: _scenario(
             {"num_blocks": 1_000_000, "max_num_seqs": 4096, "max_num_batched_tokens": 1_000_000,
              "model": _LONG_MODEL},
             [*_requests(4_095), {"id": "long", "arrival_step": 0, "prompt_len": 5_000_000, "output_len": 10}])),
-        "long-tailed generator lengths (CLI)": ("cli", _scenario(
+        "long-tailed generator lengths (CLI)": ("cli", lambda: _scenario(
             {"num_blocks": 1_250_000, "max_num_seqs": 4096, "max_num_batched_tokens": 100_000,
              "model": _LONG_MODEL},
             workload={"num_requests": 20_000, "prompt_sigma": 3.0, "prompt_max": 9_000_000, "output_sigma": 3.0,
                       "output_max": 900_000, "rate_per_step": 5.0})),
-        "50,000 client weights (CLI)": ("cli", _scenario(
+        "50,000 client weights (CLI)": ("cli", lambda: _scenario(
             {"client_weights": {f"c{i}": 1.0 + i % 3 for i in range(50_000)}}, _requests(200))),
-        "1,000 requests sharing a 1 M-token prefix (CLI)": ("cli", _scenario(
+        "1,000 requests sharing a 1 M-token prefix (CLI)": ("cli", lambda: _scenario(
             {"num_blocks": 1_000_000 // 16 + 4_000, "max_num_batched_tokens": 8192, "enable_prefix_caching": True,
              "model": _LONG_MODEL},
             _requests(1_000, prompt=1_000_010, output=5, prefix_group="system", prefix_len=1_000_000))),
-        "a run allowed 10 M steps (CLI)": ("cli", _scenario(
+        "a run allowed 10 M steps (CLI)": ("cli", lambda: _scenario(
             {"max_num_seqs": 1, "max_steps": 10_000_000}, _requests(10_000, output=1_000))),
-        "20,000 small requests, answers x 20 by a slider (page)": ("slider", _scenario(
+        "20,000 small requests, answers x 20 by a slider (page)": ("slider", lambda: _scenario(
             {}, _requests(20_000, prompt=200, output=50))),
-        "100 clients, the app's most (page, AppTest: Fairness)": ("apptest:2_Fairness:fairness", _scenario(
+        "100 clients, the app's most (page, AppTest: Fairness)": ("apptest:2_Fairness:fairness", lambda: _scenario(
             {}, workload={"num_requests": 2_000, "clients": [{"client_id": f"c{i}"} for i in range(100)]})),
         "a 3.6 MB deeply nested file left in the box (page, AppTest)": ("apptest:1_Queueing:queueing",
-                                                                      "[" * 1_800_000 + "]" * 1_800_000),
-        "a 50 MB description and a 5 MB name (page, AppTest)": ("apptest:1_Queueing:queueing", {
+                                                                      lambda: "[" * 1_800_000 + "]" * 1_800_000),
+        "a 50 MB description and a 5 MB name (page, AppTest)": ("apptest:1_Queueing:queueing", lambda: {
             **_scenario({"num_blocks": 2_000}, _requests(40)), "name": "n" * 5_000_000,
             "description": "d" * 50_000_000}),
-        "a 2 MB unknown key, refused (page, AppTest)": ("apptest:1_Queueing:queueing", {
+        "a 2 MB unknown key, refused (page, AppTest)": ("apptest:1_Queueing:queueing", lambda: {
             **_scenario({"num_blocks": 2_000, "k" * 2_000_000: 1}, _requests(40))}),
     }
 
@@ -135,11 +149,14 @@ def main(argv: list[str]) -> int:
     wanted = argv[0].lower() if argv else ""
     print(f"{'row':<58} {'exit':>4} {'wall s':>7} {'RSS MB':>7}  what it said")
     with tempfile.TemporaryDirectory() as folder:
-        for name, (how, data) in _rows().items():
+        for name, (how, make) in _rows().items():
             if wanted not in name.lower():
                 continue
             path = Path(folder) / "scenario.json"
+            data = make()
             path.write_text(data if isinstance(data, str) else json.dumps(data))
+            del data
+            gc.collect()
             code, wall, rss, said = _measure(how, path, Path(folder) / "result.json")
             print(f"{name:<58} {code:>4} {wall:>7.2f} {rss:>7.0f}  {said[:160]}", flush=True)
     return 0

@@ -4,7 +4,8 @@
 ``CostEstimate``: requests, clients, tokens, block-table cells, estimated engine steps and estimated peak bytes.
 ``check(estimate, limits)`` raises ``ScenarioError`` with one line naming the field, the figure and the limit;
 the CLI turns it into exit code 2, a page into a message. ``max_recorded_steps`` is the run-time side of the same
-budget: the most steps whose trace fits in ``limits.max_bytes`` (the engine's step guard stops there).
+budget: the most steps whose trace fits in ``limits.max_bytes`` (the engine's step guard stops there; a run of more
+than DENSE_CLIENTS_MAX clients, recorded sparsely, is held to what it has recorded so far).
 
 Units: tokens, steps, bytes, cells (one int32 entry of the block table). The byte figures are calibrated on
 tracemalloc peaks of the engine (see tests/adversarial/test_properties.py, which checks that the estimate bounds
@@ -30,7 +31,16 @@ BYTES_PER_REQUEST = 6_000  # the spec, its row of the request table, its events 
 # load_20k_tight, whose requests are preempted, resumed and refused many times)
 BYTES_PER_STEP = 1_300  # one recorded step: the per-step tuple, the schedule's arrays, the final columns
 BYTES_PER_STEP_CLIENT = 200  # one client's six per-step values, recorded and then stacked
+# Past this many clients a run records per-client values sparsely (sim/trace.py, SparseClientRecorder): per step,
+# an entry for each client with a request running and one for each whose totals changed. Up to it, every client
+# every step: the pages' charts read whole columns, and the dense path is the faster one there (the pages allow
+# this many).
+DENSE_CLIENTS_MAX = 100
+BYTES_PER_CLIENT_ENTRY = 50  # one sparse entry (~24 B held, ~20 more while recorded; ~33 B at the peak of
+# 1,000-client runs, where nearly every entry has its twin: a client charged for the step it ran)
 BYTES_PER_CELL = 4  # one int32 entry of the block table
+BYTES_PER_CLIENT = 500  # a client's id and index entries, its counters, its ClientSpec in a workload (~220 B held
+# a client of a 100,000-client workload)
 BYTES_FIXED = 2_000_000  # the engine's fixed arrays and the pool's per-block arrays start from here
 BYTES_PER_BLOCK = 40  # the pool's per-block arrays (ref count, hash, free queue of twice the blocks, positions)
 
@@ -49,7 +59,10 @@ class Limits:
     advice: str = ""  # what to do instead, appended to a refusal
 
 
-CLI_LIMITS = Limits(who="the CLI", max_requests=200_000, max_clients=1_000, max_tokens=2_000_000_000,
+# The CLI's clients: 100,000 with one request each (a file of 100,000 requests, one client each) ran in ~5 s at a peak
+# RSS of ~640 MB (VTC ~6 s); each client costs only its id, counters and entries for what it did (sparse, past
+# DENSE_CLIENTS_MAX). Twice as many would need twice the requests, whose estimate alone (6,000 B each) passes 1 GiB.
+CLI_LIMITS = Limits(who="the CLI", max_requests=200_000, max_clients=100_000, max_tokens=2_000_000_000,
                     max_block_table_cells=64_000_000, max_steps=10_000_000, max_bytes=2**30,
                     advice="shorten the workload or split it into several files")
 PAGE_LIMITS = Limits(who="this app", max_requests=20_000, max_clients=100, max_tokens=8_000_000,
@@ -67,17 +80,44 @@ class CostEstimate:
     block_table_cells: int  # num_slots x longest_blocks
     last_arrival_step: int
     num_steps: int  # estimated engine steps (arrivals, then the work at the batch's and the pool's pace)
+    num_client_entries: int  # per-client entries at most, when recorded sparsely (0: dense, steps x clients)
     peak_bytes: int  # estimated peak memory of the run and its trace
 
 
-def bytes_per_step(num_clients: int) -> int:
-    """Bytes one recorded step costs (a single client's values are plain numbers, not arrays)."""
+def active_clients(num_clients: int, max_num_seqs: int, num_requests: int) -> int:
+    """The most clients with a request running in one step: a sparse step's activity entries at most."""
+    return max(1, min(num_clients, max_num_seqs, num_requests))
+
+
+def bytes_per_step(num_clients: int, num_active: int | None = None) -> int:
+    """Bytes one recorded step costs at most: every client's values (a single client's are plain numbers, not
+    arrays), or with ``num_active`` (a sparse run: ``active_clients``) two entries for each of that many (its activity
+    and a change of its totals)."""
+    if num_active is not None:
+        return BYTES_PER_STEP + 2 * BYTES_PER_CLIENT_ENTRY * num_active
     return BYTES_PER_STEP + (BYTES_PER_STEP_CLIENT * num_clients if num_clients > 1 else 0)
 
 
-def max_recorded_steps(num_clients: int, limits: Limits = CLI_LIMITS) -> int:
-    """The most steps a run of ``num_clients`` clients may record within ``limits.max_bytes``."""
-    return max(1, limits.max_bytes // bytes_per_step(num_clients))
+def max_recorded_steps(num_clients: int, limits: Limits = CLI_LIMITS, num_active: int | None = None,
+                       num_steps: int = 0, num_entries: int = 0, num_idle: int = 0) -> int:
+    """The most steps a run of ``num_clients`` clients may record within ``limits.max_bytes`` (``num_active``: as
+    ``bytes_per_step``). A sparse run that has recorded ``num_steps`` steps and ``num_entries`` entries so far, then
+    ``num_idle`` steps with nothing running (no entries), may go on for as many more steps as the budget left allows
+    at the most a step costs."""
+    left = limits.max_bytes - BYTES_PER_STEP * (num_steps + num_idle) - BYTES_PER_CLIENT_ENTRY * num_entries
+    return max(1, num_steps + num_idle + max(left, 0) // bytes_per_step(num_clients, num_active))
+
+
+def client_entries(config: EngineConfig, num_clients: int, num_requests: int, num_steps: int, num_tokens: int,
+                   num_request_steps: int) -> int:
+    """The entries a sparse run records, at most: a client with a request running costs an activity entry and a
+    change of its totals each step, so twice the requests in the batch, summed over the steps: at most the active
+    clients each step, and at most the steps each request runs (``num_request_steps``: one per token it generates
+    and per prefill chunk, the re-prefills of preempted requests aside) plus the steps it waits in the batch while
+    the budget goes to others (only in a step that uses the whole budget: ``num_tokens`` / budget of them)."""
+    active = active_clients(num_clients, config.max_num_seqs, num_requests)
+    waits = active * cdiv(num_tokens, config.max_num_batched_tokens)
+    return 2 * min(num_steps * active, num_request_steps + waits)
 
 
 def _estimate(config: EngineConfig, num_requests: int, num_clients: int, prompt: np.ndarray, answer: np.ndarray,
@@ -101,10 +141,18 @@ def _estimate(config: EngineConfig, num_requests: int, num_clients: int, prompt:
     steps = (last_arrival + cdiv(num_prompt, config.max_num_batched_tokens) + cdiv(num_answer, at_once)
              + longest_answer + 1)
     steps = min(steps, config.max_steps)
+    entries = 0
+    if num_clients > DENSE_CLIENTS_MAX:
+        num_chunks = int(cdiv(prompt, config.max_num_batched_tokens).sum() * scale)
+        entries = client_entries(config, num_clients, num_requests, steps, num_prompt + num_answer,
+                                 num_answer + num_chunks)
+        recorded = BYTES_PER_STEP * steps + BYTES_PER_CLIENT_ENTRY * entries
+    else:
+        recorded = bytes_per_step(num_clients) * steps
     peak = (BYTES_FIXED + BYTES_PER_BLOCK * config.num_blocks + BYTES_PER_REQUEST * num_requests
-            + BYTES_PER_CELL * cells + bytes_per_step(num_clients) * steps)
+            + BYTES_PER_CLIENT * num_clients + BYTES_PER_CELL * cells + recorded)
     return CostEstimate(num_requests, num_clients, num_prompt + num_answer, slots, longest, cells, last_arrival,
-                        steps, peak)
+                        steps, entries, peak)
 
 
 def of_requests(config: EngineConfig, requests: Sequence[RequestSpec]) -> CostEstimate:
@@ -176,8 +224,9 @@ def check(estimate: CostEstimate, limits: Limits, advice: str | None = None) -> 
          f"{limits.max_steps:,}"),
         ("memory", e.peak_bytes, limits.max_bytes,
          f"it needs about {e.peak_bytes / 2**20:,.0f} MiB of memory (estimated: {e.num_requests:,} requests, "
-         f"{e.num_steps:,} steps x {e.num_clients:,} client(s)), and {who} allows at most "
-         f"{limits.max_bytes / 2**20:,.0f} MiB"),
+         + (f"{e.num_steps:,} steps, {e.num_client_entries:,} entries for {e.num_clients:,} clients"
+            if e.num_client_entries else f"{e.num_steps:,} steps x {e.num_clients:,} client(s)")
+         + f"), and {who} allows at most {limits.max_bytes / 2**20:,.0f} MiB"),
     )
     for field, figure, limit, sentence in figures:
         if figure > limit:

@@ -23,7 +23,7 @@ from .block_pool import NO_HASH
 from .config import EngineConfig, cdiv
 from .events import Event, EventKind, FinishReason, RejectReason, describe
 from .kv_cache_manager import KVCacheManager
-from .npfast import ONE, ONE_I8
+from .npfast import ONE, ONE_I8, distinct
 from .npfast import add_reduce as _sum
 from .request import FINISHED_STATUSES, NO_STEP, RequestSpec, RequestStatus, RequestTable
 from .scheduler import Scheduler, SchedulerOutput
@@ -41,7 +41,9 @@ class _Executed:  # (a NamedTuple costs ~1.5 us a step to make, this ~0.5)
     num_decode: int  # rows that decoded one token
     num_wasted: int  # tokens generated that nobody reads
     kv_tokens_scheduled: int  # KV tokens held by the scheduled rows after the step
-    client_output_tokens: np.ndarray | None  # [clients] tokens generated per client (None with one client)
+    # [clients] tokens generated per client (None with one client); for sparse per-client values, (the clients
+    # that generated, ascending; [k] their tokens)
+    client_output_tokens: np.ndarray | tuple[np.ndarray, np.ndarray] | None
 
 
 class _Limit(int):
@@ -80,7 +82,7 @@ def client_ids_of(requests: Sequence[RequestSpec]) -> list[str]:
 class Engine:
     def __init__(self, config: EngineConfig, requests: Sequence[RequestSpec], *, name: str = "",
                  snapshot_every_steps: int = 0, check_invariants: bool = False, fast_forward: bool = True,
-                 limits: cost_estimate.Limits = cost_estimate.CLI_LIMITS):
+                 limits: cost_estimate.Limits = cost_estimate.CLI_LIMITS, sparse_clients: bool | None = None):
         if not requests:
             raise ValueError("requests: a scenario needs at least one request")
         ids = [r.request_id for r in requests]
@@ -103,11 +105,20 @@ class Engine:
                                  len(t),
                                  prefix_group, t.prefix_len, config.enable_prefix_caching)
         self.scheduler = Scheduler(config, t, self.kv)
-        self.recorder = TraceRecorder(self.num_clients)
-        # The step guard: max_steps, or fewer when the trace of that many steps would pass the memory budget
+        # Per-client values every step for every client (what the pages' charts read), or past
+        # DENSE_CLIENTS_MAX clients only for those that did something (the same trace; tests force both ways)
+        self.sparse_clients = (self.num_clients > cost_estimate.DENSE_CLIENTS_MAX if sparse_clients is None
+                               else bool(sparse_clients))
+        self.recorder = TraceRecorder(self.num_clients, sparse=self.sparse_clients)
+        if self.sparse_clients:
+            self.scheduler.vtc.lifted = []  # (lifts are the changes of a counter outside a scheduled client's step)
+        # The step guard: max_steps, or fewer when the trace of that many steps would pass the memory budget (at the
+        # most a step can cost; a sparse run goes on while what it has recorded leaves room: _more_steps)
         self.limits = limits
-        self.max_recorded_steps = cost_estimate.max_recorded_steps(self.num_clients, limits)
-        self.max_steps = min(config.max_steps, self.max_recorded_steps)
+        self._num_active = (cost_estimate.active_clients(self.num_clients, config.max_num_seqs, len(t))
+                            if self.sparse_clients else None)
+        self.max_steps = min(config.max_steps,
+                             cost_estimate.max_recorded_steps(self.num_clients, limits, self._num_active))
         self.snapshot_every_steps = snapshot_every_steps
         self.check_invariants = check_invariants
         self.fast_forward = fast_forward  # skip through quiet stretches (same trace; tests compare both ways)
@@ -129,7 +140,9 @@ class Engine:
         self._detections: dict[int, list[int]] = defaultdict(list)
         self._detection_steps: list[int] = []  # heap of the keys of _detections
         self._disconnect_reason: dict[int, FinishReason] = {}
-        self._rate_windows: list[deque[int]] = [deque() for _ in range(self.num_clients)]
+        # client -> the steps of its accepted arrivals in the window (made at a client's first arrival: a run may
+        # have thousands of clients)
+        self._rate_windows: defaultdict[int, deque[int]] = defaultdict(deque)
         self.num_done = 0
         self._next_step = 0
         # Tokens can be wasted only if some client leaves or some answer runs past what is read.
@@ -138,8 +151,11 @@ class Engine:
         self._prev_counters = np.zeros(self.num_clients)
         # One client and no shared blocks: per-client step values are plain scalars (held == used). Busy and
         # idle steps must record the same shapes, or the trace's per-client columns cannot be stacked.
-        self._scalar_client_values = self.num_clients == 1 and not config.enable_prefix_caching
+        self._scalar_client_values = (self.num_clients == 1 and not config.enable_prefix_caching
+                                      and not self.sparse_clients)
         self._no_client_tokens = None if self.num_clients == 1 else np.zeros(self.num_clients, dtype=np.int64)
+        if self.sparse_clients:  # (charge_output_by_client's answer for no rows)
+            self._no_client_tokens = (np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int64))
         # Read-only per-step arrays of a step in which everybody decodes, handed out as views.
         self._decode_kind = np.full(config.max_num_seqs, SCHED_DECODE, dtype=np.int8)
         self._all_true = np.ones(config.max_num_seqs, dtype=bool)
@@ -159,13 +175,14 @@ class Engine:
     def _advance(self, until_step: int | None) -> None:
         n, step = len(self.table), self._next_step
         while self.num_done < n and (until_step is None or step <= until_step):
-            if step >= self.max_steps:
+            if step >= self.max_steps and not self._more_steps(step):
                 raise self._step_limit_error("stopped after {limit} steps with {left}")
             if self._is_idle():
                 next_step = self.next_event_step()
                 if next_step is None:
                     raise SimulationError(f"no request can make progress at step {step}")
-                if next_step >= self.max_steps:  # say so now, not after recording the idle steps first
+                if next_step >= self.max_steps and not self._more_steps(next_step - 1, next_step - step):  # say
+                    # so now, not after recording the idle steps first
                     raise self._step_limit_error(f"the engine is idle until step {next_step:,}, past "
                                                  "{limit:,}, with {left}")
                 if next_step > step:
@@ -185,6 +202,17 @@ class Engine:
                 continue
             self.step(step)
             step = self._next_step = step + 1
+
+    def _more_steps(self, step: int, num_idle: int = 0) -> bool:
+        """The step guard at ``step``: a sparse run held back by the most a step can cost may go on as far as the
+        budget left by what it has recorded (and ``num_idle`` idle steps to record next) allows. True if that is
+        past ``step`` (``max_steps`` moves there)."""
+        sparse = self.recorder.sparse
+        if sparse is None or self.max_steps >= self.config.max_steps:
+            return False
+        self.max_steps = min(self.config.max_steps, cost_estimate.max_recorded_steps(
+            self.num_clients, self.limits, self._num_active, self.recorder.num_steps, sparse.num_entries, num_idle))
+        return self.max_steps > step
 
     def _step_limit_error(self, what: str) -> StepLimitError:
         """The step guard's error, ``what`` with ``{limit}`` for the limit and ``{left}`` for the requests left:
@@ -277,7 +305,7 @@ class Engine:
         cfg = self.config
         if not cfg.rate_limit_max_requests:
             return None
-        window = self._rate_windows[self.table.client[row]]
+        window = self._rate_windows[self.table.client.item(row)]
         while window and window[0] <= step - cfg.rate_limit_window_steps:
             window.popleft()
         if len(window) >= cfg.rate_limit_max_requests:
@@ -369,7 +397,10 @@ class Engine:
             t.num_wasted_tokens[wasted] += 1
             num_wasted = len(wasted)
             kind[is_wasted if is_emitting is None else is_emitting.nonzero()[0][is_wasted]] = SCHED_WASTED
-        client_output_tokens = self.scheduler.vtc.charge_output(emitted)
+        if self.sparse_clients:
+            client_output_tokens = self.scheduler.vtc.charge_output_by_client(emitted)
+        else:
+            client_output_tokens = self.scheduler.vtc.charge_output(emitted)
         self.scheduler.waiting.on_scheduled(rows)
         finished = emitted[num_output >= t.target_len[emitted]]
         return _Executed(emitted, finished, decode, kind, num_decode, num_wasted, int(_sum(after)),
@@ -411,7 +442,11 @@ class Engine:
             orphan_kv_tokens = int(_sum(t.num_computed_tokens[orphans]))
         used_blocks, cpu_blocks_used = kv.pool.num_used, s.num_cpu_blocks_used
         num_preempted, num_admitted = out.num_preempted, out.num_admitted
-        client_record = self._client_record(out, done, num_prefill_tokens, used_blocks)
+        if self.sparse_clients:
+            client_record = None
+            self._record_client_entries(step, out, done, num_prefill_tokens)
+        else:
+            client_record = self._client_record(out, done, num_prefill_tokens, used_blocks)
         if self.snapshot_every_steps and step % self.snapshot_every_steps == 0:
             self.recorder.snapshots[step] = (kv.owner_map(), self._cached_free_mask())
         self.finish(step, done.finished)
@@ -447,6 +482,36 @@ class Engine:
             client_running=np.bincount(client_run, minlength=nc), client_output_tokens=output_tokens,
             client_prefill_tokens=prefill_tokens, client_counters=counters.copy(), client_service=service.copy())
 
+    def _record_client_entries(self, step: int, out: SchedulerOutput, done: _Executed, num_prefill: int) -> None:
+        """The step's per-client values, sparsely: those of the clients with a request running (before the finished
+        leave), and the totals of those whose totals changed (charged for a scheduled request, or lifted)."""
+        t, s, sparse = self.table, self.scheduler, self.recorder.sparse
+        run = s.running
+        lifted = s.vtc.take_lifted()
+        if len(run):
+            client_run = t.client[run]
+            clients = distinct(client_run)  # [k] int32 the clients with a request running, ascending
+            at = np.searchsorted(clients, client_run)  # [running] each request's client's place in clients
+            k = len(clients)
+            values = np.zeros((k, 4), dtype=np.int32)  # ACTIVITY_COLUMNS
+            values[:, 0] = np.bincount(at, weights=self.kv.num_blocks_held[run], minlength=k)
+            values[:, 1] = np.bincount(at, minlength=k)
+            emitted_clients, num_emitted = done.client_output_tokens
+            if len(emitted_clients):
+                values[np.searchsorted(clients, emitted_clients), 2] = num_emitted
+            if num_prefill:
+                prefill = ~done.decode
+                values[:, 3] = np.bincount(np.searchsorted(clients, t.client[out.rows[prefill]]),
+                                           weights=out.num_tokens[prefill], minlength=k)
+            sparse.activity(step, clients, values)
+            # (the clients charged this step have a scheduled request, so a running one)
+            changed = np.union1d(clients, np.array(lifted, dtype=np.int32)) if lifted else clients
+        elif lifted:
+            changed = distinct(np.array(lifted, dtype=np.int32))
+        else:
+            return
+        sparse.changes(step, changed, s.vtc.counters, s.vtc.service)
+
     def _num_cached_free_blocks(self) -> int:
         """Free blocks still holding prefix-cache content (0 without prefix caching)."""
         return int(self._cached_free_mask().sum()) if self.config.enable_prefix_caching else 0
@@ -465,12 +530,14 @@ class Engine:
             cpu_blocks_used=s.num_cpu_blocks_used, num_preempted=0, num_admitted=0,
             free_blocks_after=kv.num_free_blocks, num_finished=0,
             cached_free_blocks=self._num_cached_free_blocks())
-        if self._scalar_client_values:  # (the shapes the busy steps record)
-            none, counters, service = 0, s.vtc.counters.item(0), s.vtc.service.item(0)
-        else:
-            none, counters, service = np.zeros(self.num_clients), s.vtc.counters.copy(), s.vtc.service.copy()
-        client_record = ClientRecord(client_blocks=none, client_running=none, client_output_tokens=none,
-                                     client_prefill_tokens=none, client_counters=counters, client_service=service)
+        client_record = None  # (sparse: nobody runs and no total changes, so nothing is recorded per client)
+        if not self.sparse_clients:
+            if self._scalar_client_values:  # (the shapes the busy steps record)
+                none, counters, service = 0, s.vtc.counters.item(0), s.vtc.service.item(0)
+            else:
+                none, counters, service = np.zeros(self.num_clients), s.vtc.counters.copy(), s.vtc.service.copy()
+            client_record = ClientRecord(client_blocks=none, client_running=none, client_output_tokens=none,
+                                         client_prefill_tokens=none, client_counters=counters, client_service=service)
         self.recorder.append_idle(last - first + 1, record, client_record)
 
     # ---- invariants -----------------------------------------------------------------------------------------
@@ -497,6 +564,14 @@ class Engine:
         if (s.vtc.counters < self._prev_counters - 1e-9).any():
             raise AssertionError("a virtual counter decreased")
         self._prev_counters = s.vtc.counters.copy()
+        sparse = self.recorder.sparse
+        if sparse is not None:
+            # (a lift by the arrivals of the step after a quiet stretch is recorded by that step)
+            recorded = np.ones(self.num_clients, dtype=bool)
+            recorded[s.vtc.lifted] = False
+            if not (np.array_equal(sparse.last_counters[recorded], s.vtc.counters[recorded])
+                    and np.array_equal(sparse.last_service, s.vtc.service)):
+                raise AssertionError("a client's counter or service changed without a sparse trace recording it")
 
 
 @contextlib.contextmanager
@@ -523,10 +598,13 @@ def queues_after_step(config: EngineConfig, requests: Sequence[RequestSpec], ste
 
 def simulate(config: EngineConfig, requests: Sequence[RequestSpec], *, name: str = "",
              snapshot_every_steps: int = 0, check_invariants: bool = False, fast_forward: bool = True,
-             limits: cost_estimate.Limits = cost_estimate.CLI_LIMITS) -> Trace:
+             limits: cost_estimate.Limits = cost_estimate.CLI_LIMITS, sparse_clients: bool | None = None) -> Trace:
     """Run ``requests`` on an engine configured by ``config`` and return the trace. ``limits.max_bytes`` bounds
-    the trace: the run stops (``StepLimitError``) before it records more steps than fit."""
+    the trace: the run stops (``StepLimitError``) before it records more steps than fit. ``sparse_clients``: record
+    per-client values sparsely (True), densely (False), or by the number of clients (None: past
+    ``cost_estimate.DENSE_CLIENTS_MAX``); the trace reads the same."""
     with gc_paused():  # (the engine's set-up and the trace's assembly too: both make thousands of lists)
         engine = Engine(config, requests, name=name, snapshot_every_steps=snapshot_every_steps,
-                        check_invariants=check_invariants, fast_forward=fast_forward, limits=limits)
+                        check_invariants=check_invariants, fast_forward=fast_forward, limits=limits,
+                        sparse_clients=sparse_clients)
         return engine.run()

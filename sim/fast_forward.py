@@ -22,7 +22,7 @@ import numpy as np
 from .admission import Refusal
 from .config import Policy
 from .npfast import add_accumulate as _cumsum
-from .npfast import max_reduce
+from .npfast import distinct, max_reduce
 from .request import NO_STEP
 from .trace import SCHED_DECODE, SCHED_WASTED, ClientRecord, StepRecord
 
@@ -114,8 +114,8 @@ def advance(engine: Engine, step: int, d: int) -> int:
 class _Walked(NamedTuple):
     num_steps: int  # quiet steps
     num_waiting: list[int]  # [num_steps] queue length in each step
-    counters: np.ndarray  # [num_steps, clients] virtual counters after each step
-    service: np.ndarray  # [num_steps, clients] weighted service after each step
+    counters: np.ndarray | None  # [num_steps, clients] virtual counters after each step (None: recorded sparsely)
+    service: np.ndarray | None  # [num_steps, clients] weighted service after each step
 
 
 def _walk(engine: Engine, step: int, d: int, free_after: np.ndarray) -> _Walked:
@@ -129,14 +129,18 @@ def _walk(engine: Engine, step: int, d: int, free_after: np.ndarray) -> _Walked:
     run = s.running
     r = len(run)
     budget = cfg.max_num_batched_tokens - r
-    charge = vtc.output_charge(run)  # every running request generates one token a step
+    # Every running request generates one token a step: the charge to every client, or (recorded sparsely) to the
+    # running requests' clients only, ``charged``.
+    sparse = engine.recorder.sparse
+    charged, charge = vtc.output_charge_by_client(run) if sparse else (None, vtc.output_charge(run))
     in_bulk = cfg.policy in _STATIC_ORDERS
     refusals: dict[tuple[int, int], Refusal | None] = {}  # (row, free blocks) -> why the head cannot start
     no_room_for_anyone = s.rules.slot_or_budget(r, budget)  # the head's refusal then depends on nothing else
     events = engine.recorder.events
     num_waiting = np.empty(d, dtype=np.int64)
-    counters = np.empty((d, len(vtc.counters)))  # [d, clients] after each step (filled here in a walk step by step)
-    service = np.empty((d, len(vtc.counters)))
+    counters = service = None  # [d, clients] after each step (filled here in a walk step by step, unless sparse)
+    if not sparse:
+        counters, service = np.empty((d, len(vtc.counters))), np.empty((d, len(vtc.counters)))
     j = 0
     while j < d:
         if j:
@@ -160,23 +164,33 @@ def _walk(engine: Engine, step: int, d: int, free_after: np.ndarray) -> _Walked:
                     if (row, f) not in refusals:
                         refusals[row, f] = s.admission_check(row, r, budget, f)[0]
                 if refusals[row, frees[0]] is None:
-                    return _walked(vtc, j, num_waiting, counters, service, charge, in_bulk)
+                    return _walked(engine, step, j, num_waiting, counters, service, charged, charge, in_bulk)
                 events.extend([refusals[row, f].event(step + i, row) for i, f in zip(range(j, end), frees,
                                                                                      strict=True)])
         num_waiting[j:end] = len(s.waiting)
         if not in_bulk:  # one step (end == j + 1); an arrival may lift a counter (VTC) before the next one
-            step_counters, step_service = vtc.charge_steps(charge, 1)
-            counters[j], service[j] = step_counters[0], step_service[0]
+            step_counters, step_service = vtc.charge_steps(charge, 1, charged)
+            if sparse:  # this step's changes: the charged clients, and those lifted by its arrivals
+                lifted = vtc.take_lifted()
+                sparse.changes(step + j, np.union1d(charged, np.array(lifted, dtype=np.int32)) if lifted else charged,
+                               vtc.counters, vtc.service)
+            else:
+                counters[j], service[j] = step_counters[0], step_service[0]
         j = end
-    return _walked(vtc, d, num_waiting, counters, service, charge, in_bulk)
+    return _walked(engine, step, d, num_waiting, counters, service, charged, charge, in_bulk)
 
 
-def _walked(vtc: VirtualCounters, n: int, num_waiting: np.ndarray, counters: np.ndarray, service: np.ndarray,
-            charge: np.ndarray, in_bulk: bool) -> _Walked:
+def _walked(engine: Engine, step: int, n: int, num_waiting: np.ndarray, counters: np.ndarray | None,
+            service: np.ndarray | None, charged: np.ndarray | None, charge: np.ndarray, in_bulk: bool) -> _Walked:
     """The walk's first ``n`` steps. In a bulk order (no lifts) the counters were left alone: charge all ``n``
-    steps now, in one running sum."""
+    steps now, in one running sum (recorded here when sparse: the charged clients' columns only)."""
+    vtc: VirtualCounters = engine.scheduler.vtc
     if in_bulk and n:
-        counters, service = vtc.charge_steps(charge, n)
+        counters, service = vtc.charge_steps(charge, n, charged)
+        if charged is not None:
+            engine.recorder.sparse.changes_block(step, charged, counters, service)
+    if charged is not None:
+        return _Walked(n, num_waiting[:n].tolist(), None, None)
     return _Walked(n, num_waiting[:n].tolist(), counters[:n], service[:n])
 
 
@@ -225,17 +239,7 @@ def _record(engine: Engine, step: int, d: int, run: np.ndarray, j_of: np.ndarray
         orphan = t.disconnect_step[run] != NO_STEP
         values[:, col["orphan_blocks"]] = held[:, orphan].sum(axis=1)
         values[:, col["orphan_kv_tokens"]] = t.num_computed_tokens[run][orphan].sum() + ramp * int(orphan.sum())
-    per_client = np.bincount(t.client[run], minlength=nc).astype(np.float64)
-    if nc == 1:
-        blocks = values[:, col["used_blocks"], None].copy()
-    else:
-        onehot = np.zeros((r, nc))
-        onehot[np.arange(r), t.client[run]] = 1.0
-        blocks = held @ onehot  # [d, clients] blocks held per client
-    running = np.repeat(per_client[None, :], d, axis=0)  # [d, clients] (np.broadcast_to costs ~20 us a call)
-    client_values = ClientRecord(client_blocks=blocks, client_running=running, client_output_tokens=running,
-                                 client_prefill_tokens=np.zeros((d, nc)), client_counters=walked.counters,
-                                 client_service=walked.service)  # each [d, clients]
+    client_values = _client_values(engine, step, d, run, held, values[:, col["used_blocks"]], walked)
     kinds = np.full(d * r, SCHED_DECODE, dtype=np.int8) if wasted is None else \
         np.where(wasted, SCHED_WASTED, SCHED_DECODE).astype(np.int8).reshape(-1)
     rows = np.repeat(run[None, :], d, axis=0).ravel()  # the running list once a step (np.tile, minus its wrapper)
@@ -249,3 +253,29 @@ def _record(engine: Engine, step: int, d: int, run: np.ndarray, j_of: np.ndarray
     engine.finish(step + d - 1, finished)
 
 
+def _client_values(engine: Engine, step: int, d: int, run: np.ndarray, held: np.ndarray | None,
+                   used_blocks: np.ndarray, walked: _Walked) -> ClientRecord | None:
+    """The stretch's per-client values: a ClientRecord of [d, clients] arrays, or (recorded sparsely) None, the
+    running requests' clients' activity recorded here (their totals were recorded by the walk)."""
+    t, nc = engine.table, engine.num_clients
+    sparse = engine.recorder.sparse
+    client_run = t.client[run]
+    clients = distinct(client_run) if sparse else np.arange(nc)  # the columns: the running clients, or all
+    at = np.searchsorted(clients, client_run) if sparse else client_run  # [r] each request's column
+    k = len(clients)
+    if nc == 1:
+        blocks = used_blocks[:, None].copy()
+    else:
+        onehot = np.zeros((len(run), k))
+        onehot[np.arange(len(run)), at] = 1.0
+        blocks = held @ onehot  # [d, k] blocks held per client
+    per_client = np.bincount(at, minlength=k).astype(np.float64)
+    running = np.repeat(per_client[None, :], d, axis=0)  # [d, k] (np.broadcast_to costs ~20 us a call)
+    if sparse is not None:
+        values = np.zeros((d, k, 4))  # ACTIVITY_COLUMNS: no prefill in a quiet stretch
+        values[:, :, 0], values[:, :, 1], values[:, :, 2] = blocks, running, running
+        sparse.activity_block(step, clients, values)
+        return None
+    return ClientRecord(client_blocks=blocks, client_running=running, client_output_tokens=running,
+                        client_prefill_tokens=np.zeros((d, nc)), client_counters=walked.counters,
+                        client_service=walked.service)  # each [d, clients]

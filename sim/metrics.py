@@ -225,6 +225,7 @@ def per_client(trace: Trace) -> list[dict[str, Any]]:
     lat = request_latencies(trace)
     served = served_mask(trace)
     ended = np.where(r["finish_step"] != NO_STEP, r["finish_step"], trace.num_steps - 1)  # (a run cut short)
+    service = trace.final_client_values("client_service").tolist()  # (the last step only: no whole column)
     rows = []
     for c, client_id in enumerate(trace.client_ids):
         mine = r["client"] == c
@@ -241,7 +242,7 @@ def per_client(trace: Trace) -> list[dict[str, Any]]:
             "output_tokens": tokens,
             "prompt_tokens_served": int(r["prompt_len"][mine & (r["first_scheduled_step"] != NO_STEP)].sum()),
             "throughput_tok_s": tokens / (span_ms / 1000.0) if span_ms > 0 else 0.0,
-            "weighted_service": float(trace.clients["client_service"][-1, c]) if trace.num_steps else 0.0,
+            "weighted_service": service[c],
             "mean_finish_ms": finish["mean"],
             "p99_finish_ms": finish["p99"],
             "mean_queue_ms": stats(lat["queue_ms"][ok])["mean"],

@@ -25,3 +25,26 @@ def constant(value: int, dtype=np.int64) -> np.ndarray:
 ZERO = constant(0)
 ONE = constant(1)
 ONE_I8 = constant(1, np.int8)
+
+
+def distinct(values: np.ndarray) -> np.ndarray:
+    """``np.unique(values)`` of a small array (a step's clients), without ``np.unique``'s fixed costs (a third)."""
+    s = np.sort(values)
+    if len(s) < 2:
+        return s
+    keep = np.empty(len(s), dtype=bool)
+    keep[0] = True
+    np.not_equal(s[1:], s[:-1], out=keep[1:])
+    return s[keep]
+
+
+def distinct_counts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(values, return_counts=True)`` of a small array, the same way."""
+    s = np.sort(values)
+    if not len(s):
+        return s, np.zeros(0, dtype=np.int64)
+    starts = np.empty(len(s), dtype=bool)
+    starts[0] = True
+    np.not_equal(s[1:], s[:-1], out=starts[1:])
+    first = np.flatnonzero(starts)
+    return s[first], np.diff(first, append=len(s))

@@ -179,9 +179,16 @@ class KeyedQueue(RequestQueue):
 
 
 class VTCQueue(RequestQueue):
-    """Per-client FIFO queues; the backlogged client with the lowest virtual counter goes next. The counters, their
-    charges and the lift rule are ``sim.vtc.VirtualCounters``'s: this queue says when a client joins (the lift's
-    moment) and who left last."""
+    """Per-client FIFO queues; the backlogged client with the lowest virtual counter goes next (its head row breaks
+    a tie). The counters, their charges and the lift rule are ``sim.vtc.VirtualCounters``'s: this queue says when a
+    client joins (the lift's moment) and who left last.
+
+    Only backlogged clients have a queue here, and a heap finds the lowest: a run of thousands of clients (a file
+    run by the CLI) must not look at each of them for every pick. The heap is lazy. Each backlogged client has one
+    live entry (counter, head row, sequence number, client): its key when the entry was pushed. Counters only grow,
+    so a live entry is never above its client's key; a client's key can drop only when its head changes, and then a
+    new live entry replaces the old one. So the first live entry on top that still holds its client's key is the
+    lowest key of all: ``_next_client`` drops the dead entries above it and pushes anew the keys that grew."""
 
     def __init__(self, table: RequestTable, vtc: VirtualCounters):
         super().__init__()
@@ -189,33 +196,57 @@ class VTCQueue(RequestQueue):
         self._first_scheduled_step = table.first_scheduled_step  # [rows], shared with the request table
         self._vtc = vtc
         self._counters = vtc.counters  # [num_clients] float64, updated in place by its owner
-        self._queues: list[deque[int]] = [deque() for _ in range(len(vtc.counters))]
+        self._queues: dict[int, deque[int]] = {}  # client -> its waiting rows, oldest first; never empty
+        self._heap: list[tuple[float, int, int, int]] = []  # (counter, head row, sequence, client); see above
+        self._live: dict[int, int] = {}  # backlogged client -> the sequence number of its live entry
+        self._seq = 0
         self._size = 0
         self._last_left: int | None = None  # the client whose last waiting request left the queue most recently
 
     def __len__(self) -> int:
         return self._size
 
+    def _push(self, c: int, q: deque[int]) -> None:
+        """Client ``c``'s head changed (its queue ``q``): its key now is its live entry."""
+        self._seq += 1
+        self._live[c] = self._seq
+        heapq.heappush(self._heap, (self._counters.item(c), q[0], self._seq, c))
+
     def add(self, row: int) -> None:
         c = self._client.item(row)
-        if not self._queues[c]:  # the client joins the queue: VTC lifts its counter (LCF does not)
-            self._vtc.lift(c, [o for o, q in enumerate(self._queues) if q], self._last_left)
-        self._queues[c].append(row)
+        q = self._queues.get(c)
+        if q is None:  # the client joins the queue: VTC lifts its counter (LCF does not)
+            lowest = [self._next_client()] if self._queues else []  # (the lowest counter of the others waiting)
+            self._vtc.lift(c, lowest, self._last_left)
+            q = self._queues[c] = deque([row])
+            self._push(c, q)
+        else:
+            q.append(row)
         self._size += 1
 
     def prepend(self, row: int) -> None:
         # NOTE: a preempted request rejoins its client's queue without a lift: the client was not idle.
-        self._queues[self._client.item(row)].appendleft(row)
+        c = self._client.item(row)
+        q = self._queues.get(c)
+        if q is None:
+            q = self._queues[c] = deque()
+        q.appendleft(row)
+        self._push(c, q)
         self._size += 1
 
     def _next_client(self) -> int:
-        best, best_key = -1, None
-        for c, q in enumerate(self._queues):
-            if q:
-                key = (self._counters[c], q[0])
-                if best_key is None or key < best_key:
-                    best, best_key = c, key
-        return best
+        heap, live, counters = self._heap, self._live, self._counters
+        while True:
+            counter, head, seq, c = heap[0]
+            if live.get(c) != seq:  # the client left, or its head changed since: a dead entry
+                heapq.heappop(heap)
+                continue
+            now = counters.item(c)
+            if now == counter:
+                return c
+            self._seq += 1  # its counter grew since: its key now, further down
+            live[c] = self._seq
+            heapq.heapreplace(heap, (now, head, self._seq, c))
 
     def peek(self) -> int:
         return self._queues[self._next_client()][0]
@@ -223,28 +254,43 @@ class VTCQueue(RequestQueue):
     def pop(self) -> int:
         self._size -= 1
         c = self._next_client()
-        row = self._queues[c].popleft()
-        if not self._queues[c]:
-            self._last_left = c
+        q = self._queues[c]
+        row = q.popleft()
+        if q:
+            self._push(c, q)
+        else:
+            self._left(c)
         return row
 
     def remove(self, row: int) -> None:
         c = self._client.item(row)
-        self._queues[c].remove(row)
+        q = self._queues[c]
+        was_head = q[0] == row
+        q.remove(row)
         self._size -= 1
-        if not self._queues[c]:
-            self._last_left = c
+        if not q:
+            self._left(c)
+        elif was_head:
+            self._push(c, q)
+
+    def _left(self, c: int) -> None:
+        """Client ``c``'s last waiting request left the queue."""
+        del self._queues[c], self._live[c]
+        self._last_left = c
 
     def order(self, limit: int | None = None) -> list[int]:
         """Rows in the order they would be admitted if nothing else changed: each admission charges its prompt
         to its client's counter, so the next pick may be another client's (counters also move as tokens flow).
         ``limit``: only the first that many."""
         counters = self._counters.copy()
-        queues = [deque(q) for q in self._queues]
+        queues = {c: deque(q) for c, q in self._queues.items()}
         rows: list[int] = []
         for _ in range(self._size if limit is None else min(self._size, limit)):
-            c = min((c for c, q in enumerate(queues) if q), key=lambda c: (counters[c], queues[c][0]))
-            row = queues[c].popleft()
+            c = min(queues, key=lambda c: (counters[c], queues[c][0]))
+            q = queues[c]
+            row = q.popleft()
+            if not q:
+                del queues[c]
             if self._first_scheduled_step.item(row) == NO_STEP:  # a resumed request was charged the first time
                 counters[c] += self._vtc.prompt_charge[row]
             rows.append(row)

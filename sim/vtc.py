@@ -26,6 +26,7 @@ import numpy as np
 
 from .config import EngineConfig, Policy
 from .npfast import add_accumulate as _cumsum
+from .npfast import distinct_counts
 from .request import RequestTable
 
 
@@ -44,6 +45,10 @@ class VirtualCounters:
         self._output_charge_per_token = config.output_weight / self.client_weight  # [clients]
         # [rows] what a request's first admission adds to its client's counter: its prompt, weighted
         self.prompt_charge = config.input_weight * table.prompt_len / self.client_weight[table.client]
+        # The clients lifted since the engine last asked (``take_lifted``): kept only for an engine that records
+        # per-client values sparsely (None: nobody asks). Every other change of a counter is a charge to a client
+        # with a request scheduled in that step.
+        self.lifted: list[int] | None = None
 
     # ---- charges --------------------------------------------------------------------------------------------
     def charge_prompt(self, row: int) -> None:
@@ -68,22 +73,47 @@ class VirtualCounters:
             self.service += charge
         return per_client
 
+    def charge_output_by_client(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``charge_output`` touching only the clients of ``rows`` (an engine with thousands of clients): returns
+        those clients (ascending) and their token counts. The same additions, so the same floats."""
+        if self._only_weight is not None:
+            self.charge_output(rows)
+            return np.zeros(min(len(rows), 1), dtype=np.int32), np.full(min(len(rows), 1), len(rows), dtype=np.int64)
+        clients, counts = distinct_counts(self._client[rows])
+        if len(rows):
+            charge = counts * self._output_charge_per_token[clients]
+            self.counters[clients] += charge
+            self.service[clients] += charge
+        return clients, counts
+
     def output_charge(self, rows: np.ndarray) -> np.ndarray:
         """[clients] what one token for each of ``rows`` would add to the counters (``charge_steps`` adds it)."""
         if self._only_weight is not None:
             return np.array([len(rows) * self._output_weight / self._only_weight])
         return np.bincount(self._client[rows], minlength=len(self.counters)) * self._output_charge_per_token
 
-    def charge_steps(self, charge: np.ndarray, num_steps: int) -> tuple[np.ndarray, np.ndarray]:
+    def output_charge_by_client(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``output_charge`` of only the clients of ``rows``: (those clients ascending, [k] their charges)."""
+        if self._only_weight is not None:
+            return np.zeros(1, dtype=np.int32), self.output_charge(rows)
+        clients, counts = distinct_counts(self._client[rows])
+        return clients, counts * self._output_charge_per_token[clients]
+
+    def charge_steps(self, charge: np.ndarray, num_steps: int,
+                     clients: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Add ``charge`` ([clients], from ``output_charge``) once a step for ``num_steps`` steps, one addition a step
         in order (a running sum: the step loop's floats exactly). Returns the counters and the service after each
-        step, [num_steps, clients] float64 each."""
+        step, [num_steps, clients] float64 each. With ``clients`` (from ``output_charge_by_client``), ``charge`` is
+        theirs and only their columns are charged and returned: [num_steps, len(clients)]."""
         after = []
         for total in (self.counters, self.service):
-            steps = np.empty((num_steps + 1, len(total)))
-            steps[0], steps[1:] = total, charge
+            steps = np.empty((num_steps + 1, len(total) if clients is None else len(clients)))
+            steps[0], steps[1:] = total if clients is None else total[clients], charge
             _cumsum(steps, axis=0, out=steps)
-            total[:] = steps[-1]
+            if clients is None:
+                total[:] = steps[-1]
+            else:
+                total[clients] = steps[-1]
             after.append(steps[1:])
         return after[0], after[1]
 
@@ -100,3 +130,14 @@ class VirtualCounters:
             counters[client] = max(counters[client], min(others))
         elif last_left is not None:
             counters[client] = max(counters[client], counters[last_left])
+        if self.lifted is not None:
+            self.lifted.append(client)
+
+    def take_lifted(self) -> list[int]:
+        """The clients lifted since the last call (possibly to the value they had; kept only when ``lifted`` is a
+        list)."""
+        lifted = self.lifted
+        if not lifted:
+            return []
+        self.lifted = []
+        return lifted

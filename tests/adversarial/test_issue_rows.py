@@ -44,20 +44,44 @@ def no_generation(monkeypatch):
     monkeypatch.setattr(scenario, "generate", refuse)
 
 
+def test_one_client_per_request_runs_on_the_cli(tmp_path):
+    # the 2,000 clients, 2,000 requests (4.8 GB then, a MemoryError; refused at 1,000 clients since): each
+    # client costs what it does, not a column of every step (sparse per-client values past DENSE_CLIENTS_MAX)
+    path, out = tmp_path / "clients.json", tmp_path / "result.json"
+    path.write_text(_text({}, _requests(2_000, clients=True)))
+    assert cli(["run", str(path), "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert len(result["requests"]) == 2_000 and result["summary"]["num_finished"] == 2_000
+    # the 20,000 (benchmarks/adversarial.py runs it: ~1.3 s, ~155 MB peak RSS) is within every limit
+    many = scenario.loads(_text({}, _requests(20_000, clients=True)), CLI_LIMITS)
+    estimate = cost_estimate.of_requests(many.config, many.requests)
+    assert estimate.num_clients == 20_000 and estimate.peak_bytes < CLI_LIMITS.max_bytes / 2
+
+
 def test_one_client_per_request_past_the_clients_limit_is_refused():
-    # the 2,000 and 20,000 clients (4.8 GB, a MemoryError): the CLI runs at most 1,000, a page 100
-    assert _refusal(_text({}, _requests(1_001, clients=True))) == (
-        "clients: it has 1,001 distinct client ids, and the CLI runs at most 1,000; shorten the workload or split "
-        "it into several files")
+    # past the CLI's 100,000 clients (a page's 100)
+    assert _refusal(_text({}, _requests(100_001, clients=True))) == (
+        "clients: it has 100,001 distinct client ids, and the CLI runs at most 100,000; shorten the workload or "
+        "split it into several files")
     assert _refusal(_text({}, _requests(101, clients=True)), PAGE_LIMITS).startswith(
         "clients: it has 101 distinct client ids, and this app runs at most 100; run it with `python -m sim run")
-    scenario.loads(_text({}, _requests(1_000, clients=True)), CLI_LIMITS)  # at the limit: loads
 
 
-def test_a_workload_of_thousands_of_clients_is_refused_before_it_is_drawn(no_generation):
-    clients = [{"client_id": f"c{i}"} for i in range(5_000)]  # the 119 KB file: 12.8 GB and 72 s
+def test_a_workload_of_thousands_of_clients_runs():
+    # the 119 KB file of 5,000 clients (12.8 GB and 72 s then): drawn and within the CLI's limits; its run
+    # (benchmarks/adversarial.py: ~1.7 s, ~250 MB peak RSS) is pinned here by a tenth of it
+    clients = [{"client_id": f"c{i}", "share": 1.0} for i in range(5_000)]
+    sc = scenario.loads(_text({}, workload={"num_requests": 5_000, "clients": clients}), CLI_LIMITS)
+    assert len({r.client_id for r in sc.requests}) > 3_000
+    small = scenario.loads(_text({}, workload={"num_requests": 500, "clients": clients[:500]}), CLI_LIMITS)
+    trace = simulate(small.config, small.requests)
+    assert trace.is_sparse and (trace.requests["finish_step"] >= 0).all()
+
+
+def test_a_workload_of_clients_past_the_limit_is_refused_before_it_is_drawn(no_generation):
+    clients = [{"client_id": f"c{i}"} for i in range(100_001)]
     message = _refusal(_text({}, workload={"num_requests": 5_000, "clients": clients}))
-    assert message.startswith("clients: it has 5,000 distinct client ids, and the CLI runs at most 1,000")
+    assert message.startswith("clients: it has 100,001 distinct client ids, and the CLI runs at most 100,000")
 
 
 def test_max_num_seqs_times_a_very_long_request_is_refused_with_the_block_table_figure():
@@ -124,6 +148,24 @@ def test_the_step_guard_stops_where_the_trace_would_pass_the_memory_budget():
     assert cost_estimate.max_recorded_steps(11, limits) == 7
 
 
+def test_a_sparse_runs_step_guard_counts_what_it_has_recorded():
+    # 200 clients (sparse) that each send one request in turn: one entry pair a busy step, none an idle one. At the
+    # most a step could cost (200 active clients: 1,300 + 200 x 100 bytes) 100,000 bytes would stop it after 4
+    # steps; what it records lets it go on until the budget is spent.
+    limits = dataclasses.replace(CLI_LIMITS, max_bytes=100_000)
+    specs = [RequestSpec(f"r{i}", 30 * i, 4, 20, client_id=f"c{i}") for i in range(200)]
+    config = EngineConfig(max_num_seqs=256)
+    engine = Engine(config, specs, limits=limits)
+    assert engine.max_steps == 100_000 // (1_300 + 2 * 50 * 200) == 4
+    with pytest.raises(StepLimitError) as e:
+        engine.run()
+    steps, entries = engine.recorder.num_steps, engine.recorder.sparse.num_entries
+    assert steps == e.value.max_steps > 50
+    assert cost_estimate.BYTES_PER_STEP * steps + cost_estimate.BYTES_PER_CLIENT_ENTRY * entries <= 100_000
+    assert cost_estimate.max_recorded_steps(200, limits, 200, steps, entries) == steps  # (no room for another)
+    assert str(e.value).startswith(f"stopped after {steps} steps with ")
+
+
 def test_longer_answers_past_the_apps_tokens_are_refused():
     # the 20,000-request upload and the answer-length slider (22 M tokens): the runner checks every run
     small = scenario.loads(_text({}, _requests(2_000, prompt=200, output=50)), PAGE_LIMITS)
@@ -135,10 +177,10 @@ def test_longer_answers_past_the_apps_tokens_are_refused():
 
 def test_the_cli_refuses_with_exit_code_2_and_one_line(tmp_path, capsys):
     path = tmp_path / "many.json"
-    path.write_text(_text({}, _requests(1_001, clients=True)))
+    path.write_text(_text({}, _requests(100_001, clients=True)))
     assert cli(["run", str(path)]) == 2
     err = capsys.readouterr().err
-    assert err == (f"error: {path}: clients: it has 1,001 distinct client ids, and the CLI runs at most 1,000; "
+    assert err == (f"error: {path}: clients: it has 100,001 distinct client ids, and the CLI runs at most 100,000; "
                    f"shorten the workload or split it into several files\n")
 
 

@@ -46,6 +46,16 @@ def _the_estimate_bounds_the_peak_memory_of_a_run(config, specs):
     assert peak <= estimate.peak_bytes, (peak, estimate)
 
 
+@st.composite
+def _many_clients(draw) -> list[RequestSpec]:
+    """Past DENSE_CLIENTS_MAX clients (a sparse record), one request each and a few more."""
+    n = draw(st.integers(cost_estimate.DENSE_CLIENTS_MAX + 1, cost_estimate.DENSE_CLIENTS_MAX + 30))
+    extra = draw(st.lists(st.integers(0, n - 1), max_size=20))
+    return [RequestSpec(f"r{i}", draw(st.integers(0, 60)), draw(st.integers(1, 24)), draw(st.integers(1, 24)),
+                        client_id=f"c{c}", abort_step=draw(st.sampled_from([None, None, None, 70])))
+            for i, c in enumerate([*range(n), *extra])]
+
+
 def _lookup_block_by_block(kv: KVCacheManager, row: int, num_tokens: int) -> list[int]:
     """The lookup as it was: one hash and one dict look-up per block."""
     hits = []
@@ -137,6 +147,8 @@ _RAW_URL_VALUES = (st.text(max_size=30) | st.lists(st.text(max_size=12), max_siz
 test_estimate_bounds_peak_memory, test_estimate_bounds_peak_memory_long = _twins(
     _the_estimate_bounds_the_peak_memory_of_a_run, 15,
     config=configs(), specs=requests(max_requests=12, max_arrival=20))
+test_estimate_bounds_peak_memory_sparse, test_estimate_bounds_peak_memory_sparse_long = _twins(
+    _the_estimate_bounds_the_peak_memory_of_a_run, 3, config=configs(), specs=_many_clients())
 test_prefix_lookup_as_block_by_block, test_prefix_lookup_as_block_by_block_long = _twins(
     _the_shared_prefix_lookup_finds_what_a_block_by_block_lookup_finds, 20,
     config=configs(), specs=requests(max_requests=10, max_arrival=6, clients="ab"))
@@ -156,6 +168,16 @@ _SHAPES = {  # (config, requests) where one term of the estimate dominates
                    [RequestSpec(f"r{i}", 0, 20, 1_000) for i in range(20)]),
     "many clients": (EngineConfig(num_blocks=2_000, max_num_seqs=8),
                      [RequestSpec(f"r{i}", i, 20, 40, client_id=f"c{i % 100}") for i in range(600)]),
+    # past DENSE_CLIENTS_MAX clients, recorded sparsely: bounded by the active clients a step, by the steps the
+    # requests run, or by the clients themselves
+    "many clients, sparse, long answers": (EngineConfig(num_blocks=20_000, max_num_seqs=64),
+                                           [RequestSpec(f"r{i}", i // 10, 20, 400, client_id=f"c{i % 1000}")
+                                            for i in range(3_000)]),
+    "many clients, sparse, short answers": (EngineConfig(num_blocks=20_000, max_num_seqs=256),
+                                            [RequestSpec(f"r{i}", i, 20, 40, client_id=f"c{i % 500}")
+                                             for i in range(3_000)]),
+    "a client a request": (EngineConfig(num_blocks=20_000),
+                           [RequestSpec(f"r{i}", i // 10, 20, 20, client_id=f"c{i}") for i in range(5_000)]),
 }
 
 

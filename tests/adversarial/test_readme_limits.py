@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from sim import scenario
-from sim.cost_estimate import CLI_LIMITS, PAGE_LIMITS, max_recorded_steps
+from sim.cost_estimate import CLI_LIMITS, DENSE_CLIENTS_MAX, PAGE_LIMITS, max_recorded_steps
 from tests.conftest import REPO_ROOT
 from ui import runner
 
@@ -43,4 +43,5 @@ def test_the_readmes_other_figures_are_the_codes():
     steps = max_recorded_steps(1, CLI_LIMITS)  # 2**30 // 1,300 bytes a step
     assert f"~{round(steps, -3):,} steps with one client in the CLI" in section
     assert f"dropped oldest first past {_size(runner.CACHE_MAX_BYTES)}" in section
+    assert f"A run of up to {DENSE_CLIENTS_MAX} clients records every client's values every step" in section
     assert re.search(rf"a\s+file\s+over\s+{scenario.MAX_FILE_BYTES // 2**20} MB", (REPO_ROOT / "README.md").read_text())

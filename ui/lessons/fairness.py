@@ -386,7 +386,7 @@ def fairness_stats(trace: Trace) -> dict[str, Any]:
         "longest_starvation_steps": fairness_metrics.longest_starvation_steps(trace, waiting),
         "mean_batch": metrics.mean_num_running(trace),
         "idle_slot_share": metrics.idle_slot_share(trace),
-        "max_counter": float(trace.clients["client_counters"][-1].max()) if n else 0.0,
+        "max_counter": float(trace.final_client_values("client_counters").max()) if n else 0.0,
         "lifts": fairness_metrics.lifts(trace, waiting),
     }
 
