@@ -16,6 +16,7 @@ not to predict its size to the byte.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -53,7 +54,7 @@ class Limits:
     max_requests: int
     max_clients: int
     max_tokens: int  # prompt tokens + tokens to generate, over all requests
-    max_block_table_cells: int  # batch slots x blocks of the longest request
+    max_block_table_cells: int  # block tables: the blocks of the min(max_num_seqs, requests) longest requests
     max_steps: int  # estimated engine steps
     max_bytes: int  # estimated peak memory of one run
     advice: str = ""  # what to do instead, appended to a refusal
@@ -75,9 +76,9 @@ class CostEstimate:
     num_requests: int
     num_clients: int
     num_tokens: int  # prompt tokens + tokens to generate, over all requests
-    num_slots: int  # batch slots the block table has: min(max_num_seqs, requests)
+    num_slots: int  # batch slots with a block table: min(max_num_seqs, requests)
     longest_blocks: int  # KV blocks of the longest request that fits the pool
-    block_table_cells: int  # num_slots x longest_blocks
+    block_table_cells: int  # the blocks of the num_slots longest requests that fit the pool (a table a slot)
     last_arrival_step: int
     num_steps: int  # estimated engine steps (arrivals, then the work at the batch's and the pool's pace)
     num_client_entries: int  # per-client entries at most, when recorded sparsely (0: dense, steps x clients)
@@ -121,9 +122,10 @@ def client_entries(config: EngineConfig, num_clients: int, num_requests: int, nu
 
 
 def _estimate(config: EngineConfig, num_requests: int, num_clients: int, prompt: np.ndarray, answer: np.ndarray,
-              last_arrival: int) -> CostEstimate:
+              last_arrival: int, cells: int | None = None) -> CostEstimate:
     """The estimate from per-request token counts (``prompt`` and ``answer`` lengths, int64 arrays, or
-    representative ones for a workload whose requests are not drawn yet: scaled to ``num_requests``)."""
+    representative ones for a workload whose requests are not drawn yet: scaled to ``num_requests``). ``cells``:
+    the block tables' cells when the caller knows better than these arrays (a workload's long tail)."""
     scale = num_requests / max(len(prompt), 1)
     num_prompt = int(prompt.sum() * scale)
     num_answer = int(answer.sum() * scale)
@@ -131,7 +133,10 @@ def _estimate(config: EngineConfig, num_requests: int, num_clients: int, prompt:
     fits = blocks <= config.num_blocks
     longest = int(blocks[fits].max()) if fits.any() else 1
     slots = min(config.max_num_seqs, num_requests)
-    cells = slots * longest
+    if cells is None:  # each slot's table is as long as the longest request it holds: the `slots` longest
+        fitting = blocks[fits]
+        k = min(slots, len(fitting))
+        cells = int(np.partition(fitting, len(fitting) - k)[len(fitting) - k:].sum()) if k else longest
     # Steps: arrivals, then every prompt at one step's token budget and every answer token at the pace of the
     # requests that can run at once (batch slots, or the pool shared by requests of the mean size), plus the
     # longest answer (it cannot go faster than a token a step). An over-estimate when arrivals overlap the work.
@@ -192,11 +197,32 @@ def of_workload(config: EngineConfig, workload: WorkloadSpec) -> CostEstimate:
     prompt += workload.prefix_len
     # (two representative requests: the mean one, counted num_requests - 1 times, and the longest)
     n = workload.num_requests
+    # The block tables: a slot each for the longest and the next min(max_num_seqs, n) - 1 (their mean: the top
+    # fraction of each lognormal, at the largest median: a bound)
+    slots = min(config.max_num_seqs, n)
+    fraction = (slots - 1) / (n - 1) if n > 1 else 1.0
+    top = (_top_mean_len(prompt_medians, workload.prompt_sigma, workload.prompt_max, fraction)
+           + _top_mean_len(output_medians, workload.output_sigma, workload.output_max, fraction) + workload.prefix_len)
+    longest_blocks = cdiv(int(prompt[1] + answer[1]), config.block_size)
+    fits_blocks = longest_blocks if longest_blocks <= config.num_blocks else config.num_blocks
+    cells = fits_blocks + (slots - 1) * min(fits_blocks, cdiv(math.ceil(top), config.block_size))
     weights = np.array([n - 1, 1]) if n > 1 else np.array([0, 1])
     start = min(c.start_step for c in workload.clients)
     last = start + math.ceil(n / rates.sum())
-    est = _estimate(config, n, len(workload.clients), np.repeat(prompt, weights), np.repeat(answer, weights), last)
-    return est
+    return _estimate(config, n, len(workload.clients), np.repeat(prompt, weights), np.repeat(answer, weights), last,
+                     cells)
+
+
+def _top_mean_len(medians: np.ndarray, sigma: float, cap: int, fraction: float) -> float:
+    """The mean of the longest ``fraction`` (0 to 1) of lognormal lengths of the largest of ``medians`` and spread
+    ``sigma``, clipped at ``cap``: m e^(s^2/2) Phi(s - z) / p, z the standard normal's (1 - p) quantile (a bound
+    for several clients' mixture, each with its own median)."""
+    m = float(medians.max())
+    if fraction <= 0 or sigma == 0:
+        return float(min(m, cap))
+    z = statistics.NormalDist().inv_cdf(1 - fraction) if fraction < 1 else -math.inf
+    tail = statistics.NormalDist().cdf(sigma - z) if fraction < 1 else 1.0
+    return float(min(cap, m * math.exp(sigma * sigma / 2) * tail / min(fraction, 1.0)))
 
 
 def check(estimate: CostEstimate, limits: Limits, advice: str | None = None) -> None:
@@ -217,8 +243,9 @@ def check(estimate: CostEstimate, limits: Limits, advice: str | None = None) -> 
          f"its requests arrive until step {e.last_arrival_step:,}, and {who} simulates at most "
          f"{limits.max_steps:,} steps a run"),
         ("block table", e.block_table_cells, limits.max_block_table_cells,
-         f"its block table needs {e.block_table_cells:,} cells ({e.num_slots:,} batch slots x {e.longest_blocks:,} "
-         f"blocks of its longest request), and {who} allows at most {limits.max_block_table_cells:,}"),
+         f"its block tables need {e.block_table_cells:,} cells (a cell a block of its {e.num_slots:,} longest "
+         f"requests, one a batch slot; the longest {e.longest_blocks:,} blocks), and {who} allows at most "
+         f"{limits.max_block_table_cells:,}"),
         ("steps", e.num_steps, limits.max_steps,
          f"it needs about {e.num_steps:,} engine steps (estimated), and {who} simulates at most "
          f"{limits.max_steps:,}"),

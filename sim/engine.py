@@ -98,12 +98,9 @@ class Engine:
         groups = {g: i for i, g in enumerate(dict.fromkeys(r.prefix_group for r in requests if r.prefix_group))}
         prefix_group = np.array([groups.get(r.prefix_group, -1) for r in requests], dtype=np.int64)
         self.rejection = rejection_reasons(t, config)  # [rows] RejectReason, None for a request that can run
-        fits = t.max_blocks <= config.num_blocks
-        max_blocks = int(t.max_blocks[fits].max()) if fits.any() else 1
         # (no more batch slots than requests: a slot is taken lowest first, so the slots used are the same)
-        self.kv = KVCacheManager(config.num_blocks, config.block_size, min(config.max_num_seqs, len(t)), max_blocks,
-                                 len(t),
-                                 prefix_group, t.prefix_len, config.enable_prefix_caching)
+        self.kv = KVCacheManager(config.num_blocks, config.block_size, min(config.max_num_seqs, len(t)), t.max_blocks,
+                                 len(t), prefix_group, t.prefix_len, config.enable_prefix_caching)
         self.scheduler = Scheduler(config, t, self.kv)
         # Per-client values every step for every client (what the pages' charts read), or past
         # DENSE_CLIENTS_MAX clients only for those that did something (the same trace; tests force both ways)

@@ -200,7 +200,7 @@ def _allocate(engine: Engine, run: np.ndarray, j_of: np.ndarray, pos_of: np.ndar
         return
     blocks = kv.pool.allocate(len(j_of))
     rows = run[pos_of]
-    kv.block_table[kv.slot_of_row[rows], kv.num_blocks_held[rows] + k_of] = blocks
+    kv.place(rows, kv.num_blocks_held[rows] + k_of, blocks)
     kv.num_blocks_held[run] += np.bincount(pos_of, minlength=len(run))
 
 

@@ -1,7 +1,11 @@
 """Block tables: which pool blocks hold each running request's KV, and prefix-cache lookups.
 
 A request holds blocks only while it is running. It then owns a batch slot; its blocks are
-``block_table[slot, :num_blocks_held[row]]`` in token order. Invariant after every step: a running request holds
+``slot_tables[slot][:num_blocks_held[row]]`` in token order (``blocks_of(row)``). Each slot's table is an int32
+array as long as the longest request it has held (``max_blocks_of_row``), made when a request longer than that
+arrives in it: the tables together hold at most the block counts of the ``num_slots`` longest requests, where
+one [slots, longest] table would reserve room for the longest request in every slot (vLLM's GPU-side block
+table is that rectangle; its scheduler keeps a list per request). Invariant after every step: a running request holds
 ``ceil(num_computed_tokens / block_size)`` blocks, and a block's ``ref_cnt`` equals the number of block-table
 entries naming it (several only when prefix caching shares it).
 
@@ -23,6 +27,7 @@ from .config import cdiv
 from .npfast import ONE, ZERO, constant
 
 _J_BITS = 31  # block index bits in a hash key
+_NO_TABLE = np.zeros(0, dtype=np.int32)  # a slot no request has used yet (never written: any request is longer)
 _first = itemgetter(0)
 
 
@@ -40,7 +45,7 @@ class KVCacheManager:
         num_blocks: int,
         block_size: int,
         num_slots: int,
-        max_blocks_per_req: int,
+        max_blocks_of_row: np.ndarray,
         num_rows: int,
         prefix_group: np.ndarray,
         prefix_len: np.ndarray,
@@ -53,7 +58,9 @@ class KVCacheManager:
         self._shift = constant(block_size.bit_length() - 1)
         self.pool = BlockPool(num_blocks, enable_caching)
         self.enable_caching = enable_caching
-        self.block_table = np.full((num_slots, max_blocks_per_req), -1, dtype=np.int32)  # [slots, max_blocks] -1
+        # [slots] int32 arrays, -1 past the held blocks; each as long as the longest request its slot has held
+        self.slot_tables: list[np.ndarray] = [_NO_TABLE] * num_slots
+        self._max_blocks_of_row = max_blocks_of_row  # [rows] blocks each request holds at its longest
         self.slot_of_row = np.full(num_rows, -1, dtype=np.int32)  # [rows] int32, -1 = holds no slot
         self.row_of_slot = np.full(num_slots, -1, dtype=np.int32)  # [slots] int32, -1 = empty slot
         self.num_blocks_held = np.zeros(num_rows, dtype=np.int64)  # [rows] int64
@@ -65,6 +72,22 @@ class KVCacheManager:
         # is _group_hits_version (find_cached_blocks)
         self._group_hits: dict[tuple[int, int], np.ndarray] = {}
         self._group_hits_version = -1
+
+    def blocks_of(self, row: int) -> np.ndarray:
+        """The blocks running request ``row`` holds, in token order (a view: copy it to keep it)."""
+        return self.slot_tables[self.slot_of_row.item(row)][: self.num_blocks_held.item(row)]
+
+    @property
+    def num_table_cells(self) -> int:
+        """Cells the slots' tables hold now (what ``cost_estimate`` bounds as the block table's cells)."""
+        return sum(len(table) for table in self.slot_tables)
+
+    def place(self, rows: np.ndarray, cols: np.ndarray, blocks: np.ndarray) -> None:
+        """Write block ``blocks[i]`` at position ``cols[i]`` of running request ``rows[i]``'s table (positions
+        within the request's longest: its table has room)."""
+        tables = self.slot_tables
+        for slot, col, block in zip(self.slot_of_row[rows].tolist(), cols.tolist(), blocks.tolist(), strict=True):
+            tables[slot][col] = block
 
     def blocks_for(self, num_tokens: np.ndarray) -> np.ndarray:
         """ceil(num_tokens / block_size), elementwise (a shift when block_size is a power of two)."""
@@ -131,7 +154,7 @@ class KVCacheManager:
         start, end = self.num_hashed_blocks.item(row), num_tokens_known // self.block_size
         if end <= start:
             return
-        table = self.block_table[self.slot_of_row[row]]
+        table = self.slot_tables[self.slot_of_row.item(row)]
         self.pool.cache_blocks(table[start:end], self.block_hashes(row, start, end))
         self.num_hashed_blocks[row] = end
 
@@ -141,10 +164,13 @@ class KVCacheManager:
         slot = self._free_slots.pop()
         self.slot_of_row[row] = slot
         self.row_of_slot[slot] = row
+        longest = self._max_blocks_of_row.item(row)
+        if len(self.slot_tables[slot]) < longest:  # (a freed table is all -1 again: reused as it is)
+            self.slot_tables[slot] = np.full(longest, -1, dtype=np.int32)
         k = len(cached_blocks)
         if k:
             self.pool.touch(cached_blocks)
-            self.block_table[slot, :k] = cached_blocks
+            self.slot_tables[slot][:k] = cached_blocks
         self.num_blocks_held[row] = k
         self.num_hashed_blocks[row] = k
         self._grow_from(row, slot, k, num_tokens_after, num_tokens_known)
@@ -158,7 +184,7 @@ class KVCacheManager:
         """``grow`` for a request in batch slot ``slot`` that holds ``held`` blocks (callers know both)."""
         target = cdiv(num_tokens_after, self.block_size)
         if target > held:
-            self.block_table[slot, held:target] = self.pool.allocate(target - held)
+            self.slot_tables[slot][held:target] = self.pool.allocate(target - held)
             self.num_blocks_held[row] = target
         if self.enable_caching:
             self._hash_full_blocks(row, min(num_tokens_after, num_tokens_known))
@@ -173,7 +199,7 @@ class KVCacheManager:
         """One more block for each of ``rows``, whose ``num_computed`` tokens (> 0) fill the blocks they hold."""
         # They hold whole blocks: num_computed / block_size exactly (a shift when block_size is a power of two)
         held = num_computed >> self._shift if self._is_power_of_two else num_computed // self._size
-        self.block_table[self.slot_of_row[rows], held] = self.pool.allocate(len(rows))
+        self.place(rows, held, self.pool.allocate(len(rows)))
         self.num_blocks_held[rows] = held + ONE
 
     def grow_many(self, rows: np.ndarray, new_blocks: np.ndarray, held: np.ndarray, total: int,
@@ -186,14 +212,14 @@ class KVCacheManager:
             rows_g, held_g = rows[growing], held[growing]
             blocks = self.pool.allocate(total)
             if total == len(growing):  # one block each
-                self.block_table[self.slot_of_row[rows_g], held_g] = blocks
+                self.place(rows_g, held_g, blocks)
                 self.num_blocks_held[rows_g] = held_g + 1
             else:
                 new_g = new_blocks[growing]
-                owner_rows = np.repeat(rows_g, new_g)
-                starts = np.cumsum(new_g) - new_g
-                cols = np.repeat(held_g - starts, new_g) + np.arange(total)
-                self.block_table[self.slot_of_row[owner_rows], cols] = blocks
+                ends = np.cumsum(new_g)
+                for slot, h, n, end in zip(self.slot_of_row[rows_g].tolist(), held_g.tolist(), new_g.tolist(),
+                                           ends.tolist(), strict=True):
+                    self.slot_tables[slot][h:h + n] = blocks[end - n:end]
                 self.num_blocks_held[rows_g] = held_g + new_g
         if self.enable_caching and num_tokens_known is not None:
             full = num_tokens_known // self.block_size
@@ -206,7 +232,7 @@ class KVCacheManager:
         if slot < 0:
             return
         held = self.num_blocks_held.item(row)
-        table = self.block_table[slot]
+        table = self.slot_tables[slot]
         if held:
             self.pool.free(table[held - 1 :: -1])  # tail first; the pool copies the ids
         table[:held] = -1
@@ -220,12 +246,9 @@ class KVCacheManager:
     def owner_map(self) -> np.ndarray:
         """[num_blocks] int32: the row holding each block (the latest slot's if shared), -1 free."""
         owner = np.full(self.pool.num_blocks, -1, dtype=np.int32)
-        slots = np.flatnonzero(self.row_of_slot >= 0)
-        if len(slots):
-            rows = self.row_of_slot[slots]
-            cols = np.arange(self.block_table.shape[1])
-            mask = cols[None, :] < self.num_blocks_held[rows][:, None]
-            owner[self.block_table[slots][mask]] = np.broadcast_to(rows[:, None], mask.shape)[mask]
+        for slot in np.flatnonzero(self.row_of_slot >= 0).tolist():  # in slot order: a later slot's holder wins
+            row = self.row_of_slot.item(slot)
+            owner[self.slot_tables[slot][: self.num_blocks_held.item(row)]] = row
         return owner
 
     def check_integrity(self) -> None:
@@ -236,10 +259,13 @@ class KVCacheManager:
             raise AssertionError("slot_of_row and row_of_slot disagree")
         refs = np.zeros(self.pool.num_blocks, dtype=np.int64)
         for slot, row in zip(slots.tolist(), rows.tolist(), strict=True):
-            blocks = self.block_table[slot, : self.num_blocks_held[row]]
+            table = self.slot_tables[slot]
+            if len(table) < self._max_blocks_of_row[row]:
+                raise AssertionError(f"row {row}: its slot's table is shorter than the request at its longest")
+            blocks = table[: self.num_blocks_held[row]]
             if (blocks < 0).any() or len(np.unique(blocks)) != len(blocks):
                 raise AssertionError(f"row {row}: block table has holes or repeats: {blocks}")
-            if (self.block_table[slot, self.num_blocks_held[row] :] != -1).any():
+            if (table[self.num_blocks_held[row] :] != -1).any():
                 raise AssertionError(f"row {row}: entries past its held blocks")
             refs[blocks] += 1
         if not np.array_equal(refs, self.pool.ref_cnt):

@@ -84,34 +84,73 @@ def test_a_workload_of_clients_past_the_limit_is_refused_before_it_is_drawn(no_g
     assert message.startswith("clients: it has 100,001 distinct client ids, and the CLI runs at most 100,000")
 
 
-def test_max_num_seqs_times_a_very_long_request_is_refused_with_the_block_table_figure():
-    # 4,096 slots x 312,501 blocks of 16 tokens (a 5 M-token prompt): the old np.full of 9.5 GiB
+def test_max_num_seqs_times_a_very_long_request_runs_with_one_long_table(tmp_path):
+    # 4,096 slots and one 5 M-token prompt among 4,095 short requests: the old [4,096 x 312,501] table (np.full of
+    # 9.5 GiB), then a refusal of its 1,280,004,096 cells; now one slot's table is long, the others 3 blocks
     requests = [*_requests(4_095), {"id": "long", "arrival_step": 0, "prompt_len": 5_000_000, "output_len": 10}]
     config = {"num_blocks": 1_000_000, "max_num_seqs": 4096, "max_num_batched_tokens": 1_000_000,
               "model": LONG_MODEL}
+    text = _text(config, requests)
+    loaded = scenario.loads(text, CLI_LIMITS)
+    estimate = cost_estimate.of_requests(loaded.config, loaded.requests)
+    assert estimate.block_table_cells == 312_501 + 4_095 * 3  # cdiv(5,000,009, 16) + cdiv(20 + 19, 16) each
+    path = tmp_path / "long.json"
+    path.write_text(text)
+    assert cli(["run", str(path), "--out", str(tmp_path / "out.json")]) == 0
+    result = json.loads((tmp_path / "out.json").read_text())
+    assert {r["final_status"] for r in result["requests"]} == {"FINISHED_LENGTH_CAPPED"}
+
+
+def test_many_very_long_requests_are_refused_with_the_block_tables_figure():
+    # every slot's table long: 512 requests of 2 M tokens, each in a slot of its own
+    requests = [{"id": f"long{i}", "arrival_step": 0, "prompt_len": 2_000_000, "output_len": 10} for i in range(512)]
+    config = {"num_blocks": 1_000_000, "max_num_seqs": 512, "max_num_batched_tokens": 1_000_000,
+              "model": LONG_MODEL}
     assert _refusal(_text(config, requests)).startswith(
-        "block table: its block table needs 1,280,004,096 cells (4,096 batch slots x 312,501 blocks of its longest "
-        "request), and the CLI allows at most 64,000,000")
+        "block table: its block tables need 64,000,512 cells (a cell a block of its 512 longest requests, one a "
+        "batch slot; the longest 125,001 blocks), and the CLI allows at most 64,000,000")
 
 
-def test_the_block_table_has_no_more_slots_than_requests():
-    # one very long request with max_num_seqs 4,096: one slot of 312,501 blocks (1.2 MB), not 4,096 of them (5 GB)
+def test_a_slots_table_is_as_long_as_the_longest_request_it_has_held():
+    # one very long request with max_num_seqs 4,096: one slot's table of 312,501 blocks (1.2 MB), made when it is
+    # admitted, not 4,096 of them (5 GB) up front; short requests in other slots get short tables
     config = EngineConfig(num_blocks=400_000, max_num_seqs=4096, max_num_batched_tokens=1_000_000,
                           model=dataclasses.replace(EngineConfig().model, max_position_embeddings=10_000_000))
-    engine = Engine(config, [RequestSpec("long", 0, 5_000_000, 10)])
-    assert engine.kv.block_table.shape == (1, 312_501)  # cdiv(5,000,000 + 10 - 1, 16)
-    assert cost_estimate.of_requests(config, [RequestSpec("long", 0, 5_000_000, 10)]).block_table_cells == 312_501
+    specs = [RequestSpec("long", 0, 5_000_000, 10), *(RequestSpec(f"s{i}", 5, 20, 20) for i in range(50))]
+    engine = Engine(config, specs, check_invariants=True)
+    assert engine.kv.num_table_cells == 0
+    engine.advance(until_step=0)
+    assert engine.kv.num_table_cells == 312_501  # cdiv(5,000,000 + 10 - 1, 16)
+    engine.advance()
+    assert engine.kv.num_table_cells == 312_501 + 50 * 3  # the long one's slot and 50 more of 3 blocks
+    assert cost_estimate.of_requests(config, specs).block_table_cells == 312_501 + 50 * 3
 
 
 def test_long_tailed_generator_lengths_are_refused_before_they_are_drawn(no_generation):
-    # sigma 3: the longest of 20,000 prompts reaches the 9 M cap (the 1.25 M blocks x 4,096 slots, 17 GB)
+    # sigma 3: the longest of 20,000 prompts reaches the 9 M cap (the 1.25 M blocks x 4,096 slots, 17 GB).
+    # The block tables now hold the 4,096 longest requests (estimated 39 M cells; 28 M when drawn with seed 0):
+    # within the CLI's 64 M, but the run's steps are not
     config = {"num_blocks": 1_250_000, "max_num_seqs": 4096, "max_num_batched_tokens": 100_000, "model": LONG_MODEL}
     workload = {"num_requests": 20_000, "prompt_sigma": 3.0, "prompt_max": 9_000_000, "output_sigma": 3.0,
                 "output_max": 900_000, "rate_per_step": 5.0}
     message = _refusal(_text(config, workload=workload))
-    # 4,096 slots x cdiv(9,000,000 + 900,000, 16) = 618,750 blocks
-    assert message.startswith("block table: its block table needs 2,534,400,000 cells (4,096 batch slots x "
-                              "618,750 blocks of its longest request)")
+    assert message.startswith("memory: it needs about 1,978 MiB of memory (estimated: 20,000 requests, 1,341,902 "
+                              "steps x 1 client(s)), and the CLI allows at most 1,024 MiB")
+
+
+@pytest.mark.parametrize(("sigma", "max_num_seqs"), [(0.0, 64), (1.0, 256), (2.0, 512), (3.0, 1024)])
+def test_a_workloads_block_table_estimate_bounds_its_drawn_requests(sigma, max_num_seqs):
+    # before drawing, the top max_num_seqs of the lognormal lengths are estimated from the distribution: at least
+    # what the drawn requests need (and not the longest times max_num_seqs, which refused long tails outright)
+    config = scenario.config_from_dict({"num_blocks": 2_000_000, "max_num_seqs": max_num_seqs, "model": LONG_MODEL})
+    workload = scenario.workload_from_dict({"num_requests": 3_000, "prompt_median": 400, "prompt_sigma": sigma,
+                                            "prompt_max": 200_000, "output_median": 100, "output_sigma": sigma,
+                                            "output_max": 50_000, "seed": 7})
+    before = cost_estimate.of_workload(config, workload)
+    drawn = cost_estimate.of_requests(config, scenario.generate(workload))
+    assert drawn.block_table_cells <= before.block_table_cells <= before.num_slots * before.longest_blocks
+    if 0 < sigma < 3:  # (at sigma 3 a third of the requests reach the caps: most slots do hold long ones)
+        assert before.block_table_cells < before.num_slots * before.longest_blocks / 2  # (the long tail counted once)
 
 
 def test_fifty_thousand_client_weights_make_a_config():

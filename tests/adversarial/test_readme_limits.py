@@ -28,7 +28,8 @@ def test_the_readmes_table_is_the_limits_in_the_code():
         "distinct clients": (CLI_LIMITS.max_clients, PAGE_LIMITS.max_clients),
         "tokens (prompts plus answers)": (CLI_LIMITS.max_tokens, PAGE_LIMITS.max_tokens),
         "arrivals, and estimated engine steps": (CLI_LIMITS.max_steps, PAGE_LIMITS.max_steps),
-        "block-table cells (min(max_num_seqs, requests) x the longest request's blocks)":
+        "block-table cells (a table a batch slot, as long as its longest request: the blocks of the "
+        "min(max_num_seqs, requests) longest requests)":
             (CLI_LIMITS.max_block_table_cells, PAGE_LIMITS.max_block_table_cells),
     }
     for name, (cli, page) in expected.items():

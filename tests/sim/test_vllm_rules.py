@@ -20,8 +20,7 @@ def _blocks_at(cfg: EngineConfig, requests: list, step: int, request_id: str) ->
     """The block ids ``request_id`` holds after ``step``, in token order."""
     engine = Engine(cfg, requests, check_invariants=True)
     engine.advance(until_step=step)
-    kv, row = engine.kv, engine.table.ids.index(request_id)
-    return kv.block_table[kv.slot_of_row[row], : kv.num_blocks_held[row]].tolist()
+    return engine.kv.blocks_of(engine.table.ids.index(request_id)).tolist()
 
 
 # ---- rule 1: which freed block is handed out first --------------------------------------------------------------
