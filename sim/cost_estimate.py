@@ -122,10 +122,11 @@ def client_entries(config: EngineConfig, num_clients: int, num_requests: int, nu
 
 
 def _estimate(config: EngineConfig, num_requests: int, num_clients: int, prompt: np.ndarray, answer: np.ndarray,
-              last_arrival: int, cells: int | None = None) -> CostEstimate:
+              last_arrival: int, next_longest_blocks: int | None = None) -> CostEstimate:
     """The estimate from per-request token counts (``prompt`` and ``answer`` lengths, int64 arrays, or
-    representative ones for a workload whose requests are not drawn yet: scaled to ``num_requests``). ``cells``:
-    the block tables' cells when the caller knows better than these arrays (a workload's long tail)."""
+    representative ones for a workload whose requests are not drawn yet: scaled to ``num_requests``).
+    ``next_longest_blocks``: for a workload, the mean blocks of the requests after the longest that take the other
+    batch slots (its long tail, which the representative arrays do not show)."""
     scale = num_requests / max(len(prompt), 1)
     num_prompt = int(prompt.sum() * scale)
     num_answer = int(answer.sum() * scale)
@@ -133,7 +134,10 @@ def _estimate(config: EngineConfig, num_requests: int, num_clients: int, prompt:
     fits = blocks <= config.num_blocks
     longest = int(blocks[fits].max()) if fits.any() else 1
     slots = min(config.max_num_seqs, num_requests)
-    if cells is None:  # each slot's table is as long as the longest request it holds: the `slots` longest
+    # Each slot's table is as long as the longest request it has held: the `slots` longest that fit.
+    if next_longest_blocks is not None:
+        cells = longest + (slots - 1) * min(longest, next_longest_blocks)
+    else:
         fitting = blocks[fits]
         k = min(slots, len(fitting))
         cells = int(np.partition(fitting, len(fitting) - k)[len(fitting) - k:].sum()) if k else longest
@@ -199,18 +203,14 @@ def of_workload(config: EngineConfig, workload: WorkloadSpec) -> CostEstimate:
     n = workload.num_requests
     # The block tables: a slot each for the longest and the next min(max_num_seqs, n) - 1 (their mean: the top
     # fraction of each lognormal, at the largest median: a bound)
-    slots = min(config.max_num_seqs, n)
-    fraction = (slots - 1) / (n - 1) if n > 1 else 1.0
+    fraction = (min(config.max_num_seqs, n) - 1) / (n - 1) if n > 1 else 1.0
     top = (_top_mean_len(prompt_medians, workload.prompt_sigma, workload.prompt_max, fraction)
            + _top_mean_len(output_medians, workload.output_sigma, workload.output_max, fraction) + workload.prefix_len)
-    longest_blocks = cdiv(int(prompt[1] + answer[1]), config.block_size)
-    fits_blocks = longest_blocks if longest_blocks <= config.num_blocks else config.num_blocks
-    cells = fits_blocks + (slots - 1) * min(fits_blocks, cdiv(math.ceil(top), config.block_size))
     weights = np.array([n - 1, 1]) if n > 1 else np.array([0, 1])
     start = min(c.start_step for c in workload.clients)
     last = start + math.ceil(n / rates.sum())
     return _estimate(config, n, len(workload.clients), np.repeat(prompt, weights), np.repeat(answer, weights), last,
-                     cells)
+                     cdiv(math.ceil(top), config.block_size))
 
 
 def _top_mean_len(medians: np.ndarray, sigma: float, cap: int, fraction: float) -> float:
@@ -220,9 +220,11 @@ def _top_mean_len(medians: np.ndarray, sigma: float, cap: int, fraction: float) 
     m = float(medians.max())
     if fraction <= 0 or sigma == 0:
         return float(min(m, cap))
-    z = statistics.NormalDist().inv_cdf(1 - fraction) if fraction < 1 else -math.inf
-    tail = statistics.NormalDist().cdf(sigma - z) if fraction < 1 else 1.0
-    return float(min(cap, m * math.exp(sigma * sigma / 2) * tail / min(fraction, 1.0)))
+    mean = m * math.exp(sigma * sigma / 2)
+    if fraction < 1:  # the top fraction's share of the mean, over the fraction
+        normal = statistics.NormalDist()
+        mean *= normal.cdf(sigma - normal.inv_cdf(1 - fraction)) / fraction
+    return float(min(cap, mean))
 
 
 def check(estimate: CostEstimate, limits: Limits, advice: str | None = None) -> None:
