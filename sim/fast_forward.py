@@ -6,11 +6,11 @@ A stretch of steps starting at ``step`` is quiet when, in each of its steps:
 - nobody finishes before the last step (the stretch ends with the step of the first requests' last token);
 - the blocks the batch grows into fit in the free pool, so nothing is preempted;
 - the head of the waiting queue is refused (there are no swapped requests and no prefix caching).
-Arrivals may come: ``_walk`` goes through the stretch step by step for the cheap part (arrivals, VTC lifts,
-starvation promotions, the head's refusal, counter charges), exactly as the step loop would, and stops before the
-first step whose head could be admitted. The batch's tokens and blocks for the whole stretch are then computed
-with a few array operations, and the trace records every step of it: tests check that a run with fast-forwarding
-gives a trace identical to one without.
+Arrivals may come: ``_walk`` goes through the stretch from one arrival (or starvation promotion) to the next for
+the cheap part (arrivals, VTC lifts, promotions, the head's refusal, counter charges), exactly as the step loop
+would, and stops before the first step whose head could be admitted. The batch's tokens and blocks for the whole
+stretch are then computed with a few array operations, and the trace records every step of it: tests check that a
+run with fast-forwarding gives a trace identical to one without.
 """
 
 from __future__ import annotations
@@ -124,7 +124,9 @@ def _walk(engine: Engine, step: int, d: int, free_after: np.ndarray) -> _Walked:
     requests, log the head's refusal, and charge the step's tokens to the counters. Stops before the first step
     whose head could be admitted (its arrivals are then already queued, which the step loop repeats harmlessly).
     Between arrivals and starvation-guard promotions the head of a FCFS, priority or SJF queue cannot change, so
-    those stretches go in bulk."""
+    those stretches go in bulk. So do a VTC or LCF queue's: between arrivals its counters grow by the same charge
+    each step, and the head in each step is read off their running sums (it may pass to another client within
+    the stretch). Recorded sparsely, a VTC or LCF walk goes step by step (each step's lifts are recorded)."""
     s, cfg, vtc = engine.scheduler, engine.config, engine.scheduler.vtc
     run = s.running
     r = len(run)
@@ -133,7 +135,8 @@ def _walk(engine: Engine, step: int, d: int, free_after: np.ndarray) -> _Walked:
     # running requests' clients only, ``charged``.
     sparse = engine.recorder.sparse
     charged, charge = vtc.output_charge_by_client(run) if sparse else (None, vtc.output_charge(run))
-    in_bulk = cfg.policy in _STATIC_ORDERS
+    in_bulk = cfg.policy in _STATIC_ORDERS  # the head moves only at an arrival or a promotion
+    by_counter = not in_bulk and not sparse  # the head moves at an arrival or as the counters grow
     refusals: dict[tuple[int, int], Refusal | None] = {}  # (row, free blocks) -> why the head cannot start
     no_room_for_anyone = s.rules.slot_or_budget(r, budget)  # the head's refusal then depends on nothing else
     events = engine.recorder.events
@@ -150,32 +153,42 @@ def _walk(engine: Engine, step: int, d: int, free_after: np.ndarray) -> _Walked:
         if promoted:
             events.extend(s.promotion_events(step + j, promoted))
         end = j + 1
-        if in_bulk:  # to the next arrival or promotion
+        if in_bulk or by_counter:  # to the next arrival or promotion
             changes = [x - step for x in (engine.next_arrival_step(), s.waiting.next_promotion_step())
                        if x is not None]
             end = max(min([d, *changes]), j + 1)
+        totals = vtc.running_totals(charge, end - j) if by_counter else None  # before and after each step
+        starts = False  # the head of a step in [j, end) can start: the stretch ends before that step
         if len(s.waiting):
-            row = s.waiting.peek()
+            if by_counter:
+                heads = s.waiting.heads_over(totals[0][:-1]).tolist()
+            else:
+                heads = [s.waiting.peek()] * (end - j)
             if no_room_for_anyone:
-                events.extend([no_room_for_anyone.event(step + i, row) for i in range(j, end)])
+                why = [no_room_for_anyone] * (end - j)
             else:
                 frees = free_after[j:end].tolist()
-                for f in dict.fromkeys(frees):  # free blocks only shrink: if the head fits at all, it fits first
-                    if (row, f) not in refusals:
-                        refusals[row, f] = s.admission_check(row, r, budget, f)[0]
-                if refusals[row, frees[0]] is None:
-                    return _walked(engine, step, j, num_waiting, counters, service, charged, charge, in_bulk)
-                events.extend([refusals[row, f].event(step + i, row) for i, f in zip(range(j, end), frees,
-                                                                                     strict=True)])
+                for key in dict.fromkeys(zip(heads, frees, strict=True)):
+                    if key not in refusals:
+                        refusals[key] = s.admission_check(key[0], r, budget, key[1])[0]
+                why = [refusals[key] for key in zip(heads, frees, strict=True)]
+                if None in why:  # (free blocks only shrink: a head that stays put starts in the first step or never)
+                    end, starts = j + why.index(None), True
+            events.extend([refusal.event(step + i, row)
+                           for i, row, refusal in zip(range(j, end), heads, why, strict=False)])  # (to ``end``)
         num_waiting[j:end] = len(s.waiting)
-        if not in_bulk:  # one step (end == j + 1); an arrival may lift a counter (VTC) before the next one
-            step_counters, step_service = vtc.charge_steps(charge, 1, charged)
-            if sparse:  # this step's changes: the charged clients, and those lifted by its arrivals
-                lifted = vtc.take_lifted()
-                sparse.changes(step + j, np.union1d(charged, np.array(lifted, dtype=np.int32)) if lifted else charged,
-                               vtc.counters, vtc.service)
-            else:
-                counters[j], service[j] = step_counters[0], step_service[0]
+        if by_counter:
+            n = end - j
+            counters[j:end], service[j:end] = totals[0][1:n + 1], totals[1][1:n + 1]
+            vtc.set_totals(totals[0][n], totals[1][n])
+        elif not in_bulk and end > j:  # recorded sparsely, one step (end == j + 1): its changes are the charged
+            # clients and those lifted by its arrivals
+            vtc.charge_steps(charge, 1, charged)
+            lifted = vtc.take_lifted()
+            sparse.changes(step + j, np.union1d(charged, np.array(lifted, dtype=np.int32)) if lifted else charged,
+                           vtc.counters, vtc.service)
+        if starts:
+            return _walked(engine, step, end, num_waiting, counters, service, charged, charge, in_bulk)
         j = end
     return _walked(engine, step, d, num_waiting, counters, service, charged, charge, in_bulk)
 

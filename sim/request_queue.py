@@ -251,6 +251,18 @@ class VTCQueue(RequestQueue):
     def peek(self) -> int:
         return self._queues[self._next_client()][0]
 
+    def heads_over(self, counters: np.ndarray) -> np.ndarray:
+        """[n] the row ``peek`` would give with each row of ``counters`` ([n, clients]) as the counters, the
+        queue's requests staying as they are: the backlogged client lowest in that row, the lowest head row
+        breaking a tie. The fast-forward's head in each step of a stretch with no arrival (the counters grow every
+        step, so the head may pass from one client to another)."""
+        heads = sorted((q[0], c) for c, q in self._queues.items())
+        if len(heads) == 1:
+            return np.full(len(counters), heads[0][0], dtype=np.int64)
+        rows = np.array([row for row, _ in heads], dtype=np.int64)
+        columns = np.array([c for _, c in heads], dtype=np.int64)  # by head row: argmin takes the first lowest
+        return rows[counters[:, columns].argmin(axis=1)]
+
     def pop(self) -> int:
         self._size -= 1
         c = self._next_client()

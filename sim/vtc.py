@@ -105,17 +105,35 @@ class VirtualCounters:
         in order (a running sum: the step loop's floats exactly). Returns the counters and the service after each
         step, [num_steps, clients] float64 each. With ``clients`` (from ``output_charge_by_client``), ``charge`` is
         theirs and only their columns are charged and returned: [num_steps, len(clients)]."""
+        if clients is None:
+            counters, service = self.running_totals(charge, num_steps)
+            self.set_totals(counters[-1], service[-1])
+            return counters[1:], service[1:]
         after = []
         for total in (self.counters, self.service):
-            steps = np.empty((num_steps + 1, len(total) if clients is None else len(clients)))
-            steps[0], steps[1:] = total if clients is None else total[clients], charge
+            steps = np.empty((num_steps + 1, len(clients)))
+            steps[0], steps[1:] = total[clients], charge
             _cumsum(steps, axis=0, out=steps)
-            if clients is None:
-                total[:] = steps[-1]
-            else:
-                total[clients] = steps[-1]
+            total[clients] = steps[-1]
             after.append(steps[1:])
         return after[0], after[1]
+
+    def running_totals(self, charge: np.ndarray, num_steps: int) -> tuple[np.ndarray, np.ndarray]:
+        """What ``charge_steps(charge, num_steps)`` would make of the counters and the service, without changing
+        them: [num_steps + 1, clients] float64 each, row 0 the totals now and row i those after i steps. The
+        fast-forward reads who is lowest in each step before it knows how many of the steps it will take."""
+        after = []
+        for total in (self.counters, self.service):
+            steps = np.empty((num_steps + 1, len(total)))
+            steps[0], steps[1:] = total, charge
+            _cumsum(steps, axis=0, out=steps)
+            after.append(steps)
+        return after[0], after[1]
+
+    def set_totals(self, counters: np.ndarray, service: np.ndarray) -> None:
+        """Take a row of ``running_totals`` as the counters and the service now (in place: the queue holds them)."""
+        self.counters[:] = counters
+        self.service[:] = service
 
     # ---- the lift -------------------------------------------------------------------------------------------
     def lift(self, client: int, waiting_clients: Iterable[int], last_left: int | None) -> None:

@@ -104,3 +104,50 @@ def test_starvation_promotions_inside_a_quiet_stretch(policy):
     assert_identical(fast, plain)
     promoted = [(e.step, fast.request_ids[e.row]) for e in fast.events if e.kind == "promote"]
     assert promoted[:2] == [(21, "b"), (22, "c")]
+
+
+def _stepped(cfg: EngineConfig, reqs: list[RequestSpec]) -> tuple[Trace, list[int]]:
+    """The fast-forwarded trace and the steps the step loop itself ran (the rest were fast-forwarded)."""
+    engine = Engine(cfg, reqs)
+    calls = []
+    original = engine.step
+    engine.step = lambda step: (calls.append(step), original(step))  # type: ignore[method-assign]
+    return engine.run(), calls
+
+
+@pytest.mark.parametrize("policy, switch_step", [("lcf", 101), ("vtc", 96)])
+def test_counter_order_head_passes_to_another_client_inside_a_quiet_stretch(policy, switch_step):
+    # One slot. B was served 50 tokens (counter 8 + 2 x 50 = 108); A's long answer runs from step 50 (LCF: A's
+    # counter 8 + 2 a token; VTC lifted A to B's 10 when it joined at step 1). A2 and B2 wait from steps 60-61,
+    # A2 first in line while A's counter is the lower one. A's answer is charged every step, so its counter passes
+    # B's inside the quiet stretch, and from that step the head in line (named by each "blocked" event) is B2.
+    cfg = EngineConfig(num_blocks=100, max_num_seqs=1, policy=policy)
+    reqs = [RequestSpec("b1", 0, 8, 50, client_id="B"), RequestSpec("a1", 1, 8, 300, client_id="A"),
+            RequestSpec("a2", 60, 8, 10, client_id="A"), RequestSpec("b2", 61, 8, 10, client_id="B")]
+    fast, plain = both_ways(cfg, reqs)
+    assert_identical(fast, plain)
+    trace, stepped = _stepped(cfg, reqs)
+    assert stepped == [0, 50, 350, 360]  # the stretch 61-349 went in bulk, head change and all
+    head = {e.step: trace.request_ids[e.row] for e in trace.events if e.kind == "blocked" and 60 <= e.step < 350}
+    assert {head[s] for s in range(61, switch_step)} == {"a2"}
+    assert {head[s] for s in range(switch_step, 350)} == {"b2"}
+    a, b = trace.client_ids.index("A"), trace.client_ids.index("B")
+    counters = trace.clients["client_counters"]  # after each step: the head of step s is read after step s - 1
+    assert counters[switch_step - 2, a] <= counters[switch_step - 2, b] < counters[switch_step - 1, a]
+
+
+def test_counter_order_head_that_fits_ends_the_quiet_stretch_where_it_takes_the_lead():
+    # Two slots, one free. A2's prompt does not fit in the free blocks, B2's does; A2 leads while A's counter
+    # (2 a token of A1's answer, from step 55; prompts are free here) is below B's 100. At step 105 the counters
+    # tie (the lower head row, A2, leads); at step 106 B2 leads and starts: the stretch ends exactly there.
+    cfg = EngineConfig(num_blocks=60, max_num_seqs=2, policy="lcf", input_weight=0.0)
+    reqs = [RequestSpec("b1", 0, 8, 50, client_id="B"), RequestSpec("a1", 55, 400, 300, client_id="A"),
+            RequestSpec("a2", 60, 560, 10, client_id="A"), RequestSpec("b2", 61, 8, 10, client_id="B")]
+    fast, plain = both_ways(cfg, reqs)
+    assert_identical(fast, plain)
+    trace, stepped = _stepped(cfg, reqs)
+    assert stepped == [0, 55, 106, 355]
+    admitted = {trace.request_ids[e.row]: e.step for e in trace.events if e.kind == "admit"}
+    assert admitted == {"b1": 0, "a1": 55, "b2": 106, "a2": 355}
+    a, b = trace.client_ids.index("A"), trace.client_ids.index("B")
+    assert trace.clients["client_counters"][104, a] == trace.clients["client_counters"][104, b] == 100.0
