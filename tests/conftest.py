@@ -37,7 +37,7 @@ def no_prefetch_workers(monkeypatch: pytest.MonkeyPatch) -> None:
 
     class _NoWorkers:
         @staticmethod
-        def take(key: str) -> None:
+        def take(key: str, patience_s: float = 0.0) -> None:
             return None
 
     monkeypatch.setattr(runner, "_prefetcher", _NoWorkers)

@@ -110,12 +110,19 @@ class Prefetcher:
                 self._start()
                 self._lock.notify_all()
 
-    def take(self, key: str) -> Trace | None:
-        """The worker's trace for ``key`` (waiting if it is running), or None: run it yourself."""
+    def take(self, key: str, patience_s: float = 0.0) -> Trace | None:
+        """The worker's trace for ``key`` (waiting if it is running), or None: run it yourself.
+
+        ``patience_s`` > 0 (the caller's process has other work for the interpreter, see ``ui.runner``): a run
+        still queued goes next to a worker, and the caller waits up to that long for one to start it rather than
+        run it in its own thread; past that, it is the caller's again."""
         with self._lock:
             if len(self._seen) > MAX_SEEN:
                 self._seen = set(self._queued) | set(self._started)
             self._seen.add(key)
+            if key in self._queued and patience_s > 0 and self.workers:
+                self._queued.move_to_end(key)  # workers take from the back: this one next
+                self._lock.wait_for(lambda: key not in self._queued, timeout=patience_s)
             if self._queued.pop(key, None) is not None:
                 return None
             future = self._started.pop(key, None)
@@ -196,6 +203,7 @@ class Prefetcher:
                     self._queued.clear()
                     return
                 self._started[key] = future
+                self._lock.notify_all()  # (a patient taker may be waiting for this run to start)
                 while len(self._started) > MAX_UNCLAIMED:
                     old_key, old = next(iter(self._started.items()))
                     if not old.done():
@@ -221,6 +229,7 @@ class Prefetcher:
             for key in self._queued:
                 self._seen.discard(key)
             self._queued.clear()
+            self._lock.notify_all()  # (a patient taker's run is its own again)
             warnings.warn(f"ui.background: simulation workers keep failing ({error!r}); prefetching is off",
                           RuntimeWarning, stacklevel=2)
 

@@ -100,7 +100,7 @@ class _NoWorkers:
         return None
 
     @staticmethod
-    def take(key: str) -> None:
+    def take(key: str, patience_s: float = 0.0) -> None:
         return None
 
 

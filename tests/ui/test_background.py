@@ -74,6 +74,39 @@ def test_work_no_worker_started_is_left_to_the_caller(prefetcher):
         prefetcher.take(key)
 
 
+def test_a_patient_caller_gets_its_queued_run_from_the_worker_next(prefetcher):
+    # The worker is busy with a long run; two more are queued, the one asked for at the front (the worker would
+    # take it last). A patient take moves it next in line and waits for the worker rather than returning None.
+    long = scenario.load(BENCH_SCENARIOS_DIR / "load_2k_tight.json")
+    prefetcher.prefetch([("busy", long)])
+    end = time.monotonic() + 60
+    while prefetcher.status("busy") == "queued":
+        assert time.monotonic() < end, "the worker did not start"
+        time.sleep(0.001)
+    wanted, other = _scenario(0.3), long.with_config(max_num_seqs=32)  # (the other one long too)
+    prefetcher.prefetch([("wanted", wanted), ("other", other)])
+    trace = prefetcher.take("wanted", patience_s=60.0)
+    assert trace is not None and _same(trace, simulate(wanted.config, wanted.requests, name=wanted.name))
+    assert prefetcher.status("other") in ("queued", "running")  # not done: "wanted" went ahead of it
+    assert prefetcher.take("busy") is not None
+    prefetcher.take("other")
+
+
+def test_a_patient_caller_takes_its_run_back_when_no_worker_starts_it_in_time(prefetcher):
+    long = scenario.load(BENCH_SCENARIOS_DIR / "load_2k_tight.json").with_config(max_num_seqs=64)
+    prefetcher.prefetch([("busy long", long)])
+    end = time.monotonic() + 60
+    while prefetcher.status("busy long") == "queued":
+        assert time.monotonic() < end, "the worker did not start"
+        time.sleep(0.001)
+    prefetcher.prefetch([("late", _scenario(0.9))])
+    started = time.monotonic()
+    assert prefetcher.take("late", patience_s=0.05) is None  # the worker is still on the long run: ours now
+    assert time.monotonic() - started < 5.0
+    assert prefetcher.status("late") is None
+    prefetcher.take("busy long")
+
+
 def test_a_key_is_prefetched_once(prefetcher):
     sc = _scenario(0.75)
     prefetcher.prefetch([("once", sc)])

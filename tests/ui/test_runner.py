@@ -71,3 +71,22 @@ def test_a_cached_run_is_one_read_only_trace_for_every_caller(no_prefetch_worker
     with pytest.raises(ValueError, match="read-only"):
         first.requests["finish_step"][:] = 0
     assert np.all(first.steps["time_ms"] > 0)
+
+
+def test_a_page_waits_for_a_worker_only_while_other_pages_run_in_the_process():
+    import threading
+
+    assert runner._patience_s() == 0.0  # alone: it runs a queued run itself
+    release = threading.Event()
+    other = threading.Thread(target=release.wait, name=runner.SCRIPT_THREAD_NAME, daemon=True)
+    mine = {}
+    me = threading.Thread(target=lambda: mine.setdefault("patience", runner._patience_s()),
+                          name=runner.SCRIPT_THREAD_NAME)
+    other.start()
+    try:
+        me.start()
+        me.join()
+    finally:
+        release.set()
+        other.join()
+    assert mine["patience"] == runner.PATIENCE_S > 0

@@ -74,7 +74,7 @@ def test_is_ready_knows_runs_made_and_runs_a_worker_finished(monkeypatch):
         def status(self, k):
             return "done" if k == "worker-key" else None
 
-        def take(self, k):
+        def take(self, k, patience_s=0.0):
             return None  # nothing prefetched: the caller runs it
 
     monkeypatch.setattr(runner, "_prefetcher", lambda: Prefetcher())
