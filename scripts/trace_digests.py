@@ -42,7 +42,7 @@ def digest(trace) -> str:
     for arr in (trace.sched_rows, trace.sched_tokens, trace.sched_kind, trace.sched_offsets):
         h.update(np.ascontiguousarray(arr).tobytes())
     for name in ("preempted_at_steps", "resumed_at_steps", "swapped_out_at_steps", "swapped_in_at_steps"):
-        h.update(repr(getattr(trace, name)).encode())
+        h.update(repr([list(steps) for steps in getattr(trace, name)]).encode())  # (lists before, tuples now)
     h.update(repr([str(reason) for reason in trace.finish_reason]).encode())  # (a StrEnum's value, or a str)
     for step in sorted(trace.snapshots):
         owner, cached = trace.snapshots[step]

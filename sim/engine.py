@@ -21,7 +21,7 @@ from . import cost_estimate, events, fast_forward
 from .admission import rejection_reasons
 from .block_pool import NO_HASH
 from .config import EngineConfig, cdiv
-from .events import Event, EventKind, FinishReason, RejectReason, describe
+from .events import EventKind, FinishReason, RejectReason, describe
 from .kv_cache_manager import KVCacheManager
 from .npfast import ONE, ONE_I8, distinct
 from .npfast import add_reduce as _sum
@@ -162,7 +162,7 @@ class Engine:
     def run(self, until_step: int | None = None) -> Trace:
         """Run to the end (or through step ``until_step``, then stop and return the partial trace)."""
         self.advance(until_step)
-        return self.recorder.finish(self.config, self.table, self.name, complete=self.num_done == len(self.table))
+        return self.recorder.finish(self.config, self.table, self.name)
 
     def advance(self, until_step: int | None = None) -> None:
         """Step the engine to the end, or through step ``until_step`` (the state can then be inspected)."""
@@ -243,7 +243,8 @@ class Engine:
         self.scheduler.all_decoding = out.all_emit and len(out.rows) == len(self.scheduler.running)
         self._finish_and_record(step, out, done, num_aborted)
         if not len(out.rows) and self._is_stuck(step):
-            this_step = itertools.takewhile(lambda e: e.step == step, map(Event._make, reversed(self.recorder.events)))
+            this_step = itertools.takewhile(lambda e: e.step == step,
+                                            map(events.record, reversed(self.recorder.events)))
             why = next((describe(e, self.table.ids, self.config) for e in this_step if e.kind is EventKind.BLOCKED), "")
             raise SimulationError(f"no request can make progress at step {step}: {why}")
         if self.check_invariants:

@@ -92,18 +92,40 @@ class Event(NamedTuple):
 
 # ---- one constructor per kind ----------------------------------------------------------------------------------
 # The engine records an event as a plain tuple of Event's fields, in order (a RawEvent); Trace.events makes the
-# records when they are first read. A run makes ~5 events a request, and making each an Event at once cost ~2% of a
-# run (callgrind), paid again by every sweep run that never reads one. The constructors below are the only places
-# that know the field order.
-RawEvent = tuple  # Event's fields in order; Event._make(raw) is the record
+# records when they are first read (``record``). A run makes ~5 events a request, and making each an Event at once
+# cost ~2% of a run (callgrind), paid again by every sweep run that never reads one. The constructors below and
+# ``record`` are the only places that know the field order.
+#
+# A RawEvent holds its kind and reason as plain strings, the members' values, not the members: a tuple of numbers,
+# strings and None is one Python's garbage collector stops tracking, while one holding an enum member (an object
+# with a __dict__) is traversed by every full collection for as long as it lives. A server keeps hundreds of traces
+# cached, up to ~40,000 events each: with members, a full collection took 0.2-0.4 s, holding the interpreter lock
+# that every page in the process needs. A kind still compares equal to its member (``raw[1] in {EventKind.ADMIT}``).
+RawEvent = tuple  # Event's fields in order, kind and reason as their values; record(raw) is the Event
 
-_ARRIVE, _REJECT, _BLOCKED, _ADMIT, _RESUME, _FINISH = (EventKind.ARRIVE, EventKind.REJECT, EventKind.BLOCKED,
-                                                         EventKind.ADMIT, EventKind.RESUME, EventKind.FINISH)
+_ARRIVE, _REJECT, _BLOCKED, _ADMIT, _RESUME, _FINISH = (EventKind.ARRIVE.value, EventKind.REJECT.value,
+                                                         EventKind.BLOCKED.value, EventKind.ADMIT.value,
+                                                         EventKind.RESUME.value, EventKind.FINISH.value)
+_KINDS = {kind.value: kind for kind in EventKind}
+_REASONS = {reason.value: reason for reasons in (RejectReason, FinishReason, WaitReason, PreemptReason)
+            for reason in reasons}
+assert len(_REASONS) == sum(map(len, (RejectReason, FinishReason, WaitReason, PreemptReason))), "reason values clash"
+_make = Event._make
 
 
-def _raw(*args, **kwargs) -> RawEvent:
+def record(raw: RawEvent) -> Event:
+    """The ``Event`` of a raw event (its kind and reason as members again)."""
+    step, kind, row, reason, *rest = raw
+    return _make((step, _KINDS[kind], row, _REASONS.get(reason), *rest))
+
+
+def _value(reason: Reason | None) -> str | None:
+    return None if reason is None else reason.value
+
+
+def _raw(step: int, kind: EventKind, row: int, reason: Reason | None = None, **fields: int) -> RawEvent:
     """A rare kind's fields by name (Event's defaults for the rest), as a plain tuple."""
-    return tuple(Event(*args, **kwargs))
+    return tuple(Event(step, kind.value, row, _value(reason), **fields))
 
 
 def arrived(step: int, row: int) -> RawEvent:
@@ -111,15 +133,15 @@ def arrived(step: int, row: int) -> RawEvent:
 
 
 def rejected(step: int, row: int, reason: RejectReason) -> RawEvent:
-    return (step, _REJECT, row, reason, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1)
+    return (step, _REJECT, row, reason._value_, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1)
 
 
 def blocked(step: int, row: int, reason: WaitReason, num_tokens: int = 0, num_blocks: int = 0,
             num_free_blocks: int = 0, num_budget_tokens: int = 0) -> RawEvent:
     """Next in line but not started: ``num_blocks`` needed of ``num_free_blocks`` free (no_kv_blocks, watermark);
     a prefill of ``num_tokens`` over the ``num_budget_tokens`` left (prefill_over_budget)."""
-    return (step, _BLOCKED, row, reason, num_tokens, 0, 0, num_blocks, num_free_blocks, 0, 0, num_budget_tokens, 0,
-            -1)
+    return (step, _BLOCKED, row, reason._value_, num_tokens, 0, 0, num_blocks, num_free_blocks, 0, 0, num_budget_tokens,
+            0, -1)
 
 
 def admitted(step: int, row: int, is_resume: bool, num_tokens: int, num_scheduled_tokens: int,
@@ -132,7 +154,7 @@ def admitted(step: int, row: int, is_resume: bool, num_tokens: int, num_schedule
 
 def finished(step: int, row: int, reason: FinishReason, num_tokens: int) -> RawEvent:
     """Generated its last token, ``num_tokens`` in all."""
-    return (step, _FINISH, row, reason, num_tokens, 0, 0, 0, 0, 0, 0, 0, 0, -1)
+    return (step, _FINISH, row, reason._value_, num_tokens, 0, 0, 0, 0, 0, 0, 0, 0, -1)
 
 
 def disconnected(step: int, row: int, reason: FinishReason) -> RawEvent:

@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .config import EngineConfig
-from .events import Event, EventKind, RawEvent, describe
+from .events import Event, EventKind, RawEvent, describe, record
 from .request import NO_STEP, RequestStatus, RequestTable
 
 _KIND_FIELD = Event._fields.index("kind")  # where a RawEvent holds its kind (sim/events.py)
@@ -163,10 +163,12 @@ class TraceRecorder:
                 col[~in_block] = rest[:, i, :]
         return table, clients
 
-    def finish(self, config: EngineConfig, table: RequestTable, scenario_name: str, complete: bool = False) -> Trace:
-        """The trace so far. ``complete``: every request has ended, so the table's per-request step lists never
-        change again and the trace may share them instead of copying."""
-        lists = (lambda xs: xs) if complete else (lambda xs: [list(x) for x in xs])  # noqa: E731
+    def finish(self, config: EngineConfig, table: RequestTable, scenario_name: str) -> Trace:
+        """The trace so far (of every step recorded: a partial run's too)."""
+        # Each request's steps as a tuple: a tuple of ints is one Python's garbage collector stops tracking, while
+        # a list is walked by every full collection for as long as the cached trace lives (sim/events.py says why
+        # that matters to a server), and a tuple is a copy the table's lists cannot change.
+        lists = lambda xs: [tuple(x) if x else () for x in xs]  # noqa: E731
         n = self.num_steps
         table_, client_cols = self._columns()
         steps = {name: table_[:, i].astype(dt) for i, (name, dt) in enumerate(STEP_COLUMNS.items())}
@@ -405,10 +407,10 @@ class Trace:
     # CLIENT_COLUMNS, each [num_steps, num_clients]: a dict, or SparseClients (made column by column when read)
     clients: Mapping[str, np.ndarray]
     requests: dict[str, np.ndarray]  # per-request arrays, each [num_requests]
-    preempted_at_steps: list[list[int]]
-    resumed_at_steps: list[list[int]]
-    swapped_out_at_steps: list[list[int]]
-    swapped_in_at_steps: list[list[int]]
+    preempted_at_steps: list[tuple[int, ...]]  # per request, the steps it was preempted at (in order)
+    resumed_at_steps: list[tuple[int, ...]]
+    swapped_out_at_steps: list[tuple[int, ...]]
+    swapped_in_at_steps: list[tuple[int, ...]]
     finish_reason: list[str]
     raw_events: list[RawEvent]  # what happened to which request, in step order: read them as ``events``
     sched_rows: np.ndarray  # all steps' scheduled rows, concatenated (CSR with sched_offsets)
@@ -420,12 +422,12 @@ class Trace:
     @functools.cached_property
     def events(self) -> list[Event]:
         """What happened to which request, in step order (``sim.events.Event`` records)."""
-        return list(map(Event._make, self.raw_events))
+        return list(map(record, self.raw_events))
 
     def events_of(self, kinds: Collection[EventKind]) -> list[Event]:
         """The events of these kinds, in step order (only those are made into records: a reader looking for a few
         kinds does not pay for all of ``events``)."""
-        return [Event._make(raw) for raw in self.raw_events if raw[_KIND_FIELD] in kinds]
+        return [record(raw) for raw in self.raw_events if raw[_KIND_FIELD] in kinds]
 
     def first_step_of(self, kinds: Collection[EventKind]) -> int | None:
         """The step of the first event of these kinds, or None: a scan of the raw events that stops at the first
@@ -503,7 +505,7 @@ class Trace:
         raw = self.raw_events
         lo = bisect.bisect_left(raw, first_step, key=_event_step)
         hi = bisect.bisect_left(raw, end_step, lo=lo, key=_event_step)
-        return [Event._make(r) for r in raw[lo:hi]]
+        return [record(r) for r in raw[lo:hi]]
 
     def describe(self, event: Event) -> str:
         """The event in plain words (``sim.events.describe`` with this run's request ids and config)."""

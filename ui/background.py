@@ -3,7 +3,10 @@ the machine's other cores while the page's own thread runs one of them.
 
 ``Prefetcher.prefetch(items)`` queues ``(key, scenario)`` pairs; ``take(key)`` is what a cache miss calls. It
 returns the trace if a worker ran it (waiting while it runs), or None if no worker has started it, and then the
-caller runs it itself: nobody ever waits for work that has not begun, so a prefetch can only save time.
+caller runs it itself: a page alone in its process never waits for work that has not begun, so a prefetch can
+only save it time. ``take(key, patience_s)`` is for a page that shares its process with others running: its run
+goes next to a worker and it waits up to ``patience_s`` for one to start it, since a run in its own thread would
+hold the interpreter lock the other pages need (a worker is another process, with its own).
 
 - Each worker gets one scenario at a time (a dispatcher thread per worker hands out the next), so queued work
   stays claimable by the page's thread until a worker is free. Workers take from the back of the queue while

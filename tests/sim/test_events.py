@@ -159,3 +159,27 @@ def test_first_step_of_is_the_step_of_the_first_event_of_those_kinds():
             assert trace.first_step_of(kinds) == expected, (name, kinds)
     toy = next(t for name, t in _preset_traces() if name.startswith("toy_pool"))
     assert toy.first_step_of({EventKind.PREEMPT}) == 113  # (a preemption late in the run: not the first event)
+
+
+def test_a_cached_trace_is_left_out_of_the_garbage_collectors_passes():
+    # A server keeps hundreds of traces cached: a raw event holding an enum member, or a request's list of
+    # preemption steps, stays tracked by the collector, and every full collection walks them all while holding the
+    # interpreter lock (0.2-0.4 s with ~1 M events). Raw events hold plain values and the step lists are tuples,
+    # so one collection untracks them; the Event records still hold the members.
+    import gc
+
+    p = presets.get("recompute_vs_swap")
+    sc = p.scenario.with_config(**dict(p.variants)["swap"])
+    trace = simulate(sc.config, sc.requests)
+    kinds = {raw[1] for raw in trace.raw_events}
+    assert {"arrive", "admit", "finish", "swap_out"} <= kinds and all(type(k) is str for k in kinds)
+    assert any(trace.preempted_at_steps) and any(trace.swapped_out_at_steps)
+    gc.collect()
+    assert not any(gc.is_tracked(raw) for raw in trace.raw_events)
+    for lists in (trace.preempted_at_steps, trace.resumed_at_steps, trace.swapped_out_at_steps,
+                  trace.swapped_in_at_steps):
+        assert not any(gc.is_tracked(steps) for steps in lists)
+    records = trace.events
+    assert {type(e.kind) for e in records} == {EventKind}
+    reasons = {type(e.reason) for e in records if e.reason is not None}
+    assert reasons and reasons <= {RejectReason, FinishReason, WaitReason, PreemptReason}

@@ -28,7 +28,7 @@ def test_swapped_victim_keeps_its_kv_and_resumes_with_a_decode_step():
     b = rec(t, "B")
     assert b["swapped_out_at_steps"] == [5]
     assert b["preempted_at_steps"] == [5] and b["resumed_at_steps"] == [8]
-    assert t.swapped_in_at_steps[1] == [8]
+    assert t.swapped_in_at_steps[1] == (8,)
     # A finishes at step 7; at step 8 B needs ceil((8 + 1) / 4) = 3 blocks: it copies its 2 back and decodes one
     # token (no re-prefill: 1 token, not 4 + 5 = 9); C then takes the last block.
     assert schedule(t)[8] == [("B", 1), ("C", 2)]
