@@ -17,6 +17,7 @@ import streamlit as st
 
 from sim import ScenarioError, SimulationError, StepLimitError
 
+from . import runner
 from .charts.tables import metric_row
 from .controls import Knob, KnobPanel, arrive, set_param
 from .theme import ChartStyle, plotly_config
@@ -76,6 +77,7 @@ FAVICON = "🚦"  # (an emoji is drawn in the browser; a :material/...: page ico
 
 def setup(title: str) -> ChartStyle:
     """Configure the page, draw the navigation and return the chart style chosen under Display."""
+    runner.settle_long_lived_objects()
     st.set_page_config(page_title=f"{title} · Scheduler Lab", page_icon=FAVICON, layout="wide")
     arrive(title)  # (back on this page: its settings return to the URL, and from there to its widgets)
     st.sidebar.markdown("### Scheduler Lab")

@@ -90,3 +90,16 @@ def test_a_page_waits_for_a_worker_only_while_other_pages_run_in_the_process():
         release.set()
         other.join()
     assert mine["patience"] == runner.PATIENCE_S > 0
+
+
+def test_long_lived_objects_are_frozen_at_the_first_and_the_fiftieth_page_run(monkeypatch):
+    import gc
+    import itertools
+
+    frozen_at, page_run = [], [0]
+    monkeypatch.setattr(runner, "_page_runs", itertools.count(1))
+    monkeypatch.setattr(gc, "freeze", lambda: frozen_at.append(page_run[0]))
+    monkeypatch.setattr(gc, "collect", lambda: 0)
+    for page_run[0] in range(1, 121):
+        runner.settle_long_lived_objects()
+    assert frozen_at == [1, 50] == list(runner.FREEZE_AT_PAGE_RUNS)
