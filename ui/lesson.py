@@ -192,7 +192,9 @@ def _run_one(i: int, n: int, label: str, scenario: Scenario, make: Callable[...,
     if slot is not None:
         slot.progress((i - 1) / n, text=f":material/hourglass_top: Simulating {label} ({i} of {n}): "
                                         f"{count(len(scenario.requests), 'request')}…")
-    trace = runner.run(scenario)
+    # The first run is the page's own to make at once; the others the worker has begun on (from the back of the
+    # queue) are waited for, with other pages running in this process (runner.run's ``patient``).
+    trace = runner.run(scenario, patient=i > 1)
     return make(label, scenario, trace, runner.summary(scenario, trace))
 
 

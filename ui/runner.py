@@ -119,10 +119,10 @@ def charge_cache(fn: Any, args: tuple, num_bytes: int) -> None:
 
 
 @st.cache_resource(max_entries=256, show_spinner=False)
-def _run(key: str, _scenario: Scenario, snapshot_every_steps: int) -> Trace:
+def _run(key: str, _scenario: Scenario, snapshot_every_steps: int, _patient: bool = True) -> Trace:
     """The run, shared by every session and read-only (see the module docstring)."""
     if not snapshot_every_steps:
-        trace = _prefetcher().take(key, _patience_s())  # a worker's run, if one started it
+        trace = _prefetcher().take(key, _patience_s() if _patient else 0.0)  # a worker's run, if one started it
         if trace is not None:
             return trace.freeze()
     return simulate(_scenario.config, _scenario.requests, name=_scenario.name,
@@ -191,7 +191,7 @@ SLIDER_ADVICE = ("move the sliders that add work (answer lengths, requests, clie
 _COST_CHECKED: dict[str, ValueError | None] = {}
 
 
-def run(scenario: Scenario, snapshot_every_steps: int = 0) -> Trace:
+def run(scenario: Scenario, snapshot_every_steps: int = 0, *, patient: bool = True) -> Trace:
     """Simulate ``scenario`` (cached). Raises sim.SimulationError for a run that cannot finish (and ValueError
     for a request list the engine refuses, ScenarioError for one past the app's limits); the error is remembered,
     so asking again does not run it again."""
@@ -200,7 +200,7 @@ def run(scenario: Scenario, snapshot_every_steps: int = 0) -> Trace:
     ready.raise_if_failed(key)
     try:
         check_cost(scenario)
-        trace = _run(key, scenario, snapshot_every_steps)
+        trace = _run(key, scenario, snapshot_every_steps, patient)
         charge_cache(_run, (key, None, snapshot_every_steps), trace.nbytes())
     except (SimulationError, ValueError) as e:
         ready.add(key, e)

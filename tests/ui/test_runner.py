@@ -46,7 +46,13 @@ def test_run_variants_leaves_the_second_half_of_the_policies_to_the_worker(monke
 
     queued = []
     monkeypatch.setattr(runner, "prefetch", lambda scenarios: queued.extend(sc.name for sc in scenarios))
-    monkeypatch.setattr(runner, "run", lambda sc: sc.name)
+    patient_of = {}
+
+    def run(sc, *, patient: bool = True):
+        patient_of[sc.name] = patient
+        return sc.name
+
+    monkeypatch.setattr(runner, "run", run)
     monkeypatch.setattr(runner, "summary", lambda sc, trace: {})
     monkeypatch.setattr(lesson, "unservable_message", lambda sc, trace: "")  # (the "traces" here are names)
     base = presets.get("article_hol").scenario
@@ -59,6 +65,8 @@ def test_run_variants_leaves_the_second_half_of_the_policies_to_the_worker(monke
     runs = lesson.run_variants(variants, ahead=ahead)
     assert queued == ["v0", "v1", "sweep0", "v2"]
     assert [r.label for r in runs] == ["v0", "v1", "v2"]  # the page still shows them in order
+    # The first is the page's own to run at once; the others it waits for a worker to make (when patient).
+    assert patient_of == {"v0": False, "v1": True, "v2": True}
 
 
 def test_a_cached_run_is_one_read_only_trace_for_every_caller(no_prefetch_workers):
