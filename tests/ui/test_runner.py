@@ -111,3 +111,20 @@ def test_long_lived_objects_are_frozen_at_the_first_and_the_fiftieth_page_run(mo
     for page_run[0] in range(1, 121):
         runner.settle_long_lived_objects()
     assert frozen_at == [1, 50] == list(runner.FREEZE_AT_PAGE_RUNS)
+
+
+def test_streamlit_runs_a_page_script_in_the_thread_runner_counts():
+    # _patience_s counts Streamlit's page-script threads by name: if Streamlit renamed them, pages would silently
+    # stop leaving their runs to the worker under a class.
+    from streamlit.testing.v1 import AppTest
+
+    def page():
+        import threading
+
+        import streamlit as st
+
+        st.session_state["thread"] = threading.current_thread().name
+
+    at = AppTest.from_function(page)
+    at.run()
+    assert at.session_state["thread"] == runner.SCRIPT_THREAD_NAME
