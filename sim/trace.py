@@ -168,7 +168,7 @@ class TraceRecorder:
         # Each request's steps as a tuple: a tuple of ints is one Python's garbage collector stops tracking, while
         # a list is walked by every full collection for as long as the cached trace lives (sim/events.py says why
         # that matters to a server), and a tuple is a copy the table's lists cannot change.
-        lists = lambda xs: [tuple(x) if x else () for x in xs]  # noqa: E731
+        lists = lambda xs: list(map(tuple, xs))  # noqa: E731
         n = self.num_steps
         table_, client_cols = self._columns()
         steps = {name: table_[:, i].astype(dt) for i, (name, dt) in enumerate(STEP_COLUMNS.items())}
