@@ -14,6 +14,7 @@ The steps are data (``ui/lessons/<lesson>_guide.py``, pure); this module draws t
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import streamlit as st
@@ -32,6 +33,7 @@ from .lessons import budget_guide, cancellation_guide, fairness_guide, preemptio
 from .lessons import preemption as preemption_lesson
 from .lessons.guided import Step
 from .theme import ChartStyle
+from .wording import join_and
 
 PATHS: dict[str, tuple[Step, ...]] = {
     "queueing": queueing_guide.STEPS, "fairness": fairness_guide.STEPS, "cancellation": cancellation_guide.STEPS,
@@ -160,26 +162,73 @@ def show_path(lesson: str, style: ChartStyle) -> None:
                              label_visibility="collapsed", help="The path's steps (✓ answered)")
         st.button("Free page", key=f"{lesson}.guide.to_free", on_click=_to_free, args=(lesson,),
                   icon=":material/tune:", help="Every chart and knob of the lesson, as before.")
-    stop = "" if step.title.endswith(("?", "!", ".")) else "."
-    st.markdown(f"**Step {n} of {len(steps)}: {step.title}{stop}** {step.text}")
     values = _values(lesson, step)
+    stop = "" if step.title.endswith(("?", "!", ".")) else "."
+    st.markdown(f"**Step {n} of {len(steps)}: {step.title}{stop}** {step.intro(values)}")
+    if _is_answered(lesson, step):  # (once answered: another value is a new prediction, asked below)
+        _settings(lesson, step)
     runs = page.guarded(lambda: [Run(label, sc, tr := runner.run(sc), runner.summary(sc, tr))
                                  for label, sc in step.scenarios(values)])
     problem = step.ask(runs, values)
-    if not question(_question_key(lesson, step), problem):
+    if not question(_question_key(lesson, step), problem, values_id(values)):
         return
-    _settings(lesson, step)
     shown = step.shown_runs(runs)
     for name in step.charts:
-        CHARTS[name](shown, style, step.unit)
+        CHARTS[name].draw(shown, style, step.unit)
     if n < len(steps):
         st.button(f"Next: {steps[n].title}", key=f"{lesson}.guide.next", on_click=_go, args=(lesson, n + 1),
                   icon=":material/arrow_forward:", type="primary")
     else:
-        st.success("That was the last step. The free page has every chart and knob of this lesson.",
-                   icon=":material/flag:")
-    st.caption("Step through the run: the cursor on each chart follows the player.")
+        _path_end(lesson)
+    st.caption(player_caption(step))
     player.show(shown, lesson, step.unit, scope=f"guide.{step.key}", start_step=step.start_step)
+
+
+def player_caption(step: Step) -> str:
+    """What the player below a step drives: the cursor only on the step's charts that have one."""
+    with_cursor = [CHARTS[name].what for name in step.charts if CHARTS[name].cursor]
+    if not with_cursor:
+        return "Step through the run: the player shows each step's batch, queue and KV blocks."
+    return f"Step through the run: a cursor on the {join_and(with_cursor)} follows the player."
+
+
+PRACTICE_SEEDS = (1, 2, 3)  # the problems a path's last step offers (``?problem=SEED``; consecutive seeds: each kind)
+
+
+def next_lesson(lesson: str) -> str | None:
+    order = list(PATHS)
+    i = order.index(lesson)
+    return order[i + 1] if i + 1 < len(order) else None
+
+
+def _open_problem(seed: int) -> None:
+    st.query_params[PROBLEM_PARAM] = str(seed)
+
+
+def _to_next_path(lesson: str) -> None:
+    st.session_state[_mode_key(lesson)] = GUIDED
+    st.session_state[_step_key(lesson)] = 1
+
+
+def _path_end(lesson: str) -> None:
+    """The last step leads on: the lesson's problems, its free page, the next lesson's path."""
+    with st.container(border=True):
+        st.markdown(f"**That was the last step of {LESSON_NAMES[lesson]}'s path.** Where next:")
+        with st.container(horizontal=True):
+            for seed in PRACTICE_SEEDS:
+                st.button(f"Problem {seed}", key=f"{lesson}.guide.problem.{seed}", on_click=_open_problem,
+                          args=(seed,), icon=":material/quiz:",
+                          help=f"A new scenario to solve (the same as `python -m sim problems {lesson} --seed "
+                               f"{seed}`).")
+            st.button("Free page", key=f"{lesson}.guide.end_free", on_click=_to_free, args=(lesson,),
+                      icon=":material/tune:", help="Every chart and knob of the lesson.")
+            following = next_lesson(lesson)
+            if following is not None:
+                path = next(p for p, name, _ in page.PAGES if name == LESSON_NAMES[following])
+                if st.button(f"Next lesson: {LESSON_NAMES[following]}", key=f"{lesson}.guide.next_lesson",
+                             on_click=_to_next_path, args=(following,), icon=":material/arrow_forward:",
+                             type="primary"):
+                    st.switch_page(path, query_params={GUIDE_PARAM: "1"})
 
 
 def _question_key(lesson: str, step: Step) -> str:
@@ -187,8 +236,13 @@ def _question_key(lesson: str, step: Step) -> str:
 
 
 def _is_answered(lesson: str, step: Step) -> bool:
-    state = st.session_state.get(f"{_question_key(lesson, step)}.state", {})
-    return bool(state.get("solved") or state.get("revealed"))
+    """Answered (or shown) at some value of the step's settings."""
+    return bool(st.session_state.get(f"{_question_key(lesson, step)}.done"))
+
+
+def values_id(values: dict[str, Any]) -> str:
+    """The settings a question was asked for, as a key: an answer given for other values is not this one's."""
+    return "&".join(f"{k}={values[k]!r}" for k in sorted(values))
 
 
 def _setting_key(lesson: str, step: Step, key: str) -> str:
@@ -196,7 +250,7 @@ def _setting_key(lesson: str, step: Step, key: str) -> str:
 
 
 def _values(lesson: str, step: Step) -> dict[str, Any]:
-    """The step's settings: its defaults, or what the student picked after the answer."""
+    """The step's settings: its defaults, or what the student picked after the first answer."""
     out = {}
     for s in step.settings:
         key = _setting_key(lesson, step, s.key)
@@ -207,21 +261,28 @@ def _values(lesson: str, step: Step) -> dict[str, Any]:
 
 
 def _settings(lesson: str, step: Step) -> None:
-    """The knobs the step exposes, once the answer is out: another value re-runs the step (and its answer)."""
+    """The knobs the step exposes, once the step has been answered: another value is a new prediction (the
+    question below is asked for it, and its charts wait for the answer)."""
     if not step.settings:
         return
     with st.container(horizontal=True, vertical_alignment="bottom"):
         for s in step.settings:
             st.segmented_control(f"Try another setting: {s.label}", list(s.options),
-                                 key=_setting_key(lesson, step, s.key), format_func=s.display)
+                                 key=_setting_key(lesson, step, s.key), format_func=s.display,
+                                 help="Pick a value, then predict the answer for it.")
         st.button("Predict again", key=f"{_question_key(lesson, step)}.again", on_click=_reset_question,
                   args=(_question_key(lesson, step),), icon=":material/replay:", type="tertiary",
-                  help="Hide the answer and the charts, and answer the question for the new setting.")
+                  help="Hide the answer and the charts, and answer the question again.")
 
 
 # ---- predict, check, reveal -------------------------------------------------------------------------------------
+def _fresh(for_values: str = "") -> dict[str, Any]:
+    return {"feedback": "", "solved": False, "revealed": False, "correct": False, "for": for_values}
+
+
 def _reset_question(key: str) -> None:
-    st.session_state[f"{key}.state"] = {"feedback": "", "solved": False, "revealed": False}
+    for_values = st.session_state.get(f"{key}.state", {}).get("for", "")
+    st.session_state[f"{key}.state"] = _fresh(for_values)
     st.session_state.pop(f"{key}.answer", None)
 
 
@@ -235,16 +296,24 @@ def _check(key: str, problem: Problem) -> None:
     correct, feedback = problem.check(given)
     state["feedback"], state["solved"] = feedback, state["solved"] or correct
     state["correct"] = correct
+    if state["solved"]:
+        st.session_state[f"{key}.done"] = True
 
 
 def _reveal(key: str) -> None:
     st.session_state[f"{key}.state"]["revealed"] = True
+    st.session_state[f"{key}.done"] = True
 
 
-def question(key: str, problem: Problem) -> bool:
+def question(key: str, problem: Problem, for_values: str = "") -> bool:
     """The question, an answer box, Check and Show the answer; then what the check said. True once the answer is
-    out (answered right, or shown): the caller then draws the charts, which would give it away before."""
-    state = st.session_state.setdefault(f"{key}.state", {"feedback": "", "solved": False, "revealed": False})
+    out (answered right, or shown): the caller then draws the charts, which would give it away before.
+    ``for_values``: the settings the question is asked for; when they change, so does the question, and the
+    answer, feedback and reveal of the old values go (a new prediction)."""
+    state = st.session_state.setdefault(f"{key}.state", _fresh(for_values))
+    if state.get("for", "") != for_values:
+        state = st.session_state[f"{key}.state"] = _fresh(for_values)
+        st.session_state.pop(f"{key}.answer", None)
     with st.container(border=True):
         st.markdown(f"**Predict:** {problem.question}")
         if problem.is_multiple_choice:
@@ -300,6 +369,11 @@ def _client_latency(runs: Sequence[Run], style: ChartStyle, unit: str) -> None:
     page.show_chart(charts.latency_by_client(_traces(runs), style, unit="ms"), "finish-per-client", style)
 
 
+def _client_queue(runs: Sequence[Run], style: ChartStyle, unit: str) -> None:
+    page.show_chart(charts.latency_by_client(_traces(runs), style, unit="ms", measure="queue"), "queue-per-client",
+                    style)
+
+
 def _throughput(runs: Sequence[Run], style: ChartStyle, unit: str) -> None:
     page.show_chart(fairness_charts.total_throughput(_traces(runs), style, x_unit=unit), "total-throughput", style,
                     cursor_runs=_labels(runs), x_unit=unit)
@@ -345,11 +419,29 @@ def _tbt(runs: Sequence[Run], style: ChartStyle, unit: str) -> None:
     page.show_chart(budget_charts.tbt_distribution(_traces(runs), style), "time-between-tokens", style)
 
 
-CHARTS: dict[str, Callable[[Sequence[Run], ChartStyle, str], None]] = {
-    "gantt": _gantt, "kv": _kv, "kv_requests": _kv_requests, "finish_ecdf": _finish_ecdf,
-    "client_latency": _client_latency, "throughput": _throughput, "counters": _counters,
-    "client_rates": _client_rates, "kv_for_nobody": _kv_for_nobody, "cost": _cost, "hits": _hits,
-    "streams": _streams, "tbt": _tbt,
+@dataclass(frozen=True)
+class GuideChart:
+    """A chart a step can show: how it is drawn, whether the step player's cursor moves on it, what it is called
+    in a sentence."""
+
+    draw: Callable[[Sequence[Run], ChartStyle, str], None]
+    cursor: bool
+    what: str
+
+
+CHARTS: dict[str, GuideChart] = {
+    "gantt": GuideChart(_gantt, True, "Gantt chart"), "kv": GuideChart(_kv, True, "KV chart"),
+    "kv_requests": GuideChart(_kv_requests, True, "KV chart"),
+    "finish_ecdf": GuideChart(_finish_ecdf, False, "finish-time curves"),
+    "client_latency": GuideChart(_client_latency, False, "per-client finish times"),
+    "client_queue": GuideChart(_client_queue, False, "per-client queueing delays"),
+    "throughput": GuideChart(_throughput, True, "throughput chart"),
+    "counters": GuideChart(_counters, True, "counters chart"),
+    "client_rates": GuideChart(_client_rates, True, "per-client tokens/s chart"),
+    "kv_for_nobody": GuideChart(_kv_for_nobody, True, "KV chart"),
+    "cost": GuideChart(_cost, False, "cost bars"), "hits": GuideChart(_hits, False, "cache-hit bars"),
+    "streams": GuideChart(_streams, True, "streams chart"),
+    "tbt": GuideChart(_tbt, False, "time-between-tokens chart"),
 }
 
 

@@ -18,6 +18,14 @@ def count(n: int, noun: str, plural: str | None = None) -> str:
     return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
 
 
+def a_number(n: int) -> str:
+    """"a 2,000" or "an 8,000": the article a whole number takes when read aloud (eight, eleven, eighteen, eighty
+    start with a vowel sound), then the number with thousands separators."""
+    digits = str(abs(n))
+    vowel = digits.startswith("8") or (len(digits) % 3 == 2 and digits[:2] in ("11", "18"))
+    return f"{'an' if vowel else 'a'} {n:,}"
+
+
 def sentence_case(text: str) -> str:
     """``text`` with its first letter a capital ("time between tokens" -> "Time between tokens")."""
     return text[:1].upper() + text[1:]

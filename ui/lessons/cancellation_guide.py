@@ -11,6 +11,7 @@ from sim.scenario import Scenario
 
 from ..glossary import term_link
 from ..lesson import Run
+from ..wording import count
 from . import cancellation as lesson
 from .guided import Setting, Step, Values, by_label, config_setting, number_question
 
@@ -42,12 +43,18 @@ def _ask_wasted(runs: Sequence[Run], values: Values) -> Problem:
     spec = keeping.scenario.requests[row]
     read = spec.abort_step - spec.arrival_step
     wasted = int(keeping.trace.requests["num_wasted_tokens"][row])
+    r = keeping.trace.requests
+    other = 1 - row
+    waited = (keeping.scenario.config.max_num_seqs == 1
+              and int(r["first_scheduled_step"][other]) > int(r["finish_step"][row]))
+    meanwhile = (f", while the other request waits for the only slot until step "
+                 f"{int(r['first_scheduled_step'][other]):,}" if waited else "")
     return number_question(
         "wasted", runs, f"The user of a {spec.output_len:,}-token answer closes the tab after token {read:,}. A server "
                         f"that never notices keeps generating: how many tokens does it generate for nobody?",
         wasted, "tokens",
         f"Everything after token {read:,} is read by nobody: {spec.output_len:,} - {read:,} = {wasted:,} tokens, one "
-        f"per engine step, while the other request waits for the only slot. In the KV chart below, the dotted area "
+        f"per engine step{meanwhile}. In the KV chart below, the dotted area "
         f"(\"{HELD_FOR_NOBODY}\") is KV held for nobody.",
         "Which tokens does the user never read?",
         [(read, "that is what the user read; the question asks for what nobody reads."),
@@ -84,12 +91,16 @@ def _ask_delay(runs: Sequence[Run], values: Values) -> Problem:
     spec = run.scenario.requests[row]
     waiter = 1 - row
     start = int(run.trace.requests["first_scheduled_step"][waiter])
+    left = spec.abort_step
+    late = (f"{delay:,} steps late (a proxy buffers, a health check polls)" if delay else
+            "at once")
+    after = (f"{start - left:,} steps after the user left" if start > left else "as soon as the user leaves")
     return number_question(
-        "delay", runs, f"Now the server aborts, but notices the disconnect {delay:,} steps late (a proxy buffers, a "
-                       f"health check polls). How many tokens does it generate for nobody?",
+        "delay", runs, f"Now the server aborts, and notices the disconnect {late}. How many tokens does it generate "
+                       "for nobody?",
         wasted, "tokens",
-        f"Until it notices, the answer keeps growing by one token a step: {wasted:,} tokens for nobody, and the "
-        f"waiting request starts at step {start:,} instead of right after the user left.",
+        f"Until it notices, the answer keeps growing by one token a step: {wasted:,} tokens for nobody, and "
+        f"the other request, waiting for the slot, starts at step {start:,}, {after} (step {left:,}).",
         "One token per step while nobody has noticed.",
         [(0, "the abort comes only once the server notices."),
          (spec.output_len - (spec.abort_step - spec.arrival_step), "the server does abort, only late.")])
@@ -104,22 +115,31 @@ def _ask_stops(runs: Sequence[Run], values: Values) -> Problem:
     spec = run.scenario.requests[0]
     wasted = int(run.trace.requests["num_wasted_tokens"][0])
     total = int(run.summary["wasted_tokens"])
+    checked = by_label(runs, "check every step")
+    late = checked.trace.requests["num_wasted_tokens"]
+    strings = sum(1 for i, r in enumerate(checked.scenario.requests) if r.stop_type == "string" and late[i] > 0)
+    how = (f"{count(strings, 'answer')} ending on a stop string, each caught one step late"
+           if int(late.sum()) == strings else "a stop string is caught one step late")
     return number_question(
         "stops", runs, f"Request r0's answer ends at token {spec.output_len} (a stop token) with max_tokens "
                        f"{spec.max_tokens:,}. A server that only stops at max_tokens: how many tokens does it generate "
                        f"for r0 past the answer's end?",
         wasted, "tokens",
         f"It runs to max_tokens: {spec.max_tokens:,} - {spec.output_len} = {wasted:,} tokens past the end, and "
-        f"{total:,} over all 24 requests, against {int(by_label(runs, 'check every step').summary['wasted_tokens']):,} "
-        "for a server that checks every step (a stop string is caught one step late). Compare the Gantt charts.",
+        f"{total:,} over all {len(run.scenario.requests)} requests, against {int(late.sum()):,} for a server that "
+        f"checks every step ({how}). Compare the Gantt charts.",
         "The answer is done at its stop token; count what comes after it.",
         [(spec.max_tokens, "the first tokens up to the stop are the answer itself.")])
 
 
+def _wasted_text(values: Values) -> str:
+    return (f"One slot: a {ANSWER_TOKENS:,}-token answer is streaming while a second request waits. The user reads "
+            f"{values['leave_after_tokens']:,} tokens, then leaves. A server that does not {term_link('abort')} "
+            "keeps going.")
+
+
 STEPS = (
-    Step("wasted", "A user closes the tab",
-         "One slot: a 1,000-token answer is streaming while a second request waits. The user reads 300 tokens, "
-         f"then leaves. A server that does not {term_link('abort')} keeps going.",
+    Step("wasted", "A user closes the tab", _wasted_text,
          "article_abandon", ("abort on disconnect", "no abort"), _ask_wasted, ("kv_for_nobody", "gantt"), (LEAVE,)),
     Step("kv", "The memory it holds",
          f"Every generated token adds to the request's {term_link('KV cache')}, and the memory stays taken until the "

@@ -8,7 +8,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from sim import metrics
-from sim.fairness_metrics import longest_starvation_steps
+from sim.fairness_metrics import lifts, longest_starvation_steps
 from sim.problems import Problem, fmt
 from sim.scenario import Scenario
 from sim.workload import ClientSpec, generate
@@ -33,26 +33,28 @@ def _ask_who_waits(runs: Sequence[Run], values: Values) -> Problem:
     run = runs[0]
     q = _queue_ms(run)
     answer = _SAME if abs(q["A"] - q["B"]) <= 0.2 * max(q["A"], q["B"]) else _A if q["A"] > q["B"] else _B
-    why = ("FCFS serves requests in arrival order and never looks at who sent them: B's few requests queue behind "
-           "A's wall like everyone else's" if answer == _SAME else
-           "VTC serves the client with the least service first: B's few requests go ahead of A's queue")
+    policy = run.scenario.config.policy.value
+    if policy == "fcfs":
+        why = ("FCFS serves requests in arrival order and never looks at who sent them"
+               + (": B's few requests queue behind A's wall like everyone else's" if answer == _SAME else
+                  "; the difference comes from when each client's requests happened to arrive"))
+    else:
+        why = ("VTC serves the client with the least service first"
+               + (": B's few requests go ahead of A's queue" if answer == _A else
+                  ", and here that did not put B's requests ahead of A's"))
     return choice_question(
         "who_waits", runs, f"Client A sends 90% of the requests, B the other 10%, more than the server can take. Under "
                            f"{run.label}, whose requests wait longer in the queue, on average?", (_A, _B, _SAME),
         answer, f"Mean queueing delay: A {fmt(q['A'], 0)} ms, B {fmt(q['B'], 0)} ms. {why}. The boxes below show each "
-                f"client's finish times, the queueing plus the answer itself.",
+                "client's queueing delays (the dashed line in a box is its mean).",
         "Think about what the policy looks at when it picks the next request: its arrival, or its client.",
         {_A: f"A's requests wait {fmt(q['A'], 0)} ms on average and B's {fmt(q['B'], 0)} ms.",
          _B: f"B's requests wait {fmt(q['B'], 0)} ms on average and A's {fmt(q['A'], 0)} ms.",
          _SAME: f"A's requests wait {fmt(q['A'], 0)} ms and B's {fmt(q['B'], 0)} ms: not the same."})
 
 
-def _limit(scenario: Scenario, value: int) -> Scenario:
-    # (only where the variant has a limit: FCFS's own run stays without one)
-    return scenario.with_config(rate_limit_max_requests=value) if scenario.config.rate_limit_max_requests else scenario
-
-
-LIMIT = Setting("limit", "Requests per client per 200-step window", 10, (10, 25, 60), _limit)
+LIMIT = config_setting("limit", "rate_limit_max_requests", "Requests per client per 200-step window", 10, (10, 25, 60),
+                       runs=("Rate limit",))  # (FCFS's own run stays without a limit)
 _HALF, _SOME, _KEPT = ("it falls below 60% of FCFS's", "it falls to between 60% and 90% of FCFS's",
                        "about the same (90% or more of FCFS's)")
 
@@ -61,19 +63,36 @@ def _throughput(run: Run) -> float:
     return float(run.summary["throughput_tok_s"])
 
 
+def _steps_with_free_slots(run: Run) -> int:
+    """Steps, before the last request arrives, in which fewer requests ran than there are batch slots."""
+    last_arrival = int(run.trace.requests["arrival_step"].max())
+    running = run.trace.steps["num_running"][: last_arrival + 1]
+    return int((running < run.scenario.config.max_num_seqs).sum())
+
+
 def _ask_rate_limit(runs: Sequence[Run], values: Values) -> Problem:
     fcfs, limited = by_label(runs, "FCFS"), by_label(runs, "Rate limit")
     share = _throughput(limited) / _throughput(fcfs)
     answer = _HALF if share < 0.6 else _SOME if share < 0.9 else _KEPT
-    limit = limited.scenario.config.rate_limit_max_requests
-    turned = limited.summary["num_rejected"]
+    config = limited.scenario.config
+    limit, window = config.rate_limit_max_requests, config.rate_limit_window_steps
+    turned = int(limited.summary["num_rejected"])
+    idle, fcfs_idle = _steps_with_free_slots(limited), _steps_with_free_slots(fcfs)
+    if turned and idle > fcfs_idle:
+        refused = (f"The limit turned {turned:,} requests away, and while requests kept arriving fewer than all "
+                   f"{config.max_num_seqs} batch slots were in use in {idle:,} steps (under FCFS: {fcfs_idle:,}): it "
+                   "protects B by refusing A, not by sharing the GPU.")
+    elif turned:
+        refused = (f"The limit turned {turned:,} requests away, yet the batch slots stood empty no more often than "
+                   f"under FCFS ({idle:,} steps against {fcfs_idle:,}): the requests it refused were the queue's.")
+    else:
+        refused = "The limit turned nobody away here, so it changed nothing."
     return choice_question(
-        "rate_limit", runs, f"A gateway lets each client send at most {limit} requests per 200 steps and turns the "
-                            f"rest away. What happens to the server's total throughput (output tokens/s)?",
+        "rate_limit", runs, f"A gateway lets each client send at most {limit} requests per {window} steps and turns "
+                            "the rest away. What happens to the server's total throughput (output tokens/s)?",
         (_HALF, _SOME, _KEPT), answer,
         f"Throughput: FCFS {fmt(_throughput(fcfs), 0)} tokens/s, with the limit {fmt(_throughput(limited), 0)} "
-        f"({share:.0%}). The limit turned {turned:,} requests away even while slots stood empty: it protects B by "
-        f"refusing A, not by sharing the GPU. The throughput chart shows the gap.",
+        f"({share:.0%}). {refused} The throughput chart shows the gap.",
         "The limit applies whether or not the GPU has room to spare.",
         {c: f"with this limit the server keeps {share:.0%} of FCFS's throughput." for c in (_HALF, _SOME, _KEPT)})
 
@@ -115,18 +134,35 @@ _SHUT, _SHARE = ("A is not admitted for over 100 steps: B spends its banked cred
                  "A keeps being admitted alongside B (no gap over 100 steps)")
 
 
+def _returns(run: Run) -> int:
+    """The step B's first request arrives (B stays away until then)."""
+    r = run.trace.requests
+    return int(r["arrival_step"][r["client"] == run.trace.client_ids.index("B")].min())
+
+
 def _ask_lift(runs: Sequence[Run], values: Values) -> Problem:
     run = runs[0]
-    a = run.trace.client_ids.index("A")
+    ids = run.trace.client_ids
+    a, b = ids.index("A"), ids.index("B")
     starved = longest_starvation_steps(run.trace)[a]
     answer = _SHUT if starved > 100 else _SHARE
+    back = _returns(run)
+    counters = run.trace.clients["client_counters"]
+    ca, cb = float(counters[back - 1, a]), float(counters[back - 1, b])
+    lift = lifts(run.trace)
+    if lift["count"] and lift["client"] == b and lift["step"] <= back + 1:
+        rule = (f"VTC {term_link('counter lift', 'lifts')} B's counter to {fmt(lift['after'], 0)}, the lowest active "
+                "counter, so B banks nothing from its idle stretch and the two clients share the slots from the "
+                "start")
+    else:
+        rule = (f"Without a {term_link('counter lift', 'lift')} B keeps its low counter, so B's requests go first "
+                "until its counter catches up with A's")
     return choice_question(
-        "lift", runs, f"B is idle for 300 steps while A uses the server, then sends a burst. Under {run.label}, "
+        "lift", runs, f"B is idle for {back:,} steps while A uses the server, then sends a burst. Under {run.label}, "
                       f"what happens to A when B returns?", (_SHUT, _SHARE), answer,
-        f"A's longest stretch waiting without an admission: {starved:,} steps. Without the "
-        f"{term_link('counter lift', 'lift')}, B returns with its counter still near 0 while A's is far ahead, "
-        "so B is served alone until it catches up; the lift raises B's counter to the lowest active one and the "
-        "two share from the start. See the counters and each client's tokens/s below.",
+        f"When B's first request arrives (step {back:,}), A's counter is {fmt(ca, 0)} and B's {fmt(cb, 0)}. {rule}: "
+        f"A's longest stretch with requests waiting and none admitted is {starved:,} steps. See the counters and "
+        "each client's tokens/s below.",
         "Compare the two counters at the moment B returns.",
         {_SHUT: f"A's longest wait without an admission is only {starved:,} steps.",
          _SHARE: f"A waits {starved:,} steps in a row without an admission."})
@@ -136,7 +172,7 @@ STEPS = (
     Step("who_waits", "One busy client, one light client",
          "Client A floods the server with 90% of the requests; client B sends a trickle. The server is overloaded, "
          f"so a queue builds and each request's {term_link('queueing delay')} grows.",
-         "article_fairness", ("FCFS",), _ask_who_waits, ("client_latency",), (POLICY,)),
+         "article_fairness", ("FCFS",), _ask_who_waits, ("client_queue",), (POLICY,)),
     Step("rate_limit", "A per-client rate limit",
          f"A common fix in front of the server: a {term_link('rate limit')} per client per time window. It stops A "
          "from crowding B out. What does it cost?",

@@ -36,23 +36,32 @@ class Setting:
     apply: Callable[[Scenario, Any], Scenario]
     labels: Mapping[Any, str] = field(default_factory=dict)  # display names for options
     names_run: bool = False  # the run's label is the value's name (a setting that picks the policy)
+    runs: tuple[str, ...] = ()  # the variants (labels) it reaches; () = every run of the step
+
+    def reaches(self, label: str) -> bool:
+        return not self.runs or label in self.runs
 
     def display(self, value: Any) -> str:
         return self.labels.get(value, f"{value:,}" if isinstance(value, int) else str(value))
 
 
 def config_setting(key: str, name: str, label: str, default: Any, options: Sequence[Any],
-                   labels: Mapping[Any, str] | None = None, names_run: bool = False) -> Setting:
-    """A setting that is one ``EngineConfig`` field (``name``)."""
+                   labels: Mapping[Any, str] | None = None, names_run: bool = False,
+                   runs: Sequence[str] = ()) -> Setting:
+    """A setting that is one ``EngineConfig`` field (``name``), applied to the runs ``runs`` (default every run)."""
     return Setting(key, label, default, tuple(options), lambda sc, v: sc.with_config(**{name: v}), labels or {},
-                   names_run)
+                   names_run, tuple(runs))
 
 
 @dataclass(frozen=True)
 class Step:
+    """One step of a guided path. ``text`` is two or three sentences (Markdown, a glossary link at a term's first
+    use), or a function of the step's values when a sentence names a figure a setting changes; it never names an
+    answer. ``ask(runs, values)`` builds the question from the step's runs."""
+
     key: str
-    title: str
-    text: str  # two or three sentences (Markdown, a glossary link at a term's first use)
+    title: str  # names no figure a setting changes
+    text: str | Callable[[Values], str]
     preset: str  # sim.presets key
     variants: tuple[str, ...]  # the preset's variants run, by label, in order
     ask: Callable[[Sequence[Run], Values], Problem]
@@ -65,9 +74,16 @@ class Step:
     def defaults(self) -> dict[str, Any]:
         return {s.key: s.default for s in self.settings}
 
+    def chosen(self, values: Values | None = None) -> dict[str, Any]:
+        """The step's values: its defaults, with ``values`` over them."""
+        return {**self.defaults(), **(values or {})}
+
+    def intro(self, values: Values | None = None) -> str:
+        return self.text(self.chosen(values)) if callable(self.text) else self.text
+
     def scenarios(self, values: Values | None = None) -> list[tuple[str, Scenario]]:
         """(label, scenario) per variant: the preset's scenario with the variant's overrides, then the settings."""
-        chosen = {**self.defaults(), **(values or {})}
+        chosen = self.chosen(values)
         preset = get(self.preset)
         overrides = dict(preset.variants)
         out = []
@@ -76,10 +92,12 @@ class Step:
                 raise ValueError(f"step {self.key!r}: preset {self.preset!r} has no variant {label!r}; its "
                                  f"variants: {', '.join(overrides)}")
             scenario = preset.scenario.with_config(**overrides[label])
+            name = label
             for s in self.settings:
-                scenario = s.apply(scenario, chosen[s.key])
-                label = s.display(chosen[s.key]) if s.names_run else label
-            out.append((label, scenario))
+                if s.reaches(label):  # (a setting reaches only the runs it is meant for)
+                    scenario = s.apply(scenario, chosen[s.key])
+                    name = s.display(chosen[s.key]) if s.names_run else name
+            out.append((name, scenario))
         return out
 
     def shown_runs(self, runs: Sequence[Run]) -> list[Run]:

@@ -10,6 +10,7 @@ from sim.events import join_and
 from sim.preemption_metrics import preemption_cost, preemptions
 from sim.problems import Problem, fmt
 from sim.scenario import Scenario
+from sim.trace import Trace
 
 from ..glossary import term_link
 from ..lesson import Run
@@ -20,6 +21,7 @@ VICTIM_POLICY = config_setting("policy", "policy", "Policy", "fcfs", ("fcfs", "p
                                {"fcfs": "FCFS victim", "priority": "priority victim"}, names_run=True)
 _VICTIM_RULE = {"fcfs": "FCFS evicts the last request of the running list (the one admitted last)",
                 "priority": "priority evicts the running request with the largest priority value (the least urgent)"}
+_REQUEUED = {"fcfs": "at its front", "priority": "in priority order"}  # (vLLM: prepend; a priority heap re-sorts)
 
 
 def _pool_scene(scenario: Scenario) -> tuple[list[str], str]:
@@ -52,7 +54,7 @@ def _ask_victim(runs: Sequence[Run], values: Values) -> Problem:
         "victim", runs, f"Policy {run.label.split()[0]}. {scene}. When the pool is full, which request is preempted "
                         f"first?", ids, first.request_id,
         f"At step {first.step:,} {needer} needs a new block and none is free; {rule}: {first.request_id}. It goes back "
-        f"to the waiting queue, at its front, and its KV is freed (the triangle in the Gantt and KV charts).",
+        f"to the waiting queue, {_REQUEUED[policy]}, and its KV is freed (the triangle in the Gantt and KV charts).",
         "Who was admitted last? Who is least urgent?", mistakes)
 
 
@@ -75,7 +77,9 @@ def _ask_cost(runs: Sequence[Run], values: Values) -> Problem:
     answer = _EVEN if 1 / 1.2 <= ratio <= 1.2 else _SWAP if ratio > 1 else _RECOMPUTE
     gb_s = config.cost.swap_bandwidth_gb_s
     return choice_question(
-        "cost", runs, f"The victim holds {victim.num_tokens:,} tokens of KV. Bringing it back: "
+        "cost", runs, f"In the run below a pool of {config.num_blocks:,} blocks runs out at step {victim.step:,} and "
+                      f'request "{victim.request_id}" is preempted, holding {victim.num_tokens:,} tokens of KV. '
+                      "Bringing it back: "
                       f"{term_link('recompute')} prefills them again "
                       f"({fmt(config.cost.prefill_token_us)} us a token plus a "
                       f"{fmt(config.cost.step_base_ms, 2)}-ms step), {term_link('swap')} copies its blocks to CPU "
@@ -91,7 +95,7 @@ def _ask_cost(runs: Sequence[Run], values: Values) -> Problem:
 
 
 CACHING = config_setting("caching", "enable_prefix_caching", "Prefix caching", True, (False, True),
-                         {False: "off", True: "on"})
+                         {False: "prefix caching off", True: "prefix caching on"}, names_run=True)
 _NONE, _UNDER, _OVER = ("none of them", "some, under half", "more than half")
 
 
@@ -103,13 +107,17 @@ def _ask_hits(runs: Sequence[Run], values: Values) -> Problem:
     share = hits / resumed if resumed else 0.0
     answer = _NONE if hits == 0 else _UNDER if share < 0.5 else _OVER
     on = run.scenario.config.enable_prefix_caching
+    shared = run.scenario.workload.prefix_len if run.scenario.workload is not None else 0
+    found = (f"{hits:,} of them ({share:.0%}) found in the {term_link('prefix cache')}: the shared prompt's blocks, "
+             "and the victim's own freed blocks that nobody reused yet. Without the cache every token is computed "
+             "again." if on else
+             f"none of them from a cache: with prefix caching off, a re-admitted request computes all its tokens "
+             f"again, the shared {shared:,}-token prompt included.")
     return choice_question(
-        "hits", runs, f"Every request starts with the same 512-token system prompt; the pool is too small, so requests "
-                      f"are preempted and recomputed. With prefix caching {'on' if on else 'off'}, how many of the "
-                      f"re-prefilled tokens are cache hits?", (_NONE, _UNDER, _OVER), answer,
-        f"{len(back):,} re-admissions prefilled {resumed:,} tokens, {hits:,} of them ({share:.0%}) found in the "
-        f"{term_link('prefix cache')}: the shared prompt's blocks, and the victim's own freed blocks that nobody "
-        "reused yet. Without the cache every token is computed again.",
+        "hits", runs, f"Every request starts with the same {shared:,}-token system prompt; the pool is too small, so "
+                      f"requests are preempted and recomputed. With prefix caching {'on' if on else 'off'}, how many "
+                      "of the re-prefilled tokens are cache hits?", (_NONE, _UNDER, _OVER), answer,
+        f"{count(len(back), 're-admission')} prefilled {resumed:,} tokens, {found}",
         "What stays in a freed block until another request takes it?",
         {c: f"{hits:,} of {resumed:,} re-prefilled tokens ({share:.0%}) were hits." for c in (_NONE, _UNDER, _OVER)})
 
@@ -130,8 +138,8 @@ def _ask_sizing(runs: Sequence[Run], values: Values) -> Problem:
         f"{count(num, 'preemption')}: {held}. A request is admitted when its prompt fits; then every running answer "
         f"grows a token a step, and a request is preempted when the {c.max_num_seqs} answers growing at once need a "
         "block that is not free: "
-        + ("it happened here. A larger pool, or fewer slots (more queueing), removes them"
-           if num else "here the pool always had one")
+        + ("it happened here. A larger pool, or fewer slots (more queueing), leaves more room for each growing "
+           "answer" if num else "here the pool always had one")
         + ". Preemptions step after step would mean the engine is sized wrong.")
     return choice_question(
         "sizing", runs, f"{len(requests)} requests of up to {longest:,} tokens (prompt + answer) arrive within "
@@ -143,6 +151,12 @@ def _ask_sizing(runs: Sequence[Run], values: Values) -> Problem:
          _NO: f"the {c.max_num_seqs} answers growing at once ran the pool out: {count(num, 'preemption')}."})
 
 
+def _first_preemption(trace: Trace) -> int:
+    """The player starts at the step the victim is preempted."""
+    found = preemptions(trace)
+    return found[0].step if found else 0
+
+
 STEPS = (
     Step("victim", "The toy pool: who is evicted?",
          f"Four answers grow together in a {term_link('pool', 'KV pool')} of 32 {term_link('KV block', 'blocks')} "
@@ -152,7 +166,8 @@ STEPS = (
     Step("cost", "Recompute or swap?",
          "A preempted request has lost its place, not its text. It can come back two ways: compute its KV again, or "
          "have kept a copy in CPU memory.",
-         "recompute_vs_swap", ("recompute",), _ask_cost, ("cost",), (BANDWIDTH,)),
+         "recompute_vs_swap", ("recompute",), _ask_cost, ("cost", "gantt"), (BANDWIDTH,),
+         start_step=_first_preemption),
     Step("hits", "Prefix caching softens recompute",
          "Full blocks are hashed by their tokens. A freed block keeps its KV until it is reused, so a re-prefill can "
          "find part of itself still there.",
