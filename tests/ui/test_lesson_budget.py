@@ -122,6 +122,21 @@ def test_chart_builders():
     assert list(fig.layout.xaxis.tickvals) == [15.0, 20.0, 30.0, 40.0, 50.0, 70.0, 100.0, 150.0]  # (1-2-5: three)
 
 
+def test_tbt_axis_leaves_room_past_the_stall():
+    # Without chunking the largest gap is the 133.8-ms stall; plotly's autorange would end the axis right on it.
+    runs = runs_of("long_prompt")
+    fig = charts.tbt_distribution({r.label: r.trace for r in runs}, ChartStyle())
+    xs = np.concatenate([np.asarray(d.x, dtype=np.float64) for d in fig.data])
+    assert xs.max() == pytest.approx(133.798)
+    assert fig.layout.xaxis.type == "log"
+    bottom, top = fig.layout.xaxis.range  # (decades, on a log axis)
+    first, last = np.log10(xs.min()), np.log10(xs.max())
+    assert top - last >= 0.05 * (last - first) and first - bottom >= 0.05 * (last - first)
+    assert 10**top < 2 * xs.max()  # room, not a wasted half of the chart
+    ticks = [t for t in fig.layout.xaxis.tickvals if bottom <= np.log10(t) <= top]
+    assert len(ticks) >= 4
+
+
 def test_busy_run_shows_its_worst_moment():
     runs = runs_of("busy_budget")
     lo, hi = charts.worst_gap_window(runs[0].trace)
@@ -138,6 +153,9 @@ def test_a_log_axis_has_readable_ticks_whatever_its_span():
     assert log_axis([5, 900])["ticktext"] == ["5", "10", "20", "50", "100", "200", "500", "1,000"]
     # Less than a decade (a p99 TTFT from 180 to 600 ms): 1-2-5 would label only 200 and 500.
     assert log_axis([180, 600])["ticktext"] == ["150", "200", "300", "400", "500", "700"]
+    assert "range" not in log_axis([180, 600])  # (autorange unless asked for headroom)
+    lo, hi = log_axis([100, 100], headroom=0.1)["range"]  # one value: room all the same
+    assert lo == pytest.approx(2 - 0.05) and hi == pytest.approx(2 + 0.05)
     # Ticks past the data's span are not drawn: 100 and 1,000 frame 125-750 ms but only 200 and 500 show.
     assert log_axis([125, 750])["ticktext"] == ["100", "150", "200", "300", "400", "500", "700"]
     assert log_axis([0.12, 0.5])["ticktext"] == ["0.1", "0.15", "0.2", "0.3", "0.4", "0.5"]

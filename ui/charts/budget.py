@@ -112,29 +112,42 @@ def tbt_distribution(traces: Mapping[str, Trace], style: ChartStyle, *, colors: 
             "hovertemplate": f"{label}: %{{y:.1f}}% of gaps within %{{x:,.1f}} ms<extra></extra>",
         })
     xs = [x for d in data for x in (d["x"][0], d["x"][-1])]
+    # (room past the largest gap: plotly's autorange ends a line at its last value, so a stall's step up to 100%
+    # would sit on the border, half cut off)
     layout = styled_layout(style, title=title, x_title="time between two tokens of a stream (ms, log scale)",
-                           y_title="gaps (%)", height=400, xaxis=log_axis(xs), yaxis={"range": [0, 102]})
+                           y_title="gaps (%)", height=400, xaxis=log_axis(xs, headroom=TBT_HEADROOM),
+                           yaxis={"range": [0, 102]})
     return trusted_figure(data, layout)
 
 
-def log_axis(values: Sequence[float]) -> dict[str, Any]:
+def log_axis(values: Sequence[float], *, headroom: float = 0.0) -> dict[str, Any]:
     """A log axis ticked at 1, 2, 5, 10, 20, 50... within ``values``' span (plotly's own log ticks label 20 as
     "2" beside the 10 they follow, which reads as 2 ms); a span of less than a decade, where that leaves two or three
-    labels, at 1, 1.5, 2, 3, 4, 5, 7, 10, 15..."""
+    labels, at 1, 1.5, 2, 3, 4, 5, 7, 10, 15... ``headroom`` > 0 fixes the range: the values' span in decades (at
+    least ``MIN_HEADROOM_DECADES``) times ``headroom`` left blank at either end; 0 leaves it to plotly's autorange."""
     v = np.asarray([x for x in values if np.isfinite(x) and x > 0], dtype=np.float64)
     if not len(v):
         return {"type": "log"}
     lo, hi = float(v.min()) / 1.3, float(v.max()) * 1.3
     seen_lo, seen_hi = float(v.min()) / 1.05, float(v.max()) * 1.05  # about what plotly's autorange shows
+    axis: dict[str, Any] = {"type": "log"}
+    if headroom > 0:
+        first, last = np.log10(float(v.min())), np.log10(float(v.max()))
+        pad = headroom * max(last - first, MIN_HEADROOM_DECADES)
+        axis["range"] = [float(first - pad), float(last + pad)]  # (a log axis's range is in decades)
+        seen_lo, seen_hi = 10.0 ** axis["range"][0], 10.0 ** axis["range"][1]
+        lo, hi = min(lo, seen_lo), max(hi, seen_hi)
     for mantissas in ((1, 2, 5), (1, 1.5, 2, 3, 4, 5, 7)):
         ticks = [m * 10.0**e for e in range(-1, 8) for m in mantissas if lo <= m * 10.0**e <= hi]
         if sum(seen_lo <= t <= seen_hi for t in ticks) >= MIN_LOG_TICKS:
             break
-    return {"type": "log", "tickvals": ticks,
+    return {**axis, "tickvals": ticks,
             "ticktext": [f"{t:,.0f}" if abs(t - round(t)) < 1e-9 else f"{t:g}" for t in ticks]}
 
 
 MIN_LOG_TICKS = 4  # labels a log axis shows at least, where its span allows
+MIN_HEADROOM_DECADES = 0.5  # the span log_axis's headroom is a share of, at least (all values alike: still room)
+TBT_HEADROOM = 0.08  # share of the span left past the largest (and smallest) gap of tbt_distribution's axis
 
 
 SERIES = {"chunked": ("chunked prefill", theme.BLUE, "circle"),
