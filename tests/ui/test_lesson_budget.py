@@ -137,6 +137,21 @@ def test_tbt_axis_leaves_room_past_the_stall():
     assert len(ticks) >= 4
 
 
+def test_tradeoff_tells_the_current_runs_apart():
+    sweep = {"chunked": [(512, 200.0, 13.9), (8192, 125.0, 133.8)], "unchunked": [(8192, 125.0, 133.8)]}
+    fig = charts.tradeoff(sweep, ChartStyle(), current=[("A: no chunking, 8,192", 125.0, 133.8),
+                                                        ("C", np.nan, 1.0), ("B: chunked, 512", 200.0, 13.9)])
+    a, b = fig.data[2:]  # (C has no p99 TTFT: not drawn)
+    assert (a.marker.symbol, b.marker.symbol) == charts.CURRENT_SYMBOLS[0:3:2]  # (by position: B keeps its own)
+    assert [a.name, b.name] == ["A: no chunking, 8,192", "B: chunked, 512"]
+    assert a.marker.symbol != b.marker.symbol
+    assert {a.marker.symbol, b.marker.symbol}.isdisjoint({s for _, _, s in charts.SERIES.values()})
+    assert "text" in a.mode and list(a.text) == [a.name] and list(b.text) == [b.name]
+    assert a.showlegend is not False and b.showlegend is not False
+    # Each label below its marker (under the falling curve), on the side with room: A is the rightmost point.
+    assert a.textposition == "bottom left" and b.textposition == "bottom right"
+
+
 def test_busy_run_shows_its_worst_moment():
     runs = runs_of("busy_budget")
     lo, hi = charts.worst_gap_window(runs[0].trace)

@@ -152,13 +152,16 @@ TBT_HEADROOM = 0.08  # share of the span left past the largest (and smallest) ga
 
 SERIES = {"chunked": ("chunked prefill", theme.BLUE, "circle"),
           "unchunked": ("no chunking", theme.VERMILLION, "square")}
+CURRENT_SYMBOLS = ("diamond-open", "triangle-up-open", "star-open", "hexagon-open", "x-open", "pentagon-open",
+                   "hourglass-open", "cross-open")  # the current runs' markers: open, none a series' own
 
 
 def tradeoff(sweep: Mapping[str, Any], style: ChartStyle, *, current: Sequence[tuple[str, float, float]] = (),
              title: str = "The budget's trade-off: one point per budget") -> go.Figure:
     """p99 TTFT (y) against p99 time between tokens (x), one point per budget, labelled with it, a line per
     series (``sweep["chunked"]``, ``sweep["unchunked"]``: lists of (budget, p99 TTFT ms, p99 TBT ms)); both axes
-    log. ``current``: (label, p99 TTFT, p99 TBT) of the runs above, drawn as open diamonds."""
+    log. ``current``: (label, p99 TTFT, p99 TBT) of the runs above, each its own open symbol (``CURRENT_SYMBOLS``,
+    by position), its label below it and its name in the legend."""
     data: list[dict[str, Any]] = []
     for key, (name, color, symbol) in SERIES.items():
         points = [p for p in sweep.get(key, []) if np.isfinite(p[1]) and np.isfinite(p[2])]
@@ -175,15 +178,20 @@ def tradeoff(sweep: Mapping[str, Any], style: ChartStyle, *, current: Sequence[t
             "hovertemplate": f"{name}, budget %{{customdata:,}}<br>p99 TTFT %{{y:,.1f}} ms<br>"
                              "p99 time between tokens %{x:,.1f} ms<extra></extra>",
         })
-    for label, ttft, tbt in current:
-        if np.isfinite(ttft) and np.isfinite(tbt):
-            data.append({
-                "type": "scatter", "x": [tbt], "y": [ttft], "mode": "markers", "name": label,
-                "marker": {"size": style.marker_size * 2, "symbol": "diamond-open", "color": theme.BLACK,
-                           "line": {"width": style.line_width}},
-                "hovertemplate": f"{label}<br>p99 TTFT %{{y:,.1f}} ms<br>p99 time between tokens %{{x:,.1f}} ms"
-                                 "<extra></extra>",
-            })
+    shown = [(i, label, ttft, tbt) for i, (label, ttft, tbt) in enumerate(current)
+             if np.isfinite(ttft) and np.isfinite(tbt) and tbt > 0]
+    xs = np.log10([x for d in data for x in d["x"] if x > 0] + [tbt for *_, tbt in shown] or [1.0])
+    middle = (xs.min() + xs.max()) / 2  # a label goes below its marker, on the side with more room (decades)
+    for i, label, ttft, tbt in shown:  # (i: a run keeps its symbol whether or not the others are drawn)
+        data.append({
+            "type": "scatter", "x": [tbt], "y": [ttft], "mode": "markers+text", "name": label,
+            "text": [label], "textposition": "bottom left" if np.log10(tbt) > middle else "bottom right",
+            "textfont": {"size": style.font_size * 0.85, "color": theme.BLACK}, "cliponaxis": False,
+            "marker": {"size": style.marker_size * 2, "symbol": CURRENT_SYMBOLS[i % len(CURRENT_SYMBOLS)],
+                       "color": theme.BLACK, "line": {"width": style.line_width}},
+            "hovertemplate": f"{label}<br>p99 TTFT %{{y:,.1f}} ms<br>p99 time between tokens %{{x:,.1f}} ms"
+                             "<extra></extra>",
+        })
     layout = styled_layout(style, title=title, x_title="p99 time between tokens (ms, log scale)",
                            y_title="p99 time to first token (ms, log scale)", height=460,
                            xaxis=log_axis([x for d in data for x in d["x"]]),
