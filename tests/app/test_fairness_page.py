@@ -51,6 +51,19 @@ def test_article_numbers_on_screen():
     assert "throughput fell from 4,081 to 1,700 tokens/s (42% of FCFS's)" in text
     assert "turned away 233 requests (231 of A's, 2 of B's)" in text
     assert "FCFS went past it" in text
+    # The paper's figure beside the simulator's (ui.lessons.fairness.PAPER_RATE_LIMIT), the shares compared.
+    assert "The VTC paper measured a fall from ~780 to ~340 tokens/s" in text
+    assert "the simulator's 4,081 and 1,700 tokens/s come from its own cost model" in text
+    assert "(42% here, ~44% in the paper)" in text
+
+
+def test_papers_figure_leaves_when_the_limit_changes():
+    at = open_page(PAGE)  # (the article preset: the first)
+    at.slider(key="fairness.limit").set_value(12).run()
+    assert_clean(at)
+    text = notice(at)
+    assert "The rate limit (12 requests per client per 200 steps)" in text  # the limit's own sentence stays
+    assert "The VTC paper measured" not in text
 
 
 def test_rate_limit_knob_moves_the_rate_limited_run_and_the_sweep():

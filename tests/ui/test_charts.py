@@ -423,6 +423,7 @@ def all_figures(hol, toy, fairness, busy) -> dict[str, go.Figure]:
         "ecdf": charts.finish_time_ecdf(hol, STYLE),
         "ecdf_arrays": charts.finish_time_ecdf({"a": np.array([1.0, 2.0, np.nan]), "b": np.array([3.0])}, STYLE),
         "latency_by_client": charts.latency_by_client(fairness, STYLE),
+        "queue_by_client": charts.latency_by_client(fairness, STYLE, measure="queue", unit="steps"),
     }
 
 
@@ -448,7 +449,7 @@ def test_every_numeric_axis_title_has_a_unit(figures):
                 assert "matches" in axis or axis.get("showticklabels") is False, (name, key)
                 continue
             titled += 1
-            is_category = name == "latency_by_client" and key == "xaxis"
+            is_category = name in ("latency_by_client", "queue_by_client") and key == "xaxis"
             assert is_category or any(unit in text for unit in UNITS), (name, key, text)
         assert titled >= 2, name
         assert fig.layout.title.text, name
@@ -592,6 +593,27 @@ def test_latency_by_client_one_box_per_label(fairness):
     assert [t.name for t in fig.data] == list(fairness)
     assert set(fig.data[0].x) == {"client A", "client B"}
     assert fig.layout.boxmode == "group"
+    assert fig.layout.title.text == "Finish time per client"
+    assert fig.layout.yaxis.title.text == "finish time (ms)"
+
+
+def test_latency_by_client_shows_the_queueing_delay(fairness):
+    fig = charts.latency_by_client(fairness, STYLE, measure="queue")
+    assert fig.layout.title.text == "Queueing delay per client"
+    assert fig.layout.yaxis.title.text == "queueing delay (ms)"
+    for box, (label, trace) in zip(fig.data, fairness.items(), strict=True):
+        lat = metrics.request_latencies(trace)
+        served = metrics.served_mask(trace)
+        assert box.name == label and "queueing delay" in box.hovertemplate
+        np.testing.assert_array_equal(box.y, lat["queue_ms"][served])
+        # (not the finish times: every served request decodes at least one step after its first)
+        assert (np.asarray(box.y) < lat["finish_ms"][served]).all()
+    steps = charts.latency_by_client(fairness, STYLE, measure="queue", unit="steps", title="T")
+    assert steps.layout.title.text == "T" and steps.layout.yaxis.title.text == "queueing delay (steps)"
+    np.testing.assert_array_equal(steps.data[0].y, metrics.request_latencies(fairness["FCFS"])["queue_steps"][
+        metrics.served_mask(fairness["FCFS"])])
+    with pytest.raises(ValueError, match="'finish', 'queue'"):
+        charts.latency_by_client(fairness, STYLE, measure="ttft")
 
 
 def test_builders_do_not_mutate_their_inputs():

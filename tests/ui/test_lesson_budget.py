@@ -122,6 +122,36 @@ def test_chart_builders():
     assert list(fig.layout.xaxis.tickvals) == [15.0, 20.0, 30.0, 40.0, 50.0, 70.0, 100.0, 150.0]  # (1-2-5: three)
 
 
+def test_tbt_axis_leaves_room_past_the_stall():
+    # Without chunking the largest gap is the 133.8-ms stall; plotly's autorange would end the axis right on it.
+    runs = runs_of("long_prompt")
+    fig = charts.tbt_distribution({r.label: r.trace for r in runs}, ChartStyle())
+    xs = np.concatenate([np.asarray(d.x, dtype=np.float64) for d in fig.data])
+    assert xs.max() == pytest.approx(133.798)
+    assert fig.layout.xaxis.type == "log"
+    bottom, top = fig.layout.xaxis.range  # (decades, on a log axis)
+    first, last = np.log10(xs.min()), np.log10(xs.max())
+    assert top - last >= 0.05 * (last - first) and first - bottom >= 0.05 * (last - first)
+    assert 10**top < 2 * xs.max()  # room, not a wasted half of the chart
+    ticks = [t for t in fig.layout.xaxis.tickvals if bottom <= np.log10(t) <= top]
+    assert len(ticks) >= 4
+
+
+def test_tradeoff_tells_the_current_runs_apart():
+    sweep = {"chunked": [(512, 200.0, 13.9), (8192, 125.0, 133.8)], "unchunked": [(8192, 125.0, 133.8)]}
+    fig = charts.tradeoff(sweep, ChartStyle(), current=[("A: no chunking, 8,192", 125.0, 133.8),
+                                                        ("C", np.nan, 1.0), ("B: chunked, 512", 200.0, 13.9)])
+    a, b = fig.data[2:]  # (C has no p99 TTFT: not drawn)
+    assert (a.marker.symbol, b.marker.symbol) == charts.CURRENT_SYMBOLS[0:3:2]  # (by position: B keeps its own)
+    assert [a.name, b.name] == ["A: no chunking, 8,192", "B: chunked, 512"]
+    assert a.marker.symbol != b.marker.symbol
+    assert {a.marker.symbol, b.marker.symbol}.isdisjoint({s for _, _, s in charts.SERIES.values()})
+    assert "text" in a.mode and list(a.text) == [a.name] and list(b.text) == [b.name]
+    assert a.showlegend is not False and b.showlegend is not False
+    # Each label below its marker (under the falling curve), on the side with room: A is the rightmost point.
+    assert a.textposition == "bottom left" and b.textposition == "bottom right"
+
+
 def test_busy_run_shows_its_worst_moment():
     runs = runs_of("busy_budget")
     lo, hi = charts.worst_gap_window(runs[0].trace)
@@ -138,6 +168,9 @@ def test_a_log_axis_has_readable_ticks_whatever_its_span():
     assert log_axis([5, 900])["ticktext"] == ["5", "10", "20", "50", "100", "200", "500", "1,000"]
     # Less than a decade (a p99 TTFT from 180 to 600 ms): 1-2-5 would label only 200 and 500.
     assert log_axis([180, 600])["ticktext"] == ["150", "200", "300", "400", "500", "700"]
+    assert "range" not in log_axis([180, 600])  # (autorange unless asked for headroom)
+    lo, hi = log_axis([100, 100], headroom=0.1)["range"]  # one value: room all the same
+    assert lo == pytest.approx(2 - 0.05) and hi == pytest.approx(2 + 0.05)
     # Ticks past the data's span are not drawn: 100 and 1,000 frame 125-750 ms but only 200 and 500 show.
     assert log_axis([125, 750])["ticktext"] == ["100", "150", "200", "300", "400", "500", "700"]
     assert log_axis([0.12, 0.5])["ticktext"] == ["0.1", "0.15", "0.2", "0.3", "0.4", "0.5"]

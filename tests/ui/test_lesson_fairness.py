@@ -259,6 +259,46 @@ def test_article_notices_quote_the_runs(article):
     assert "FCFS went past it" in text and "lifted a returning client's counter" in text
 
 
+def _paper_sentence(runs) -> list[str]:
+    return [t for t in lesson.notices(runs) if t.startswith("The VTC paper measured")]
+
+
+def test_article_notice_sets_the_papers_figure_beside_the_simulators(article):
+    paper = lesson.PAPER_RATE_LIMIT
+    assert (paper.unlimited_tok_s, paper.limited_tok_s, f"{paper.kept:.0%}") == (780, 340, "44%")
+    t0, t1 = article["FCFS"].summary["throughput_tok_s"], article["Rate limit"].summary["throughput_tok_s"]
+    [sentence] = _paper_sentence(list(article.values()))
+    assert "a fall from ~780 to ~340 tokens/s" in sentence
+    assert f"the simulator's {t0:,.0f} and {t1:,.0f} tokens/s come from its own cost model" in sentence
+    assert f"compare the share kept ({t1 / t0:.0%} here, ~44% in the paper), not the tokens/s" in sentence
+    assert f"{t1 / t0:.0%}" == "42%"  # (the simulator's own share, read from the runs above)
+
+
+@pytest.mark.parametrize(("changes", "shown"), [
+    ({"rate_limit_max_requests": 12}, False),  # another limit: the paper's figure is not this one
+    ({"rate_limit_window_steps": 300}, False),
+    ({"num_blocks": 800}, False),  # another pool
+    ({"max_num_seqs": 16}, False),
+    ({"output_weight": 3.0, "input_weight": 0.5}, True),  # VTC's charges order neither FCFS nor the limited run
+])
+def test_papers_figure_only_beside_the_papers_setting(changes, shown):
+    p = presets.get("article_fairness")
+    runs = _runs(p, p.scenario.with_config(**changes), chosen=["FCFS", "Rate limit"])
+    assert any("throughput fell from" in t for t in lesson.notices(runs))  # (the limit still costs throughput)
+    assert bool(_paper_sentence(runs)) is shown
+
+
+def test_papers_figure_not_beside_another_workload():
+    p = presets.get("article_fairness")
+    fewer = dataclasses.replace(p.scenario, requests=p.scenario.requests[:-1])
+    runs = _runs(p, fewer, chosen=["FCFS", "Rate limit"])
+    assert any("throughput fell from" in t for t in lesson.notices(runs))
+    assert _paper_sentence(runs) == []
+    # The rate_limits preset runs the same setting at its default limit: the same runs, so the same sentence.
+    r = presets.get("rate_limits")
+    assert len(_paper_sentence(_runs(r, r.scenario))) == 1
+
+
 def test_returning_notice_compares_the_lift_with_lcf():
     p = presets.get("returning_idle")
     runs = _runs(p, p.scenario)

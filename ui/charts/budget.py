@@ -112,40 +112,56 @@ def tbt_distribution(traces: Mapping[str, Trace], style: ChartStyle, *, colors: 
             "hovertemplate": f"{label}: %{{y:.1f}}% of gaps within %{{x:,.1f}} ms<extra></extra>",
         })
     xs = [x for d in data for x in (d["x"][0], d["x"][-1])]
+    # (room past the largest gap: plotly's autorange ends a line at its last value, so a stall's step up to 100%
+    # would sit on the border, half cut off)
     layout = styled_layout(style, title=title, x_title="time between two tokens of a stream (ms, log scale)",
-                           y_title="gaps (%)", height=400, xaxis=log_axis(xs), yaxis={"range": [0, 102]})
+                           y_title="gaps (%)", height=400, xaxis=log_axis(xs, headroom=TBT_HEADROOM),
+                           yaxis={"range": [0, 102]})
     return trusted_figure(data, layout)
 
 
-def log_axis(values: Sequence[float]) -> dict[str, Any]:
+def log_axis(values: Sequence[float], *, headroom: float = 0.0) -> dict[str, Any]:
     """A log axis ticked at 1, 2, 5, 10, 20, 50... within ``values``' span (plotly's own log ticks label 20 as
     "2" beside the 10 they follow, which reads as 2 ms); a span of less than a decade, where that leaves two or three
-    labels, at 1, 1.5, 2, 3, 4, 5, 7, 10, 15..."""
+    labels, at 1, 1.5, 2, 3, 4, 5, 7, 10, 15... ``headroom`` > 0 fixes the range: the values' span in decades (at
+    least ``MIN_HEADROOM_DECADES``) times ``headroom`` left blank at either end; 0 leaves it to plotly's autorange."""
     v = np.asarray([x for x in values if np.isfinite(x) and x > 0], dtype=np.float64)
     if not len(v):
         return {"type": "log"}
     lo, hi = float(v.min()) / 1.3, float(v.max()) * 1.3
     seen_lo, seen_hi = float(v.min()) / 1.05, float(v.max()) * 1.05  # about what plotly's autorange shows
+    axis: dict[str, Any] = {"type": "log"}
+    if headroom > 0:
+        first, last = np.log10(float(v.min())), np.log10(float(v.max()))
+        pad = headroom * max(last - first, MIN_HEADROOM_DECADES)
+        axis["range"] = [float(first - pad), float(last + pad)]  # (a log axis's range is in decades)
+        seen_lo, seen_hi = 10.0 ** axis["range"][0], 10.0 ** axis["range"][1]
+        lo, hi = min(lo, seen_lo), max(hi, seen_hi)
     for mantissas in ((1, 2, 5), (1, 1.5, 2, 3, 4, 5, 7)):
         ticks = [m * 10.0**e for e in range(-1, 8) for m in mantissas if lo <= m * 10.0**e <= hi]
         if sum(seen_lo <= t <= seen_hi for t in ticks) >= MIN_LOG_TICKS:
             break
-    return {"type": "log", "tickvals": ticks,
+    return {**axis, "tickvals": ticks,
             "ticktext": [f"{t:,.0f}" if abs(t - round(t)) < 1e-9 else f"{t:g}" for t in ticks]}
 
 
 MIN_LOG_TICKS = 4  # labels a log axis shows at least, where its span allows
+MIN_HEADROOM_DECADES = 0.5  # the span log_axis's headroom is a share of, at least (all values alike: still room)
+TBT_HEADROOM = 0.08  # share of the span left past the largest (and smallest) gap of tbt_distribution's axis
 
 
 SERIES = {"chunked": ("chunked prefill", theme.BLUE, "circle"),
           "unchunked": ("no chunking", theme.VERMILLION, "square")}
+CURRENT_SYMBOLS = ("diamond-open", "triangle-up-open", "star-open", "hexagon-open", "x-open", "pentagon-open",
+                   "hourglass-open", "cross-open")  # the current runs' markers: open, none a series' own
 
 
 def tradeoff(sweep: Mapping[str, Any], style: ChartStyle, *, current: Sequence[tuple[str, float, float]] = (),
              title: str = "The budget's trade-off: one point per budget") -> go.Figure:
     """p99 TTFT (y) against p99 time between tokens (x), one point per budget, labelled with it, a line per
     series (``sweep["chunked"]``, ``sweep["unchunked"]``: lists of (budget, p99 TTFT ms, p99 TBT ms)); both axes
-    log. ``current``: (label, p99 TTFT, p99 TBT) of the runs above, drawn as open diamonds."""
+    log. ``current``: (label, p99 TTFT, p99 TBT) of the runs above, each its own open symbol (``CURRENT_SYMBOLS``,
+    by position), its label below it and its name in the legend."""
     data: list[dict[str, Any]] = []
     for key, (name, color, symbol) in SERIES.items():
         points = [p for p in sweep.get(key, []) if np.isfinite(p[1]) and np.isfinite(p[2])]
@@ -162,15 +178,20 @@ def tradeoff(sweep: Mapping[str, Any], style: ChartStyle, *, current: Sequence[t
             "hovertemplate": f"{name}, budget %{{customdata:,}}<br>p99 TTFT %{{y:,.1f}} ms<br>"
                              "p99 time between tokens %{x:,.1f} ms<extra></extra>",
         })
-    for label, ttft, tbt in current:
-        if np.isfinite(ttft) and np.isfinite(tbt):
-            data.append({
-                "type": "scatter", "x": [tbt], "y": [ttft], "mode": "markers", "name": label,
-                "marker": {"size": style.marker_size * 2, "symbol": "diamond-open", "color": theme.BLACK,
-                           "line": {"width": style.line_width}},
-                "hovertemplate": f"{label}<br>p99 TTFT %{{y:,.1f}} ms<br>p99 time between tokens %{{x:,.1f}} ms"
-                                 "<extra></extra>",
-            })
+    shown = [(i, label, ttft, tbt) for i, (label, ttft, tbt) in enumerate(current)
+             if np.isfinite(ttft) and np.isfinite(tbt) and tbt > 0]
+    xs = np.log10([x for d in data for x in d["x"] if x > 0] + [tbt for *_, tbt in shown] or [1.0])
+    middle = (xs.min() + xs.max()) / 2  # a label goes below its marker, on the side with more room (decades)
+    for i, label, ttft, tbt in shown:  # (i: a run keeps its symbol whether or not the others are drawn)
+        data.append({
+            "type": "scatter", "x": [tbt], "y": [ttft], "mode": "markers+text", "name": label,
+            "text": [label], "textposition": "bottom left" if np.log10(tbt) > middle else "bottom right",
+            "textfont": {"size": style.font_size * 0.85, "color": theme.BLACK}, "cliponaxis": False,
+            "marker": {"size": style.marker_size * 2, "symbol": CURRENT_SYMBOLS[i % len(CURRENT_SYMBOLS)],
+                       "color": theme.BLACK, "line": {"width": style.line_width}},
+            "hovertemplate": f"{label}<br>p99 TTFT %{{y:,.1f}} ms<br>p99 time between tokens %{{x:,.1f}} ms"
+                             "<extra></extra>",
+        })
     layout = styled_layout(style, title=title, x_title="p99 time between tokens (ms, log scale)",
                            y_title="p99 time to first token (ms, log scale)", height=460,
                            xaxis=log_axis([x for d in data for x in d["x"]]),

@@ -1,6 +1,7 @@
-"""Latency distributions: finish-time ECDFs per policy and per-client box plots.
+"""Latency distributions: finish-time ECDFs per policy and per-client box plots (finish time or queueing delay).
 
-Latencies follow sim.metrics: finish time from the start of the arrival step to the end of the finish step, over
+Latencies follow sim.metrics: finish time from the start of the arrival step to the end of the finish step,
+queueing delay from the start of the arrival step to the start of the first step that schedules the request, over
 *served* requests (finished normally, client still there). NaN values (never finished) are left out.
 """
 
@@ -81,30 +82,41 @@ def _default_colors(values_by_label: Mapping[str, np.ndarray | Trace]) -> dict[s
     return {k: theme.series_color(i) for i, k in enumerate(values_by_label)}
 
 
+MEASURES = {"finish": ("finish time", "Finish time per client"),
+            "queue": ("queueing delay", "Queueing delay per client")}  # measure -> (axis words, default title)
+
+
 def latency_by_client(
     trace_by_label: Mapping[str, Trace],
     style: ChartStyle,
     *,
     unit: str = "ms",
     colors: Mapping[str, str] | None = None,
-    title: str = "Finish time per client",
+    title: str | None = None,
+    measure: str = "finish",
 ) -> go.Figure:
-    """Box plots of served requests' finish time: clients along x, one box per policy label beside each other."""
+    """Box plots of served requests' finish time (``measure="finish"``: arrival to the end of the last step) or
+    queueing delay (``"queue"``: arrival to the first step that schedules it), in ``unit``: clients along x, one box
+    per policy label beside each other. ``title`` defaults to the measure's ("Queueing delay per client")."""
+    if measure not in MEASURES:
+        raise ValueError(f"measure: must be one of {', '.join(map(repr, MEASURES))}, got {measure!r}")
+    what, default_title = MEASURES[measure]
     name, decimals = _unit(unit)
     colors = dict(colors or label_colors(trace_by_label))
     data = []
     for label, trace in trace_by_label.items():
-        finish = request_latencies(trace)[f"finish_{unit}"]
-        served = served_mask(trace) & np.isfinite(finish)
+        values = request_latencies(trace)[f"{measure}_{unit}"]
+        served = served_mask(trace) & np.isfinite(values)
         clients = np.asarray([f"client {c}" for c in chart_ids(trace.client_ids)], dtype=object)
         data.append({
-            "type": "box", "x": clients[trace.requests["client"][served]], "y": finish[served], "name": label,
+            "type": "box", "x": clients[trace.requests["client"][served]], "y": values[served], "name": label,
             "boxmean": True, "marker": {"color": colors[label], "size": style.marker_size * 0.6},
             "line": {"width": style.line_width * 0.6}, "boxpoints": "outliers", "offsetgroup": label,
-            "hovertemplate": f"{label}, %{{x}}: %{{y:,.{decimals}f}} {name}<extra></extra>",
+            "hovertemplate": f"{label}, %{{x}}: {what} %{{y:,.{decimals}f}} {name}<extra></extra>",
         })
-    layout = styled_layout(style, title=title, x_title="client", y_title=f"finish time ({name})", height=420,
-                           xaxis={"showgrid": False}, yaxis={"rangemode": "tozero"}, layout={"boxmode": "group"})
+    layout = styled_layout(style, title=default_title if title is None else title, x_title="client",
+                           y_title=f"{what} ({name})", height=420, xaxis={"showgrid": False},
+                           yaxis={"rangemode": "tozero"}, layout={"boxmode": "group"})
     return trusted_figure(data, layout)
 
 
