@@ -17,25 +17,25 @@ st.markdown(
     "way vLLM's scheduler makes them, and change the knobs yourself."
 )
 
-# Each lesson's question and takeaway; its file, name and icon come from the navigation (page.PAGES).
+# Each lesson's question and what the student does there: never its answers (a guided path asks the student to
+# predict them first). Its file, name and icon come from the navigation (page.PAGES).
 LESSONS = {
     "Queueing": ("Who waits, and in what order?",
-                 "One long answer at the head of the line makes everyone behind it wait: shortest-job-first cuts "
-                 "the average from 1,100 to 500 steps in the article's example, at the long request's expense."),
+                 "One long answer and two short ones share a single batch slot. Does the order they run in change "
+                 "the average wait, and who pays for a better one? First come, first served against "
+                 "shortest-job-first and vLLM's priority."),
     "Fairness": ("Fair to whom: requests or customers?",
-                 "FCFS is fair to requests, not to customers: a client sending 90% of the traffic crowds out a "
-                 "trickle. The Virtual Token Counter serves the least-served customer first and keeps the GPU busy."),
+                 "One customer sends most of the traffic, another a trickle. Is a server that is fair to requests "
+                 "fair to its customers? Try a per-client rate limit and the Virtual Token Counter."),
     "Cancellation": ("What happens when the user closes the tab?",
-                     "Tokens nobody reads are pure waste: abort at once and the slot and KV are free on the next "
-                     "step; stop at the stop token, not at max_tokens."),
+                     "A user stops reading halfway through an answer. What does a server that keeps generating cost: "
+                     "tokens, KV memory, and the users waiting behind it?"),
     "Preemption": ("What if KV memory runs out mid-answer?",
-                   "The scheduler evicts a running request and later recomputes its KV (vLLM's older V0 engine "
-                   "could also swap it to CPU memory and back). Constant "
-                   "preemption is a sizing problem: a bigger pool or fewer slots stops it."),
+                   "Every running answer needs a new KV block now and then. When none is free, who is evicted, how "
+                   "does it come back, and what does that cost?"),
     "Token budget": ("First token, or smooth streams?",
-                     "Without chunked prefill an 8,000-token prompt is one 134-ms step and every stream pauses that "
-                     "long; cut into 512-token chunks, the streams keep flowing and the prompt's first token comes "
-                     "later. The budget trades one wait for the other."),
+                     "A long prompt arrives while others are streaming. Should its prefill go in one step or in "
+                     "chunks, and who waits either way?"),
     "Workbench": ("What if two long requests arrive together?",
                   "Your own question: build a workload request by request (or from the generator, a preset or a "
                   "file), run up to four policies on it side by side, and read each request's time to first token "
@@ -59,8 +59,8 @@ st.markdown(
     "A toy engine with 32 KV blocks of 16 tokens and four batch slots serves five requests. Drag the slider: "
     "each step the **running** requests compute one token each and grow into new blocks; the **waiting** "
     "queue is admitted in order only when a slot and enough blocks are free; when the pool is full, the "
-    "scheduler **preempts** the request admitted last (the end of the running list) and puts it back at the head "
-    "of the queue."
+    "scheduler **preempts** a running request and puts it back in the queue (which one, and what that costs, is "
+    "the Preemption lesson's question)."
 )
 toy = presets.get("toy_pool").scenario
 toy_trace = runner.run(toy, snapshot_every_steps=1)
@@ -68,8 +68,9 @@ toy_trace = runner.run(toy, snapshot_every_steps=1)
 
 @st.fragment
 def engine_step() -> None:
-    step = st.slider("Engine step", 0, toy_trace.num_steps - 1, value=113, key="home.step",
-                     help="Step 113 is the first preemption; step 200 the re-admission.")
+    step = st.slider("Engine step", 0, toy_trace.num_steps - 1, value=5, key="home.step",
+                     help="At step 5 a fifth request arrives and waits: the four slots are taken. Drag on to see "
+                          "the pool fill.")
     queues = runner.queues_at(toy, step)
     page.show_chart(charts.engine_step(toy_trace, step, queues, style), "engine-step", style)
 

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from streamlit.testing.v1 import AppTest
 
 from sim.problems import MAX_SEED, problem_for
 from tests.app.conftest import ROOT, assert_clean, open_page
+from ui.guide import PATHS
+from ui.lessons.guided import simulate_step
 
 PAGE = "pages/1_Queueing.py"
 
@@ -96,7 +99,6 @@ def test_wrong_then_right_gives_the_reason_then_the_explanation_and_the_charts()
     assert _chart_titles(at) == ["FCFS"]  # the step's one chart: FCFS's Gantt
     # The step's knob, once the answer is out: two slots change the answer the page states.
     at.segmented_control(key="queueing.guide.fcfs.max_num_seqs").set_value(2).run()
-    at.button(key="queueing.guide.fcfs.again").click().run()
     at.button(key="queueing.guide.fcfs.reveal").click().run()
     assert "Answer: 433.3 steps." in at.info[0].value
 
@@ -122,3 +124,48 @@ def test_a_bad_problem_seed_names_the_allowed_values():
 def test_existing_page_tests_still_open_the_free_page():
     at = open_page(PAGE)
     assert at.title[0].value == "Queueing: who waits, and in what order"
+
+
+_LESSON_PAGES = {"queueing": "pages/1_Queueing.py", "fairness": "pages/2_Fairness.py",
+                 "cancellation": "pages/3_Cancellation.py", "preemption": "pages/4_Preemption.py",
+                 "budget": "pages/5_Token_budget.py"}
+_STEPS = [(lesson, n, step) for lesson, steps in PATHS.items() for n, step in enumerate(steps, 1)]
+
+
+@pytest.mark.parametrize(("lesson", "n", "step"), _STEPS, ids=[f"{lesson}.{s.key}" for lesson, _, s in _STEPS])
+def test_a_knob_change_is_a_new_prediction(lesson, n, step):
+    """Every step: answered at its default, then another value of its knob: the old feedback, reveal and charts go,
+    the question is asked for the new value; answered again, the page states the new value's answer."""
+    at = first_visit(_LESSON_PAGES[lesson], {"guide": str(n)})
+    key = f"{lesson}.guide.{step.key}"
+    assert not [b for b in at.get("button_group") if b.key == f"{key}.{step.settings[0].key}"]  # (not before)
+    at.button(key=f"{key}.reveal").click().run()
+    assert_clean(at)
+    old = step.ask(simulate_step(step), step.defaults())
+    assert f"Answer: {old.answer_text}." in at.info[0].value and _chart_titles(at)
+    setting = step.settings[0]
+    other = next(v for v in setting.options if v != setting.default)
+    at.segmented_control(key=f"{key}.{setting.key}").set_value(other).run()
+    assert_clean(at)
+    values = {**step.defaults(), setting.key: other}
+    new = step.ask(simulate_step(step, values), values)
+    assert not at.info and not at.success and not at.warning  # nothing said for the old value stays
+    assert not _chart_titles(at)  # the charts wait for the new prediction
+    assert new.question in _text(at)
+    assert at.segmented_control(key=f"{key}.{setting.key}").value == other  # the knob stays, to move on
+    at.button(key=f"{key}.reveal").click().run()
+    assert f"Answer: {new.answer_text}." in at.info[0].value and _chart_titles(at)
+
+
+def test_the_last_step_leads_to_problems_the_free_page_and_the_next_lesson():
+    steps = PATHS["queueing"]
+    at = first_visit(query={"guide": str(len(steps))})
+    at.button(key=f"queueing.guide.{steps[-1].key}.reveal").click().run()
+    assert "That was the last step of Queueing's path." in _text(at)
+    assert [b.label for b in at.button if b.key and b.key.startswith("queueing.guide.problem.")] == [
+        "Problem 1", "Problem 2", "Problem 3"]
+    assert at.button(key="queueing.guide.end_free") and at.button(key="queueing.guide.next_lesson").label == (
+        "Next lesson: Fairness")
+    at.button(key="queueing.guide.problem.2").click().run()
+    assert_clean(at)
+    assert "Queueing: problem 2" in _text(at) and problem_for("queueing", 2).question in _text(at)
