@@ -181,7 +181,7 @@ def universe(runs: list[Run], values: dict) -> tuple[np.ndarray, np.ndarray]:
         _scalars(run.summary, headline)
         for row in metrics.per_client(run.trace):
             _scalars(row, headline)
-        for name, column in run.trace.requests.items():
+        for column in run.trace.requests.values():
             if np.asarray(column).dtype.kind in "iuf":
                 figures += [float(v) for v in np.asarray(column) if math.isfinite(float(v))]
         figures += [float(v) for v in run.trace.steps["step_ms"]]
