@@ -144,3 +144,40 @@ def test_screenshots_of_every_guided_step_at_1280x720(app_server, page, present)
             assert _step_buttons_uncovered(page), f"{lesson} step {n}: the header covers the step buttons"
             shot = SCREENSHOT_DIR / f"guide-{lesson}-{n}{'-present' if present else ''}.png"
             page.screenshot(path=str(shot))  # (the first screen only: what a student sees before scrolling)
+
+
+def test_answer_move_the_knob_and_the_feedback_and_charts_go_for_a_new_question(app_server, page):
+    """Queueing step 1 answered right at one slot; three slots: the green box and the Gantt go, the question is
+    asked for three slots, and the new answer (400, everyone starts at once) brings the explanation for it."""
+    page.set_viewport_size({"width": 1280, "height": 720})
+    open_app(page, f"{app_server}/Queueing", first_visit=True)
+    box = page.get_by_label("Your answer (steps)")
+    box.fill("1100")
+    box.press("Enter")
+    wait_for_app(page)
+    page.get_by_role("button", name="Check").click()
+    wait_for_app(page)
+    assert "Right: 1,100 steps." in _main(page)
+    wait_for_chart_title(page, "FCFS")
+    page.locator('[data-testid="stButtonGroup"]').filter(has_text="Try another setting").get_by_text(
+        "3", exact=True).click()
+    wait_for_app(page)
+    assert_no_exception(page)
+    text = _main(page)
+    assert "Right: 1,100" not in text and "short1 steps 1,000-1,099" not in text  # the old value's feedback
+    assert _num_charts(page) == 0  # the charts wait for the new prediction
+    assert "Under FCFS with 3 batch slots, what is the average finish time" in text
+    assert "Three batch slots and three requests" in text  # the step's own text follows the knob
+    screenshot(page, "guide-queueing-knob-moved")
+    box = page.get_by_label("Your answer (steps)")
+    box.fill("400")
+    box.press("Enter")
+    wait_for_app(page)
+    page.get_by_role("button", name="Check").click()
+    wait_for_app(page)
+    wait_for_chart_title(page, "FCFS")
+    text = _main(page)
+    assert "Right: 400 steps." in text and "the bars in the Gantt chart below all start at step 0" in text
+    assert "start only where" not in text
+    assert_no_exception(page)
+    screenshot(page, "guide-queueing-knob-answered")
