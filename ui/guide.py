@@ -313,7 +313,8 @@ def question(key: str, problem: Problem, for_values: str = "") -> bool:
     state = st.session_state.setdefault(f"{key}.state", _fresh(for_values))
     if state.get("for", "") != for_values:
         state = st.session_state[f"{key}.state"] = _fresh(for_values)
-        st.session_state.pop(f"{key}.answer", None)
+        # (set, not dropped: a dropped key leaves the browser's old entry in the box)
+        st.session_state[f"{key}.answer"] = None if problem.is_multiple_choice else ""
     with st.container(border=True):
         st.markdown(f"**Predict:** {problem.question}")
         if problem.is_multiple_choice:

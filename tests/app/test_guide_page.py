@@ -37,7 +37,7 @@ def test_a_first_visit_opens_the_guided_path_with_the_question_and_no_chart():
     at = first_visit()
     assert_clean(at)
     assert "Queueing: guided path" in _text(at)
-    assert "Step 1 of 5: One slot, three requests: FCFS." in _text(at)
+    assert "Step 1 of 5: First come, first served." in _text(at)
     assert "what is the average finish time" in _text(at)
     assert not at.title  # (the free page's header is not drawn)
     assert not _chart_titles(at)  # nothing gives the answer away before the student predicts

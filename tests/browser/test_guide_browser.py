@@ -168,6 +168,7 @@ def test_answer_move_the_knob_and_the_feedback_and_charts_go_for_a_new_question(
     assert _num_charts(page) == 0  # the charts wait for the new prediction
     assert "Under FCFS with 3 batch slots, what is the average finish time" in text
     assert "Three batch slots and three requests" in text  # the step's own text follows the knob
+    assert page.get_by_label("Your answer (steps)").input_value() == ""  # (the old answer is not kept in the box)
     screenshot(page, "guide-queueing-knob-moved")
     box = page.get_by_label("Your answer (steps)")
     box.fill("400")

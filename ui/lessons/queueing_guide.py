@@ -74,7 +74,8 @@ def _ask_fcfs(runs: Sequence[Run], values: Values) -> Problem:
         why = (f"Each finishes after its wait for a slot plus its own answer ({_waits_text(fcfs)}), so the average is "
                f"{fmt(mean)} steps: in the Gantt chart below, {_bars_text(fcfs)}.")
     else:
-        why = (f"With {count(slots, 'batch slot')} all {len(lengths)} start at once and nobody waits, so the average "
+        all_of = _NUMBER_WORDS.get(len(lengths), str(len(lengths))).lower()
+        why = (f"With {count(slots, 'batch slot')} all {all_of} start at once and nobody waits, so the average "
                f"finish time is the average answer length, {fmt(mean)} steps: the bars in the Gantt chart below all "
                "start at step 0.")
     return number_question(
@@ -247,7 +248,7 @@ _NUMBER_WORDS = {2: "Two", 3: "Three", 4: "Four", 5: "Five"}
 
 
 STEPS = (
-    Step("fcfs", "One slot, three requests: FCFS", _fcfs_text,
+    Step("fcfs", "First come, first served", _fcfs_text,
          "article_hol", ("FCFS", "SJF (true lengths)"), _ask_fcfs, ("gantt",), (SLOTS,), shown=("FCFS",)),
     Step("sjf", "Shortest job first",
          f"Under FCFS a request waits for the answers ahead of it in the slots: {term_link('head-of-line blocking')}. "
