@@ -44,6 +44,16 @@ _TOP_EDGE_HITS_JS = """() => ['[data-testid="stButtonGroup"]', '[data-testid="st
 })"""
 
 
+def _type_and_check(page, answer: str) -> None:
+    """Type a number answer (the box's unit: steps) and press Check."""
+    box = page.get_by_label("Your answer (steps)")
+    box.fill(answer)
+    box.press("Enter")
+    wait_for_app(page)
+    page.get_by_role("button", name="Check").click()
+    wait_for_app(page)
+
+
 def _step_buttons_uncovered(page) -> bool:
     return all(page.evaluate(_TOP_EDGE_HITS_JS))
 
@@ -64,20 +74,11 @@ def test_a_first_visit_shows_the_guided_path_with_its_question_on_the_first_scre
 
 def test_wrong_then_right_shows_the_reason_then_the_explanation_and_the_chart(app_server, page):
     open_app(page, f"{app_server}/Queueing", first_visit=True)
-    box = page.get_by_label("Your answer (steps)")
-    box.fill("500")
-    box.press("Enter")
-    wait_for_app(page)
-    page.get_by_role("button", name="Check").click()
-    wait_for_app(page)
+    _type_and_check(page, "500")
     alert = page.locator('[data-testid="stAlert"]').first.inner_text()
     assert "Not 500: that is shortest-job-first's figure" in alert
     assert _num_charts(page) == 0
-    box.fill("1100")
-    box.press("Enter")
-    wait_for_app(page)
-    page.get_by_role("button", name="Check").click()
-    wait_for_app(page)
+    _type_and_check(page, "1100")
     assert "Right: 1,100 steps. FCFS runs them in arrival order" in _main(page)
     wait_for_chart_title(page, "FCFS")  # the step's chart, after the explanation
     explanation = page.get_by_text("Right: 1,100 steps").first.bounding_box()
@@ -151,12 +152,7 @@ def test_answer_move_the_knob_and_the_feedback_and_charts_go_for_a_new_question(
     asked for three slots, and the new answer (400, everyone starts at once) brings the explanation for it."""
     page.set_viewport_size({"width": 1280, "height": 720})
     open_app(page, f"{app_server}/Queueing", first_visit=True)
-    box = page.get_by_label("Your answer (steps)")
-    box.fill("1100")
-    box.press("Enter")
-    wait_for_app(page)
-    page.get_by_role("button", name="Check").click()
-    wait_for_app(page)
+    _type_and_check(page, "1100")
     assert "Right: 1,100 steps." in _main(page)
     wait_for_chart_title(page, "FCFS")
     page.locator('[data-testid="stButtonGroup"]').filter(has_text="Try another setting").get_by_text(
@@ -170,12 +166,7 @@ def test_answer_move_the_knob_and_the_feedback_and_charts_go_for_a_new_question(
     assert "Three batch slots and three requests" in text  # the step's own text follows the knob
     assert page.get_by_label("Your answer (steps)").input_value() == ""  # (the old answer is not kept in the box)
     screenshot(page, "guide-queueing-knob-moved")
-    box = page.get_by_label("Your answer (steps)")
-    box.fill("400")
-    box.press("Enter")
-    wait_for_app(page)
-    page.get_by_role("button", name="Check").click()
-    wait_for_app(page)
+    _type_and_check(page, "400")
     wait_for_chart_title(page, "FCFS")
     text = _main(page)
     assert "Right: 400 steps." in text and "the bars in the Gantt chart below all start at step 0" in text
