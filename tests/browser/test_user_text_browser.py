@@ -53,7 +53,7 @@ def test_no_page_fetches_from_another_host(app_server, page):
     app_host = urlparse(app_server).hostname
     elsewhere: list[str] = []
     page.on("request", lambda r: elsewhere.append(r.url) if urlparse(r.url).hostname not in (app_host, None) else None)
-    for path, chart in (("", "Step 113"), ("/Queueing", "FCFS"), ("/Fairness", None), ("/Cancellation", None),
+    for path, chart in (("", "Step 5"), ("/Queueing", "FCFS"), ("/Fairness", None), ("/Cancellation", None),
                         ("/Preemption", None)):
         open_app(page, f"{app_server}{path}")
         if chart:
