@@ -11,6 +11,7 @@ from sim import metrics
 from sim.fairness_metrics import lifts, longest_starvation_steps
 from sim.problems import Problem, fmt
 from sim.scenario import Scenario
+from sim.trace import Trace
 from sim.workload import ClientSpec, generate
 
 from ..glossary import term_link
@@ -134,10 +135,10 @@ _SHUT, _SHARE = ("A is not admitted for over 100 steps: B spends its banked cred
                  "A keeps being admitted alongside B (no gap over 100 steps)")
 
 
-def _returns(run: Run) -> int:
-    """The step B's first request arrives (B stays away until then)."""
-    r = run.trace.requests
-    return int(r["arrival_step"][r["client"] == run.trace.client_ids.index("B")].min())
+def _b_returns(trace: Trace) -> int:
+    """The step B's first request arrives (B stays away until then): where the lift step's player starts."""
+    r = trace.requests
+    return int(r["arrival_step"][r["client"] == trace.client_ids.index("B")].min())
 
 
 def _ask_lift(runs: Sequence[Run], values: Values) -> Problem:
@@ -146,7 +147,7 @@ def _ask_lift(runs: Sequence[Run], values: Values) -> Problem:
     a, b = ids.index("A"), ids.index("B")
     starved = longest_starvation_steps(run.trace)[a]
     answer = _SHUT if starved > 100 else _SHARE
-    back = _returns(run)
+    back = _b_returns(run.trace)
     counters = run.trace.clients["client_counters"]
     ca, cb = float(counters[back - 1, a]), float(counters[back - 1, b])
     lift = lifts(run.trace)
@@ -184,5 +185,6 @@ STEPS = (
     Step("lift", "Returning from idle: the lift",
          "A counter that only grows has a loophole: a client that stays away banks credit. Least counter first "
          f"({term_link('LCF')}) has no rule against it; VTC lifts a returning client's counter.",
-         "returning_idle", ("LCF (no lift)",), _ask_lift, ("counters", "client_rates"), (LIFT_POLICY,)),
+         "returning_idle", ("LCF (no lift)",), _ask_lift, ("counters", "client_rates"), (LIFT_POLICY,),
+         start_step=_b_returns),
 )
