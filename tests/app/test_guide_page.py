@@ -169,3 +169,18 @@ def test_the_last_step_leads_to_problems_the_free_page_and_the_next_lesson():
     at.button(key="queueing.guide.problem.2").click().run()
     assert_clean(at)
     assert "Queueing: problem 2" in _text(at) and problem_for("queueing", 2).question in _text(at)
+
+
+def test_next_lesson_opens_the_next_lessons_path_at_step_one_even_after_its_free_page():
+    steps = PATHS["queueing"]
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.switch_page(PAGE)
+    at.query_params["guide"] = str(len(steps))
+    at.session_state["fairness.guide.mode"] = "free"  # (the session was last on Fairness's free page ...)
+    at.session_state["fairness.guide.step"] = 3
+    at.run()
+    at.button(key=f"queueing.guide.{steps[-1].key}.reveal").click().run()
+    at.button(key="queueing.guide.next_lesson").click().run()
+    assert_clean(at)
+    assert "Fairness: guided path" in _text(at)  # (... but the way on is its guided path, from the start)
+    assert f"Step 1 of {len(PATHS['fairness'])}" in _text(at)
