@@ -186,3 +186,20 @@ def test_every_free_lesson_page_links_glossary_terms_in_its_opening_question():
         assert links, lesson
         assert len(links) == len(set(links)), f"{lesson}: a term linked twice in its question"
         assert set(links) <= {t.anchor for t in TERMS}
+
+
+# Where each step's player starts (the first run's trace): the moment the step is about.
+PLAYER_STARTS = {
+    ("fairness", "lift"): 300,  # B returns
+    ("cancellation", "wasted"): 300, ("cancellation", "kv"): 300, ("cancellation", "delay"): 300,  # the user leaves
+    ("preemption", "victim"): 113, ("preemption", "cost"): 102,  # the first preemption
+    ("budget", "stall"): 20, ("budget", "chunks"): 20, ("budget", "tradeoff"): 20,  # the long prompt arrives
+    ("budget", "memory"): 153,  # the first preemption (budget 8,192)
+}
+
+
+@pytest.mark.parametrize("key", list(PLAYER_STARTS), ids=[".".join(k) for k in PLAYER_STARTS])
+def test_the_player_starts_where_the_step_happens(key):
+    step = _step(*key)
+    assert step.start_step is not None
+    assert step.start_step(simulate_step(step)[0].trace) == PLAYER_STARTS[key]

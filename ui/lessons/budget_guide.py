@@ -14,6 +14,7 @@ from sim.config import cdiv
 from sim.preemption_metrics import preemptions
 from sim.problems import Problem, fmt
 from sim.scenario import Scenario
+from sim.trace import Trace
 
 from ..glossary import term_link
 from ..lesson import Run
@@ -177,6 +178,22 @@ def _ask_memory(runs: Sequence[Run], values: Values) -> Problem:
          _NO: f"with a budget of {budget:,} the pool runs out: {count(len(victims), 'preemption')}."})
 
 
+def _long_arrives(trace: Trace) -> int:
+    """The step the long prompt arrives: where the players of the first three steps start."""
+    return int(trace.requests["arrival_step"][trace.request_ids.index("long")])
+
+
+def _first_preemption_or_burst(trace: Trace) -> int:
+    """Token budget's memory step: the player starts at the first preemption, else where the first document
+    arrives."""
+    found = preemptions(trace)
+    if found:
+        return found[0].step
+    docs = [int(a) for a, rid in zip(trace.requests["arrival_step"], trace.request_ids, strict=True)
+            if rid.startswith("doc")]
+    return min(docs, default=0)
+
+
 def _stall_text(values: Values) -> str:
     return (f"Eight users are reading streamed answers, a token every {term_link('engine step')}. "
             f"{sentence_case(a_number(values['prompt']))}-token prompt arrives. Without chunking its whole "
@@ -185,16 +202,19 @@ def _stall_text(values: Values) -> str:
 
 STEPS = (
     Step("stall", "One long prompt among the streams", _stall_text,
-         "long_prompt", ("no chunking",), _ask_stall, ("streams",), (PROMPT,), unit="ms"),
+         "long_prompt", ("no chunking",), _ask_stall, ("streams",), (PROMPT,), unit="ms",
+         start_step=_long_arrives),
     Step("chunks", "Chunked prefill under a token budget",
          f"The {term_link('token budget')} caps the tokens one step computes. Chunked prefill splits the prompt "
          "into pieces that fit beside the decodes.",
-         "long_prompt", ("chunked prefill",), _ask_chunks, ("streams",), (BUDGET,), unit="ms"),
+         "long_prompt", ("chunked prefill",), _ask_chunks, ("streams",), (BUDGET,), unit="ms",
+         start_step=_long_arrives),
     Step("tradeoff", "The trade-off",
          "Chunking stops the streams from stalling. Does the long prompt pay for it?",
          "long_prompt", ("no chunking", "chunked prefill"), _ask_tradeoff, ("tbt", "streams"), (CHUNKED_BUDGET,),
-         unit="ms"),
+         unit="ms", start_step=_long_arrives),
     Step("memory", "Where the budget meets memory",
          "A large budget admits many prompts in one step. In a small KV pool that matters.",
-         "budget_memory", ("budget 8,192",), _ask_memory, ("kv",), (MEMORY_BUDGET,)),
+         "budget_memory", ("budget 8,192",), _ask_memory, ("kv",), (MEMORY_BUDGET,),
+         start_step=_first_preemption_or_burst),
 )

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from sim.problems import Problem, fmt
 from sim.scenario import Scenario
+from sim.trace import Trace
 
 from ..glossary import term_link
 from ..lesson import Run
@@ -132,6 +133,12 @@ def _ask_stops(runs: Sequence[Run], values: Values) -> Problem:
         [(spec.max_tokens, "the first tokens up to the stop are the answer itself.")])
 
 
+def _user_leaves(trace: Trace) -> int:
+    """The step the user closes the tab: where the steps' players start."""
+    left = trace.requests["disconnect_step"]
+    return int(left[left >= 0].min()) if (left >= 0).any() else 0
+
+
 def _wasted_text(values: Values) -> str:
     return (f"One slot: a {ANSWER_TOKENS:,}-token answer is streaming while a second request waits. The user reads "
             f"{values['leave_after_tokens']:,} tokens, then leaves. A server that does not {term_link('abort')} "
@@ -140,15 +147,18 @@ def _wasted_text(values: Values) -> str:
 
 STEPS = (
     Step("wasted", "A user closes the tab", _wasted_text,
-         "article_abandon", ("abort on disconnect", "no abort"), _ask_wasted, ("kv_for_nobody", "gantt"), (LEAVE,)),
+         "article_abandon", ("abort on disconnect", "no abort"), _ask_wasted, ("kv_for_nobody", "gantt"), (LEAVE,),
+         start_step=_user_leaves),
     Step("kv", "The memory it holds",
          f"Every generated token adds to the request's {term_link('KV cache')}, and the memory stays taken until the "
          "request ends, whoever is reading.",
-         "article_abandon", ("abort on disconnect", "no abort"), _ask_kv, ("kv_for_nobody",), (ANSWER,)),
+         "article_abandon", ("abort on disconnect", "no abort"), _ask_kv, ("kv_for_nobody",), (ANSWER,),
+         start_step=_user_leaves),
     Step("delay", "Noticing late",
          "A server only learns of a disconnect when it writes to the closed connection, or when a proxy tells it; "
          "in between it generates for nobody.",
-         "article_abandon", ("abort on disconnect",), _ask_delay, ("gantt", "kv_for_nobody"), (DELAY,)),
+         "article_abandon", ("abort on disconnect",), _ask_delay, ("gantt", "kv_for_nobody"), (DELAY,),
+         start_step=_user_leaves),
     Step("stops", "Stop checks",
          f"Answers usually end on their own, long before max_tokens. A {term_link('stop check')} after every step "
          "frees the slot at once; a server that only stops at max_tokens generates the rest.",

@@ -162,7 +162,8 @@ STEPS = (
          f"Four answers grow together in a {term_link('pool', 'KV pool')} of 32 {term_link('KV block', 'blocks')} "
          f"of 16 tokens. When a request needs a block and none is free, the scheduler must "
          f"{term_link('preemption', 'preempt')} someone.",
-         "toy_pool", ("FCFS victim",), _ask_victim, ("gantt", "kv_requests"), (VICTIM_POLICY,)),
+         "toy_pool", ("FCFS victim",), _ask_victim, ("gantt", "kv_requests"), (VICTIM_POLICY,),
+         start_step=_first_preemption),
     Step("cost", "Recompute or swap?",
          "A preempted request has lost its place, not its text. It can come back two ways: compute its KV again, or "
          "have kept a copy in CPU memory.",
@@ -171,7 +172,8 @@ STEPS = (
     Step("hits", "Prefix caching softens recompute",
          "Full blocks are hashed by their tokens. A freed block keeps its KV until it is reused, so a re-prefill can "
          "find part of itself still there.",
-         "prefix_cache", ("prefix caching on",), _ask_hits, ("hits",), (CACHING,)),
+         "prefix_cache", ("prefix caching on",), _ask_hits, ("hits",), (CACHING,),
+         start_step=_first_preemption),
     Step("sizing", "Preemption all the time is a sizing problem",
          "Preemptions cost work every time. If they happen all the time, the engine is sized wrong: the pool, or "
          f"the number of batch slots ({term_link('max_num_seqs')}).",
