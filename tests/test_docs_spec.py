@@ -8,6 +8,8 @@ docs/ENGINE.md and docs/SCENARIO.md, never the design document outside the repos
 - A numeric range a table states holds at both ends (accepted there, refused just past it); a list of choices is the
   code's list.
 - The examples in SCENARIO.md load (the bad one fails with the message the doc prints).
+- No code file mentions the outside design document, and every anchor of a doc under docs/ that the code cites (and
+  every link between the docs) names a heading that exists, by GitHub's slug rule.
 """
 
 from __future__ import annotations
@@ -335,6 +337,35 @@ def test_the_bad_example_fails_with_the_message_the_doc_prints():
         scenario.loads(bad)
     assert f"error: bad.json: {e.value}" in code_blocks(doc)[0].splitlines()
 
+
+# ---- citations ---------------------------------------------------------------------------------------------------
+CODE_DIRS = ("sim", "ui", "tests", "pages", "scripts", "benchmarks")
+
+
+def _code_files() -> list[Path]:
+    files = [p for d in CODE_DIRS for p in sorted((REPO_ROOT / d).rglob("*.py"))]
+    return [*files, REPO_ROOT / "app.py"]
+
+
+def test_no_code_mentions_the_design_document_outside_the_repository():
+    needle = "DESIGN" + ".md"  # (spelled in two parts so that this file does not mention it)
+    files = [*_code_files(), REPO_ROOT / "README.md"]
+    naming = [p.relative_to(REPO_ROOT).as_posix() for p in files if needle in p.read_text()]
+    assert not naming, f"cite docs/ENGINE.md or docs/SCENARIO.md instead of {needle} in: {naming}"
+
+
+def test_every_cited_doc_anchor_exists():
+    cited: list[tuple[str, str, str]] = []  # (where, doc file, anchor)
+    for path in [*_code_files(), REPO_ROOT / "README.md"]:
+        for doc, anchor in re.findall(r"docs/(\w+\.md)#([\w-]+)", path.read_text()):
+            cited.append((path.relative_to(REPO_ROOT).as_posix(), doc, anchor))
+    assert len(cited) >= 10, "the code should cite the docs' sections (the regex found almost none)"
+    for path in sorted(DOCS.glob("*.md")):  # links between the docs: (#anchor) and (OTHER.md#anchor)
+        for doc, anchor in re.findall(r"\]\((\w+\.md)?#([\w-]+)\)", path.read_text()):
+            cited.append((f"docs/{path.name}", doc or path.name, anchor))
+    missing = [f"{where}: docs/{doc}#{anchor}" for where, doc, anchor in cited
+               if not (DOCS / doc).exists() or anchor not in anchors(DOCS / doc)]
+    assert not missing, f"cited anchors with no such heading: {missing}"
 
 
 def test_the_slug_rule():
