@@ -122,8 +122,8 @@ def load_scenario(path: str) -> scenario.Scenario:
 
 
 def result_of(name: str, trace: Trace, steps: bool = False) -> dict[str, Any]:
-    """The result the CLI writes (DESIGN.md section 4): the requests' records, the summary, and with ``steps`` the
-    steps' records.
+    """The result the CLI writes (docs/SCENARIO.md#running-a-scenario): the requests' records, the summary, and with
+    ``steps`` the steps' records.
 
     The garbage collector pauses meanwhile: the records are new lists and dicts without a cycle among them, and with
     ``steps`` (a list for each request scheduled in each step: 260,000 for load_2k_tight) its passes over them took

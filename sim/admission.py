@@ -1,11 +1,11 @@
 """Who may run: the rules that reject a request at arrival and the rules that keep a waiting one out this step.
 
-Rejection (at arrival, for good; vLLM refuses such a request when it is added): its prompt exceeds the step's token
-budget with chunked prefill off, or exceeds max_model_len, or it needs more KV blocks at its longest than the
-whole pool. A client over
-its rate limit is rejected by the engine (``RejectReason.RATE_LIMITED``), which keeps the per-client windows.
+Rejection (at arrival, for good; vLLM refuses such a request when it is added; docs/ENGINE.md#rejection-at-arrival):
+its prompt exceeds the step's token budget with chunked prefill off, or exceeds max_model_len, or it needs more KV
+blocks at its longest than the whole pool. A client over its rate limit is rejected by the engine
+(``RejectReason.RATE_LIMITED``), which keeps the per-client windows.
 
-Refusal (this step only; DESIGN.md section 2, step 5): no free slot (``max_num_seqs``), no budget left, a prefill
+Refusal (this step only; docs/ENGINE.md#admission): no free slot (``max_num_seqs``), no budget left, a prefill
 too large for the budget left with chunked prefill off, too few free blocks for its whole sequence, or free blocks
 that would fall below the watermark. The scheduler works out what a request needs (cache hits, blocks); the rules
 here only compare numbers, so the fast-forward and the step loop refuse alike.

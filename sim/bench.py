@@ -2,7 +2,7 @@
 
 For each scenario: engine steps, wall seconds of ``simulate`` with the full trace (the best of its runs, and their
 median), the number of runs, steps per second (of the best run), and peak memory of one run (Python + numpy
-allocations, measured with tracemalloc in a separate, untimed run). Targets (DESIGN/issue): load_2k_tight < 0.15 s,
+allocations, measured with tracemalloc in a separate, untimed run). Targets: load_2k_tight < 0.15 s,
 load_20k_tight < 1.5 s and 500 MB.
 
 Each scenario runs ``repeat`` times, and more until ``min_seconds`` have passed: this shared 2-core VM has

@@ -1,4 +1,4 @@
-"""The GPU KV block pool: reference counts, the free queue and the prefix-cache index.
+"""The GPU KV block pool: reference counts, the free queue and the prefix-cache index (docs/ENGINE.md#the-block-pool).
 
 Invariant: a block is free exactly when its ``ref_cnt`` is 0, and every free block has exactly one live entry in the
 free queue. Freed blocks keep their hash (they stay reusable by prefix caching) until the pool hands them out again.

@@ -131,7 +131,8 @@ def model_name(model: ModelSpec) -> str | None:
 
 @dataclass(frozen=True)
 class CostModel:
-    """Duration of one engine step (defaults: a fit of vLLM serving Llama 3.1 8B on one H100).
+    """Duration of one engine step (docs/ENGINE.md#cost-model; defaults: a fit of vLLM serving Llama 3.1 8B on one
+    H100).
 
     step_ms = step_base_ms + prefill_token_us * prefill tokens + decode_request_us * decoding requests
               + swap transfer time (blocks x (block bytes / bandwidth + per-block overhead))

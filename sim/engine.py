@@ -1,4 +1,4 @@
-"""The step loop: arrivals, disconnects, schedule, execute, finish, record (DESIGN.md section 2).
+"""The step loop: arrivals, disconnects, schedule, execute, finish, record (docs/ENGINE.md#the-step-loop).
 
 ``simulate(config, requests)`` runs until every request has ended (finished, aborted or rejected with a reason)
 and returns a ``Trace``. Stretches with nothing to do are recorded in bulk: the clock ticks one base step each.

@@ -1,4 +1,5 @@
-"""Block tables: which pool blocks hold each running request's KV, and prefix-cache lookups.
+"""Block tables: which pool blocks hold each running request's KV, and prefix-cache lookups
+(docs/ENGINE.md#prefix-caching).
 
 A request holds blocks only while it is running. It then owns a batch slot; its blocks are
 ``slot_tables[slot][:num_blocks_held[row]]`` in token order (``blocks_of(row)``). Each slot's table is an int32

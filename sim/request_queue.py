@@ -1,4 +1,4 @@
-"""Waiting-queue orders: who is admitted next.
+"""Waiting-queue orders: who is admitted next (docs/ENGINE.md#waiting-queue-orders).
 
 All queues hold request rows and share one small interface (``add``, ``prepend``, ``peek``, ``pop``, ``remove``,
 ``order``). ``prepend`` is where a preempted request goes back: the front for FCFS (as vLLM), its key position for

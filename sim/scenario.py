@@ -1,4 +1,4 @@
-"""Scenario files: load, validate and dump the JSON format of DESIGN.md section 4.
+"""Scenario files: load, validate and dump the JSON format of docs/SCENARIO.md.
 
 A scenario is ``{"name", "description", "config": {...}, "requests": [...]}``, or ``"workload": {...}`` (a seeded
 generator, see ``workload.py``) instead of ``"requests"``. Every problem raises ``ScenarioError`` with one line that
@@ -135,7 +135,7 @@ def request_to_dict(r: RequestSpec) -> dict[str, Any]:
 
 
 def config_to_dict(c: EngineConfig) -> dict[str, Any]:
-    """Non-default fields, plus the ones every scenario states (DESIGN.md section 4)."""
+    """Non-default fields, plus the ones every scenario states (docs/SCENARIO.md#files-the-lab-writes)."""
     default = EngineConfig()
     always = ("num_blocks", "block_size", "max_num_seqs", "max_num_batched_tokens", "policy")
     out: dict[str, Any] = {}

@@ -1,4 +1,4 @@
-"""``schedule()``: who runs this step and with how many tokens (vLLM V1's algorithm, DESIGN.md section 2).
+"""``schedule()``: who runs this step and with how many tokens (vLLM V1's algorithm, docs/ENGINE.md#schedule).
 
 Read top to bottom, as vLLM's ``Scheduler.schedule()``:
 1. running requests (``_schedule_running``), in running-list order, within the token budget; when the pool has too

@@ -1,6 +1,6 @@
 """Virtual token counters (VTC, Sheng et al., OSDI '24): per-client counters, their charges and the lift, one class.
 
-A client's counter grows by what it is served (DESIGN.md section 2, ``vtc``):
+A client's counter grows by what it is served (docs/ENGINE.md#virtual-token-counters):
 - ``input_weight`` x prompt tokens at a request's first admission (a preempted request is not charged again);
 - ``output_weight`` per generated token, the first included (recomputed tokens are not charged again);
 each divided by the client's weight, so a client of weight 2 is charged half and gets twice the service.

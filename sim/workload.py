@@ -1,4 +1,5 @@
-"""Seeded workload generators: Poisson arrivals, lognormal lengths, several clients, on/off patterns, abandonment.
+"""Seeded workload generators: Poisson arrivals, lognormal lengths, several clients, on/off patterns, abandonment
+(docs/SCENARIO.md#workload).
 
 ``generate(WorkloadSpec)`` returns request specs; the same spec and seed always give the same requests. All
 randomness flows from one ``np.random.default_rng(seed)``.

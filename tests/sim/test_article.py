@@ -1,4 +1,4 @@
-"""The article's numbers, exactly (DESIGN.md sections 2 and 5)."""
+"""The article's numbers, exactly (docs/ENGINE.md#the-step-loop, docs/ENGINE.md#cost-model)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Engine step semantics (DESIGN.md section 2), checked step by step on tiny configurations.
+"""Engine step semantics (docs/ENGINE.md#the-step-loop), checked step by step on tiny configurations.
 
 Unless a test says otherwise: blocks of 4 tokens, 8 blocks, FCFS, recompute, chunked prefill. A request with
 ``prompt_len`` p and ``output_len`` n emits its first token in the step that completes its prefill and one token a

@@ -1,4 +1,4 @@
-"""``import sim`` stays pure: no streamlit, plotly or pandas (DESIGN.md section 1). Checked in a fresh interpreter,
+"""``import sim`` stays pure: no streamlit, plotly or pandas (docs/ARCHITECTURE.md). Checked in a fresh interpreter,
 since this test process may have imported them already."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Scenario files (DESIGN.md section 4): validation with messages naming the field, dump/load round trips, and the
+"""Scenario files (docs/SCENARIO.md#errors): validation with messages naming the field, dump/load round trips, and the
 command line ``python -m sim run FILE [--out RESULT] [--steps]`` (exit 0 ok, 2 invalid scenario, 3 cannot finish)."""
 
 from __future__ import annotations
