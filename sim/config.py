@@ -18,7 +18,8 @@ MAX_CPU_BLOCKS = 100_000_000  # the most CPU swap blocks a config may have (num_
 
 
 class Policy(enum.StrEnum):
-    """Waiting-queue orders. ``fcfs`` and ``priority`` are vLLM's; the rest are teaching extensions."""
+    """Waiting-queue orders' names. ``fcfs`` and ``priority`` are vLLM's; the rest are teaching extensions. Each
+    policy's record (its queue, label, knobs...) is in ``sim.policies.POLICIES``."""
 
     FCFS = "fcfs"
     PRIORITY = "priority"
@@ -201,7 +202,8 @@ class EngineConfig:
     max_model_len: int = _help("longest sequence, prompt + output tokens: a request stops there, a longer prompt is "
                                "rejected (0 = vLLM's default: the model's context length, at most "
                                "max_num_batched_tokens without chunked prefill)", default=0)
-    policy: Policy = _help("waiting-queue order", default=Policy.FCFS)
+    policy: Policy | str = _help("waiting-queue order: a Policy, or the name of a record registered in "
+                                 "sim.policies.POLICIES", default=Policy.FCFS)
     enable_prefix_caching: bool = _help("reuse full KV blocks with the same token prefix (on in vLLM V1)",
                                         default=False)
     chunked_prefill: bool = _help("split long prompts over several steps", default=True)
@@ -231,7 +233,9 @@ class EngineConfig:
         check_int("block_size", self.block_size, 1, 1024)
         check_int("max_num_seqs", self.max_num_seqs, 1, 4096)
         check_int("max_num_batched_tokens", self.max_num_batched_tokens, 1, 1_000_000)
-        object.__setattr__(self, "policy", choice(Policy, self.policy, "policy"))
+        from .policies import policy_name  # (late: the records import this module)
+
+        object.__setattr__(self, "policy", policy_name(self.policy))
         object.__setattr__(
             self, "preemption_mode", choice(PreemptionMode, self.preemption_mode, "preemption_mode")
         )

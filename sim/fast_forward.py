@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 from .admission import Refusal
-from .config import Policy
 from .npfast import add_accumulate as _cumsum
 from .npfast import distinct, max_reduce
+from .policies import spec_of
 from .request import NO_STEP
 from .trace import SCHED_DECODE, SCHED_WASTED, ClientRecord, StepRecord
 
@@ -32,8 +32,6 @@ if TYPE_CHECKING:
 
 MIN_STEPS = 6  # shorter stretches cost more to set up than stepping through them
 _COLUMN_INDEX = {name: i for i, name in enumerate(StepRecord._fields)}
-# The head of these queues moves only on an arrival or a starvation-guard promotion (the queue says when).
-_STATIC_ORDERS = (Policy.FCFS, Policy.PRIORITY, Policy.SJF, Policy.SJF_PREDICTED)
 
 
 def quiet_steps(engine: Engine, step: int, until_step: int | None) -> int:
@@ -123,10 +121,11 @@ def _walk(engine: Engine, step: int, d: int, free_after: np.ndarray) -> _Walked:
     queue each step's arrivals (events, rejections and VTC lifts included), let the queue promote starving
     requests, log the head's refusal, and charge the step's tokens to the counters. Stops before the first step
     whose head could be admitted (its arrivals are then already queued, which the step loop repeats harmlessly).
-    Between arrivals and starvation-guard promotions the head of a FCFS, priority or SJF queue cannot change, so
-    those stretches go in bulk. So do a VTC or LCF queue's: between arrivals its counters grow by the same charge
-    each step, and the head in each step is read off their running sums (it may pass to another client within
-    the stretch). Recorded sparsely, a VTC or LCF walk goes step by step (each step's lifts are recorded)."""
+    Between arrivals and starvation-guard promotions the head of a queue whose record says ``head_moves ==
+    "arrival"`` (FCFS, priority, SJF) cannot change, so those stretches go in bulk. So do those of a "counters"
+    queue (VTC, LCF): between arrivals its counters grow by the same charge each step, and the head in each step
+    is read off their running sums (it may pass to another client within the stretch). Recorded sparsely, a
+    "counters" walk goes step by step (each step's lifts are recorded)."""
     s, cfg, vtc = engine.scheduler, engine.config, engine.scheduler.vtc
     run = s.running
     r = len(run)
@@ -135,8 +134,11 @@ def _walk(engine: Engine, step: int, d: int, free_after: np.ndarray) -> _Walked:
     # running requests' clients only, ``charged``.
     sparse = engine.recorder.sparse
     charged, charge = vtc.output_charge_by_client(run) if sparse else (None, vtc.output_charge(run))
-    in_bulk = cfg.policy in _STATIC_ORDERS  # the head moves only at an arrival or a promotion
-    by_counter = not in_bulk and not sparse  # the head moves at an arrival or as the counters grow
+    # The policy's record says how its head moves: only at an arrival or a promotion ("arrival"), or also as the
+    # counters grow ("counters": its queue reads the head off them, heads_over, checked by the record)
+    head_moves = spec_of(cfg.policy).head_moves
+    in_bulk = head_moves == "arrival"
+    by_counter = head_moves == "counters" and not sparse
     refusals: dict[tuple[int, int], Refusal | None] = {}  # (row, free blocks) -> why the head cannot start
     no_room_for_anyone = s.rules.slot_or_budget(r, budget)  # the head's refusal then depends on nothing else
     events = engine.recorder.events

@@ -17,6 +17,7 @@ import numpy as np
 from .config import EngineConfig
 from .engine import Engine, gc_paused
 from .events import Event, EventKind
+from .policies import spec_of
 from .request import RequestSpec
 
 BLOCK_FREE = -1  # a free block (in ``Playback.block_codes``)
@@ -116,7 +117,7 @@ def record_window(config: EngineConfig, requests: Sequence[RequestSpec], first_s
     s, kv, recorder = engine.scheduler, engine.kv, engine.recorder
     # The queue's order changes only with an event (an arrival, admission, preemption, promotion...), except under
     # the counter orders, where it follows the clients' counters as tokens flow: read it every step there.
-    every_step = config.policy.value in ("vtc", "lcf")
+    every_step = spec_of(config.policy).head_moves == "counters"
     waiting: list[tuple[int, ...] | None] = []
     swapped: list[tuple[int, ...] | None] = []
     idle: list[tuple[int, ...] | None] = []

@@ -1,4 +1,5 @@
-"""Waiting-queue orders: who is admitted next (docs/ENGINE.md#waiting-queue-orders).
+"""Waiting-queue orders: who is admitted next (docs/ENGINE.md#waiting-queue-orders). Each policy's record in
+``sim.policies`` builds its queue from the classes here.
 
 All queues hold request rows and share one small interface (``add``, ``prepend``, ``peek``, ``pop``, ``remove``,
 ``order``). ``prepend`` is where a preempted request goes back: the front for FCFS (as vLLM), its key position for
@@ -25,7 +26,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .config import EngineConfig, Policy
+from .config import EngineConfig
 from .request import NO_STEP, RequestTable
 from .vtc import VirtualCounters
 
@@ -317,29 +318,13 @@ def predicted_lengths(table: RequestTable, sigma: float, seed: int) -> np.ndarra
 
 
 def make_queue(config: EngineConfig, table: RequestTable, vtc: VirtualCounters) -> RequestQueue:
-    """The waiting queue for ``config.policy``. VTC/LCF order clients by ``vtc``'s counters (the scheduler's)."""
-    t = table
-    guard = {
-        "wait_start_step": t.wait_start_step,
-        "starvation_threshold_steps": config.starvation_threshold_steps,
-        "priority_quantum_steps": config.priority_quantum_steps,
-    }
-    if config.policy is Policy.FCFS:
-        return RequestQueue()
-    if config.policy is Policy.PRIORITY:
-        # The row breaks ties in arrival order (file order within a step), as vLLM's arrival_time does: a preempted
-        # request goes back ahead of a same-priority request that arrived after it, not behind it.
-        return KeyedQueue(lambda r: (t.priority.item(r), t.arrival_step.item(r), r), len(t))
-    if config.policy is Policy.SJF:
-        return KeyedQueue(
-            lambda r: (int(t.target_len[r] - t.num_output_tokens[r]), t.arrival_step.item(r)), len(t), **guard
-        )
-    if config.policy is Policy.SJF_PREDICTED:
-        predicted = predicted_lengths(t, config.prediction_error_sigma, config.seed)
-        t.predicted_len[:] = predicted
-        return KeyedQueue(
-            lambda r: (max(int(predicted[r] - t.num_output_tokens[r]), 0), t.arrival_step.item(r)), len(t), **guard
-        )
-    if config.policy in (Policy.VTC, Policy.LCF):
-        return VTCQueue(t, vtc)
-    raise ValueError(f"policy: {config.policy!r} has no queue")  # unreachable: Policy is validated
+    """The waiting queue for ``config.policy``, built by its record (``sim.policies``). VTC/LCF order clients by
+    ``vtc``'s counters (the scheduler's)."""
+    from .policies import spec_of  # (late: the records hold this module's queue classes)
+
+    spec = spec_of(config.policy)
+    queue = spec.make_queue(config, table, vtc)
+    if not isinstance(queue, spec.queue):  # (the record's head_moves was checked against this class)
+        raise TypeError(f"policy {spec.name}: make_queue gave a {type(queue).__name__}, its record says "
+                        f"{spec.queue.__name__}")
+    return queue
