@@ -86,7 +86,8 @@ def policy_knob(slot: int) -> Knob:
 
 
 def option_knobs(slot: int, policy: str) -> list[Knob]:
-    """A run's settings: recompute or swap and prefix caching for every policy, then the policy's own."""
+    """A run's settings: recompute or swap and prefix caching for every policy, then the policy's own (the knobs of
+    its record, sim/policies.py, that the Workbench has a setting for; VTC's and LCF's weights: ``_weights_input``)."""
     d = wt.RunChoice(policy)
     out = [
         Knob(f"r{slot}_mode", "On preemption", "choice", d.preemption_mode, options=("recompute", "swap"),
@@ -95,10 +96,10 @@ def option_knobs(slot: int, policy: str) -> list[Knob]:
         Knob(f"r{slot}_prefix", "Prefix caching", "bool", d.prefix_caching, widget="toggle",
              help=field_help(EngineConfig, "enable_prefix_caching")),
     ]
-    if policy == "sjf_predicted":
+    if "prediction_error_sigma" in d.knobs:
         out.append(Knob(f"r{slot}_sigma", "Prediction error (lognormal sigma)", "float", d.sigma, min=0.0,
                         max=wt.MAX_SIGMA, step=0.05, help=field_help(EngineConfig, "prediction_error_sigma")))
-    if policy in ("sjf", "sjf_predicted"):
+    if "starvation_threshold_steps" in d.knobs:
         out.append(Knob(f"r{slot}_guard", "Starvation guard (steps, 0 = off)", "int", d.guard_steps, min=0,
                         max=wt.MAX_GUARD, step=10, widget="number",
                         help=field_help(EngineConfig, "starvation_threshold_steps")))
@@ -112,12 +113,13 @@ def option_knobs(slot: int, policy: str) -> list[Knob]:
 
 
 def _weights_input(slot: int, box: Any) -> str:
-    """VTC's weights as text ("A:2, B:1"), kept in the link under ``r<slot>_weights``."""
+    """VTC's or LCF's weights as text ("A:2, B:1"), kept in the link under ``r<slot>_weights``."""
     key, param = f"{PAGE}.r{slot}_weights", f"r{slot}_weights"
     if key not in st.session_state:
         st.session_state[key] = st.query_params.get(param, "")[:200]
     value = box.text_input("Client weights (client:weight, ...)", key=key, placeholder="A:2, B:1",
-                           help="VTC serves each client in proportion to its weight; clients not named weigh 1")
+                           help="VTC and LCF divide a client's charges by its weight (weight 2: twice the service); "
+                                "clients not named weigh 1")
     if value and st.query_params.get(param) != value:
         st.query_params[param] = value
     elif not value and param in st.query_params:
@@ -138,7 +140,7 @@ def pick_runs(style: ChartStyle) -> list[wt.RunChoice]:
                 st.caption("Pick a policy to add a run.")
                 continue
             values = KnobPanel(f"{PAGE}.run", option_knobs(slot, policy), PAGE).render(st)
-            weights = _weights_input(slot, st) if policy == "vtc" else ""
+            weights = _weights_input(slot, st) if "client_weights" in wt.RunChoice(policy).knobs else ""
             d = wt.RunChoice(policy)
             choices.append(wt.RunChoice(
                 policy, values[f"r{slot}_mode"], values[f"r{slot}_prefix"], values.get(f"r{slot}_sigma", d.sigma),

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from sim import cost_estimate
+from sim import policies as policy_records
 from sim import scenario as scenario_io
 from sim.admission import rejection_message, rejection_reason
 from sim.config import MODELS, EngineConfig, Policy, PreemptionMode, model_name
@@ -287,13 +288,11 @@ def apply_edits(rows: Sequence[Row], edits: dict[str, Any]) -> list[Row]:
 
 
 # ---- the runs compared ------------------------------------------------------------------------------------------
-POLICIES = {  # the run picker's choices: label, and the config it sets
-    "fcfs": ("FCFS", {"policy": Policy.FCFS}),
-    "sjf": ("SJF (true lengths)", {"policy": Policy.SJF}),
-    "sjf_predicted": ("SJF (predicted)", {"policy": Policy.SJF_PREDICTED}),
-    "priority": ("Priority", {"policy": Policy.PRIORITY}),
-    "vtc": ("VTC", {"policy": Policy.VTC}),
-    "lcf": ("LCF", {"policy": Policy.LCF}),
+# The run picker's choices, label and the config each sets: every queue policy whose record (sim/policies.py) is
+# marked for the Workbench, then the rate limit, FCFS with a per-client limit (a Workbench choice, not a queue policy).
+POLICIES = {
+    **{str(spec.name): (spec.label, {"policy": spec.name}) for spec in policy_records.POLICIES.values()
+       if spec.workbench},
     "rate_limit": ("Rate limit", {"policy": Policy.FCFS}),
 }
 MAX_RUNS = 4
@@ -306,11 +305,17 @@ class RunChoice:
     policy: str  # a key of POLICIES
     preemption_mode: str = "recompute"
     prefix_caching: bool = False
-    sigma: float = 0.5  # SJF (predicted): the lognormal error of the predicted lengths
-    guard_steps: int = 0  # SJF: the starvation guard (0 = off)
-    weights: str = ""  # VTC: "A:2, B:1" (unnamed clients weigh 1)
+    # A policy's own settings, used when its record's knobs hold the EngineConfig field each sets:
+    sigma: float = 0.5  # prediction_error_sigma (SJF predicted): the lognormal error of the predicted lengths
+    guard_steps: int = 0  # starvation_threshold_steps (SJF): the starvation guard (0 = off)
+    weights: str = ""  # client_weights (VTC, LCF): "A:2, B:1" (unnamed clients weigh 1)
     rate_limit: int = 2  # rate limit: requests a client may start per window
     window_steps: int = 100
+
+    @property
+    def knobs(self) -> tuple[str, ...]:
+        """The EngineConfig fields this run's queue policy reads (its record's knobs; the rate limit runs FCFS)."""
+        return policy_records.spec_of(POLICIES[self.policy][1]["policy"]).knobs
 
     def config(self, engine: EngineConfig) -> EngineConfig:
         """``engine`` with this run's policy and settings (swap gets CPU space as large as the GPU pool)."""
@@ -318,11 +323,12 @@ class RunChoice:
         changes["preemption_mode"] = PreemptionMode(self.preemption_mode)
         changes["num_cpu_blocks"] = engine.num_blocks if self.preemption_mode == "swap" else 0
         changes["enable_prefix_caching"] = self.prefix_caching
-        if self.policy == "sjf_predicted":
+        knobs = self.knobs
+        if "prediction_error_sigma" in knobs:
             changes["prediction_error_sigma"] = self.sigma
-        if self.policy in ("sjf", "sjf_predicted"):
+        if "starvation_threshold_steps" in knobs:
             changes["starvation_threshold_steps"] = self.guard_steps
-        if self.policy == "vtc":
+        if "client_weights" in knobs:
             changes["client_weights"] = parse_weights(self.weights)
         if self.policy == "rate_limit":
             changes["rate_limit_max_requests"] = self.rate_limit
@@ -330,11 +336,16 @@ class RunChoice:
         return engine.replace(**changes)
 
     def label(self) -> str:
-        name = POLICIES[self.policy][0]
-        extra = {"sjf_predicted": f"σ {self.sigma:g}", "rate_limit": f"{self.rate_limit}/{self.window_steps} steps",
-                 "vtc": self.weights.replace(" ", "") if parse_weights(self.weights) else ""}.get(self.policy, "")
+        name, knobs = POLICIES[self.policy][0], self.knobs
+        extra = ""
+        if "prediction_error_sigma" in knobs:
+            extra = f"σ {self.sigma:g}"
+        elif "client_weights" in knobs and parse_weights(self.weights):
+            extra = self.weights.replace(" ", "")
+        elif self.policy == "rate_limit":
+            extra = f"{self.rate_limit}/{self.window_steps} steps"
         parts = [f"{name} {extra}".strip()]
-        if self.policy in ("sjf", "sjf_predicted") and self.guard_steps:
+        if "starvation_threshold_steps" in knobs and self.guard_steps:
             parts.append(f"guard {self.guard_steps}")
         if self.preemption_mode == "swap":
             parts.append("swap")
@@ -370,8 +381,10 @@ def parse_weights(raw: str) -> tuple[tuple[str, float], ...]:
 
 
 def run_choice_of(config: EngineConfig) -> RunChoice:
-    """The run that comes nearest to ``config`` (a scenario file's), within the pickers' ranges."""
-    return RunChoice("rate_limit" if config.rate_limit_max_requests else config.policy.value,
+    """The run that comes nearest to ``config`` (a scenario file's), within the pickers' ranges (FCFS for a policy
+    the Workbench does not offer)."""
+    policy = str(config.policy) if str(config.policy) in POLICIES else "fcfs"
+    return RunChoice("rate_limit" if config.rate_limit_max_requests else policy,
                      config.preemption_mode.value, config.enable_prefix_caching,
                      min(config.prediction_error_sigma, MAX_SIGMA), min(config.starvation_threshold_steps, MAX_GUARD),
                      ", ".join(f"{c}:{w:g}" for c, w in config.client_weights),
