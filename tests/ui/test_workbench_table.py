@@ -13,11 +13,13 @@ import zlib
 
 import pytest
 
-from sim import metrics, presets
+from sim import metrics, policies, presets
 from sim.config import Policy, PreemptionMode
 from sim.engine import simulate
 from sim.request import RequestSpec
+from sim.request_queue import RequestQueue
 from tests.conftest import REPO_ROOT
+from ui import workbench
 from ui import workbench_table as wt
 
 ARTICLE = presets.get("article_hol").scenario
@@ -142,6 +144,38 @@ def test_each_run_choice_sets_its_policy_and_settings():
     assert wt.run_labels([wt.RunChoice("fcfs"), wt.RunChoice("fcfs", "swap"), wt.RunChoice("fcfs"),
                           wt.RunChoice("sjf_predicted", sigma=0.8)]) == [
         "FCFS (run 1)", "FCFS · swap", "FCFS (run 3)", "SJF (predicted) σ 0.8"]
+
+
+def test_the_run_picker_offers_the_records_marked_for_it_with_their_labels():
+    offered = [name for name, spec in policies.POLICIES.items() if spec.workbench]
+    assert list(wt.POLICIES) == [*offered, "rate_limit"]  # (rate_limit: FCFS with a limit, not a queue policy)
+    for name in offered:
+        assert wt.POLICIES[name][0] == policies.POLICIES[name].label
+        assert wt.RunChoice(name).config(ENGINE).policy is policies.POLICIES[name].name
+        assert wt.RunChoice(name).label().startswith(policies.POLICIES[name].label)
+    assert [k.options for k in [workbench.policy_knob(1)]] == [("off", *offered, "rate_limit")]
+
+
+@pytest.mark.parametrize("name", list(wt.POLICIES))
+def test_a_runs_own_settings_follow_its_records_knobs(name):
+    choice = wt.RunChoice(name, sigma=1.5, guard_steps=200, weights="A:2")
+    knobs = choice.knobs
+    config = choice.config(ENGINE)
+    assert (config.prediction_error_sigma == 1.5) == ("prediction_error_sigma" in knobs)
+    assert (config.starvation_threshold_steps == 200) == ("starvation_threshold_steps" in knobs)
+    assert (config.client_weight("A") == 2.0) == ("client_weights" in knobs)  # VTC's and LCF's
+    shown = {k.key for k in workbench.option_knobs(1, name)}
+    assert ("r1_sigma" in shown) == ("prediction_error_sigma" in knobs)
+    assert ("r1_guard" in shown) == ("starvation_threshold_steps" in knobs)
+
+
+def test_a_file_policy_the_workbench_does_not_offer_comes_in_as_fcfs(monkeypatch):
+    toy = policies.PolicySpec("lpf", "Longest prompt first", lambda c, t, v: RequestQueue(), RequestQueue,
+                              workbench=False)
+    monkeypatch.setitem(policies.POLICIES, "lpf", toy)
+    config = ENGINE.replace(policy="lpf")
+    assert wt.run_choice_of(config).policy == "fcfs"
+    assert wt.config_not_kept(config) == ["policy"]
 
 
 @pytest.mark.parametrize("raw", ["A", "A:0", "A:x", ":2", "A:1, A:2"])
