@@ -247,7 +247,9 @@ def _blocked(e: Event, config: EngineConfig) -> str:
 
 def _preempted(e: Event, request_ids: Sequence[str], config: EngineConfig) -> str:
     who = "itself" if e.other_row == e.row else request_ids[e.other_row]
-    rule = ("victim = lowest priority (largest priority, arrival)" if config.policy == "priority"
+    from .policies import spec_of  # (late: the records pull in the queues and numpy; this module needs neither)
+
+    rule = ("victim = lowest priority (largest priority, arrival)" if spec_of(config.policy).victim == "lowest_priority"
             else "victim = last request in the running list")
     why = f"KV pool full: {who} needed a new block and none was free; {rule}"
     if e.kind is EventKind.SWAP_OUT:

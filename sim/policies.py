@@ -2,9 +2,11 @@
 is its ``PolicySpec`` in ``POLICIES`` (docs/ARCHITECTURE.md, "Add a policy", says how to add one).
 
 A record holds the policy's name (a ``Policy`` value), its label, the factory of its waiting queue, how the queue's
-head moves (what the fast-forward may skip), whether a returning client's counter is lifted, the ``EngineConfig``
+head moves (what the fast-forward may skip), whether a returning client's counter is lifted, whom a full pool
+preempts, the ``EngineConfig``
 fields it reads (its knobs), whether vLLM has it and whether the Workbench offers it. The consumers read the record:
-``sim.request_queue.make_queue``, the fast-forward's bulk decision, ``VirtualCounters.has_lift``, the step
+``sim.request_queue.make_queue``, the fast-forward's bulk decision, ``VirtualCounters.has_lift``, the
+scheduler's victim choice (and ``sim.events``' wording of it), the step
 player's per-step reading of the queue, the Workbench's run picker and its per-run settings.
 
 ``EngineConfig.policy`` takes a ``Policy`` member, or the name of a record registered here under another name (a
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
     from .vtc import VirtualCounters
 
 HeadMoves = Literal["arrival", "counters"]
+Victim = Literal["last", "lowest_priority"]
 QueueFactory = Callable[["EngineConfig", "RequestTable", "VirtualCounters"], RequestQueue]
 
 # The knobs of each kind of order (EngineConfig field names)
@@ -41,6 +44,9 @@ class PolicySpec:
     (``next_promotion_step`` says when), so the fast-forward may take a quiet stretch in bulk between them;
     ``"counters"``, the head also changes as the clients' counters grow, so the queue must read it off counters it
     is given (``heads_over``), and the step player reads the queue every step.
+
+    ``victim``: ``"last"``, a full pool preempts the last request of the running list (vLLM's FCFS); with
+    ``"lowest_priority"`` the largest (priority, arrival) anywhere in it (vLLM's priority policy).
     """
 
     name: str  # a Policy value (or a registered extension's name)
@@ -49,6 +55,7 @@ class PolicySpec:
     queue: type[RequestQueue]  # the class make_queue returns
     head_moves: HeadMoves = "arrival"
     lifts: bool = False  # a client whose queue goes from empty to non-empty has its counter lifted (VTC)
+    victim: Victim = "last"  # whom a full pool preempts: the running list's last, or (vLLM's priority) the lowest
     knobs: tuple[str, ...] = ()  # the EngineConfig fields the policy reads
     vllm: bool = False  # vLLM's own policy (else a teaching extension)
     workbench: bool = True  # the Workbench's run picker offers it
@@ -56,6 +63,8 @@ class PolicySpec:
     def __post_init__(self) -> None:
         if self.head_moves not in ("arrival", "counters"):
             raise ValueError(f"{self.name}: head_moves must be 'arrival' or 'counters', got {self.head_moves!r}")
+        if self.victim not in ("last", "lowest_priority"):
+            raise ValueError(f"{self.name}: victim must be 'last' or 'lowest_priority', got {self.victim!r}")
         if self.head_moves == "counters" and not callable(getattr(self.queue, "heads_over", None)):
             raise ValueError(f"{self.name}: a queue whose head moves with the counters needs heads_over(counters) "
                              f"(the fast-forward reads each step's head with it); {self.queue.__name__} has none")
@@ -106,7 +115,7 @@ _BUILT_IN = (
     PolicySpec(Policy.SJF, "SJF (true lengths)", _sjf, KeyedQueue, knobs=GUARD_KNOBS),
     PolicySpec(Policy.SJF_PREDICTED, "SJF (predicted)", _sjf_predicted, KeyedQueue,
                knobs=("prediction_error_sigma", "seed", *GUARD_KNOBS)),
-    PolicySpec(Policy.PRIORITY, "Priority", _priority, KeyedQueue, vllm=True),
+    PolicySpec(Policy.PRIORITY, "Priority", _priority, KeyedQueue, victim="lowest_priority", vllm=True),
     PolicySpec(Policy.VTC, "VTC", _by_counter, VTCQueue, head_moves="counters", lifts=True, knobs=COUNTER_KNOBS),
     PolicySpec(Policy.LCF, "LCF", _by_counter, VTCQueue, head_moves="counters", knobs=COUNTER_KNOBS),
 )

@@ -27,9 +27,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import admission, events, scheduler_fast
-from .config import EngineConfig, Policy, PreemptionMode, cdiv
+from .config import EngineConfig, PreemptionMode, cdiv
 from .events import RawEvent, WaitReason
 from .kv_cache_manager import KVCacheManager
+from .policies import spec_of
 from .request import NO_STEP, RequestStatus, RequestTable
 from .request_queue import make_queue
 from .vtc import VirtualCounters
@@ -64,6 +65,8 @@ class Scheduler:
         self.vtc = VirtualCounters(config, table)  # per-client counters: charged under every policy, read by VTC/LCF
         self.rules = admission.AdmissionRules(config)
         self.waiting = make_queue(config, table, self.vtc)
+        # whom a full pool preempts (the policy's record): the running list's last, or the lowest priority anywhere
+        self.victim_by_priority = spec_of(config.policy).victim == "lowest_priority"
         self.running = np.empty(0, dtype=np.int64)  # [num_running] rows in running-list order
         self.swapped: deque[int] = deque()
         self.swapped_blocks = np.zeros(len(table), dtype=np.int64)  # [rows] blocks parked in CPU memory
@@ -280,9 +283,9 @@ class Scheduler:
 
     # ---- victim choice and preemption ------------------------------------------------------------------------
     def _victim(self, running: list[int]) -> int:
-        """The request to preempt: ``fcfs`` the tail of the running list; ``priority`` the largest (priority,
-        arrival)."""
-        if self.config.policy is Policy.PRIORITY:
+        """The request to preempt, as the policy's record says: the tail of the running list (``fcfs`` and the
+        others), or the largest (priority, arrival) (``priority``: ``victim="lowest_priority"``)."""
+        if self.victim_by_priority:
             t = self.table
             # NOTE: vLLM takes the largest (priority, arrival_time); its arrival times are distinct. Ours are whole
             # steps, so a tie goes to the later row: within a step rows arrive in file order, so it is the later

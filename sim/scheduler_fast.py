@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .config import Policy
 from .npfast import ONE
 from .npfast import add_accumulate as _cumsum
 from .npfast import add_reduce as _sum
@@ -61,7 +60,7 @@ def schedule_running(s: Scheduler, budget: int, out: SchedulerOutput, parts: lis
     new_blocks = kv.blocks_for(after) - held
     total = int(_sum(new_blocks))
     if total > kv.pool.num_free:
-        if s.config.policy is Policy.PRIORITY:  # victims may come from anywhere in the list
+        if s.victim_by_priority:  # victims may come from anywhere in the list
             return None
         cum_blocks = _cumsum(new_blocks)
         k = _preempt_from_tail(s, cum_blocks, k, out)
@@ -85,7 +84,7 @@ def _schedule_decoders(s: Scheduler, budget: int, out: SchedulerOutput, parts: l
     fills = kv.fills_its_blocks(computed)
     growing = fills.nonzero()[0]  # (np.flatnonzero adds two Python wrappers)
     if len(growing) > kv.pool.num_free:
-        if s.config.policy is Policy.PRIORITY:
+        if s.victim_by_priority:
             return None
         k = _preempt_from_tail(s, _cumsum(fills), len(run), out)  # (a bool cumsum counts in int64)
         run, computed = s.running, computed[:k]  # the first k run: all that is left of the list

@@ -42,6 +42,7 @@ def test_a_built_in_name_is_its_policy_member():
 def test_what_the_records_say():
     assert {p for p, s in POLICIES.items() if s.vllm} == {Policy.FCFS, Policy.PRIORITY}
     assert {p for p, s in POLICIES.items() if s.lifts} == {Policy.VTC}
+    assert {p for p, s in POLICIES.items() if s.victim == "lowest_priority"} == {Policy.PRIORITY}
     assert {p for p, s in POLICIES.items() if s.head_moves == "counters"} == {Policy.VTC, Policy.LCF}
     assert "prediction_error_sigma" in POLICIES[Policy.SJF_PREDICTED].knobs
     assert "starvation_threshold_steps" in POLICIES[Policy.SJF].knobs
@@ -67,11 +68,12 @@ def test_a_counter_record_without_heads_over_is_refused():
 
 
 @pytest.mark.parametrize("name", REGISTERED)
-def test_the_queue_is_the_records_and_the_lift_is_the_records(name):
+def test_the_queue_the_lift_and_the_victim_are_the_records(name):
     cfg = EngineConfig(num_blocks=100, policy=name)
     engine = Engine(cfg, SCENARIO)
     assert isinstance(engine.scheduler.waiting, POLICIES[name].queue)
     assert engine.scheduler.vtc.has_lift is POLICIES[name].lifts
+    assert engine.scheduler.victim_by_priority is (POLICIES[name].victim == "lowest_priority")
 
 
 def test_a_queue_that_is_not_the_records_class_is_refused(monkeypatch):
