@@ -3,11 +3,10 @@ is its ``PolicySpec`` in ``POLICIES`` (docs/ARCHITECTURE.md, "Add a policy", say
 
 A record holds the policy's name (a ``Policy`` value), its label, the factory of its waiting queue, how the queue's
 head moves (what the fast-forward may skip), whether a returning client's counter is lifted, whom a full pool
-preempts, the ``EngineConfig``
-fields it reads (its knobs), whether vLLM has it and whether the Workbench offers it. The consumers read the record:
-``sim.request_queue.make_queue``, the fast-forward's bulk decision, ``VirtualCounters.has_lift``, the
-scheduler's victim choice (and ``sim.events``' wording of it), the step
-player's per-step reading of the queue, the Workbench's run picker and its per-run settings.
+preempts, the ``EngineConfig`` fields it reads (its knobs), whether vLLM has it and whether the Workbench offers it.
+The consumers read the record: ``sim.request_queue.make_queue``, the fast-forward's bulk decision,
+``VirtualCounters.has_lift``, the scheduler's victim choice (and ``sim.events``' wording of it), the step player's
+per-step reading of the queue, the Workbench's run picker and its per-run settings.
 
 ``EngineConfig.policy`` takes a ``Policy`` member, or the name of a record registered here under another name (a
 policy added by its record alone, e.g. a test's toy: ``POLICIES[name] = record``; the built-in names stay
