@@ -175,3 +175,18 @@ def test_a_log_axis_has_readable_ticks_whatever_its_span():
     assert log_axis([125, 750])["ticktext"] == ["100", "150", "200", "300", "400", "500", "700"]
     assert log_axis([0.12, 0.5])["ticktext"] == ["0.1", "0.15", "0.2", "0.3", "0.4", "0.5"]
     assert log_axis([0, float("nan")]) == {"type": "log"}
+
+
+def test_the_sweep_sentence_says_which_way_each_p99_moves():
+    # One batch slot: no other stream to stall, so p99 time between tokens is one plain decode step at every budget
+    # (the sentence used to say it "grows from 5.8 ms to 5.8 ms"); a pool that preempts at large budgets can make
+    # it shrink (budget_memory at 1,364 blocks: "grows from 6.8 ms to 5.8 ms").
+    def notice(chunked: list[tuple[int, float, float]]) -> str:
+        return lesson.sweep_notice({"chunked": chunked, "unchunked": [], "longest": 10, "unchunked_budgets": [64]})[0]
+
+    assert ("p99 time between tokens stays at 5.8 ms from budget 64 to 8,192, while p99 TTFT falls from 3,466 ms to "
+            "2,764 ms.") in notice([(64, 3466.0, 5.8), (8192, 2764.0, 5.8)])
+    assert "shrinks from 6.8 ms (budget 64) to 5.8 ms (8,192)" in notice([(64, 3480.0, 6.8), (8192, 134.0, 5.8)])
+    assert "p99 TTFT rises from 100 ms to 140 ms" in notice([(64, 100.0, 6.8), (8192, 140.0, 13.8)])
+    assert "grows from 6.8 ms (budget 64) to 13.8 ms (8,192), while p99 TTFT falls from 820 ms to 125 ms" in notice(
+        [(64, 820.0, 6.8), (8192, 125.0, 13.8)])

@@ -31,11 +31,12 @@ def defaults(preset: presets.Preset, uploaded: bool = False) -> dict:
     return {k.key: k.default for k in lesson.knobs(preset, preset.scenario, uploaded)}
 
 
-def runs_of(key: str, **changes) -> list[lesson.Run]:
-    """The preset's servers as the page builds them: knobs at their defaults unless ``changes`` says otherwise."""
+def runs_of(key: str, engine: dict | None = None, **changes) -> list[lesson.Run]:
+    """The preset's servers as the page builds them: knobs at their defaults unless ``changes`` says otherwise
+    (``engine``: the engine panel's config fields, e.g. ``{"num_blocks": 8}``)."""
     p = presets.get(key)
     values = defaults(p) | changes
-    base = dataclasses.replace(p.scenario, config=lesson.apply(p.scenario.config, values))
+    base = dataclasses.replace(p.scenario, config=lesson.apply(p.scenario.config.replace(**(engine or {})), values))
     if base.workload is not None:
         workload = lesson.apply_workload(base.workload, values)
         base = dataclasses.replace(base, workload=workload, requests=tuple(generate(workload)))
@@ -260,6 +261,15 @@ def test_stops_preset_numbers(stops):
     assert "the 12 answers ending on a stop string each ran one token past their end" in text
     assert "the 12 ending on a stop token wasted 0" in text
     assert "still runs to max_tokens (512): 8,316 tokens past the ends of 24 answers" in text
+
+
+def test_stop_sentences_speak_only_of_answers_that_ran():
+    # An 8-block pool turns every request away on arrival: no answer ran, so none "ran one token past its end" or
+    # "still runs to max_tokens" (the sentences used to say so, with "0 tokens").
+    runs = runs_of("stops", engine={"num_blocks": 8})
+    assert all(r.summary["num_rejected"] == 24 for r in runs)
+    text = " ".join(lesson.notices(runs, None))
+    assert "ran one token past" not in text and "still runs to max_tokens" not in text
 
 
 def test_stop_knobs():

@@ -308,6 +308,41 @@ def test_returning_notice_compares_the_lift_with_lcf():
     assert f"none admitted for up to {lcf:,} steps, against {vtc:,} under VTC (lift)" in text
 
 
+def test_light_client_notice_quotes_the_other_clients_requests_pooled():
+    # Three clients (the page's "Number of clients" at 3: C a copy of B): C is the light client, and "the other
+    # clients'" time is the mean finish time of A's and B's requests together, not the mean of A's and B's means
+    # (which weighs B's 30-odd requests like A's 240).
+    p = presets.get("article_fairness")
+    wl = p.scenario.workload
+    specs = lesson.client_specs(wl, 3)
+    values = {s.client_id: _values(lesson.client_knobs(s, wl, p.scenario.config)) for s in specs}
+    scenario = lesson.in_client_order(dataclasses.replace(
+        p.scenario, workload=(new := lesson.apply_clients(wl, specs, values)), requests=tuple(generate(new))))
+    fcfs = _runs(p, scenario, chosen=["FCFS"])[0]
+    t = fcfs.trace
+    c = t.client_ids.index("C")
+    others = metrics.served_mask(t) & (t.requests["client"] != c)
+    pooled = float(metrics.request_latencies(t)["finish_ms"][others].mean())
+    means = [row["mean_finish_ms"] for row in fcfs.clients if row["client"] != "C"]
+    assert f"{pooled:,.0f}" != f"{sum(means) / 2:,.0f}"  # (the two readings differ here)
+    sentence = lesson.notices([fcfs])[0]
+    assert sentence.startswith("Under FCFS, C sends only") and f"the other clients' ({pooled:,.0f} ms)" in sentence
+
+
+def test_notices_quote_no_finish_time_when_nothing_was_served():
+    # An 8-block pool turns every request away (each is larger than 128 tokens): no client has a finish time, and
+    # no sentence quotes one as "—" ("B's mean finish time stayed at —", "they took — on average").
+    for key in ("article_fairness", "prefill_vs_decode"):
+        p = presets.get(key)
+        runs = _runs(p, p.scenario.with_config(num_blocks=8))
+        assert all(r.summary["num_served"] == 0 for r in runs)
+        weights = sorted({0.5, 16.0, runs[0].config.output_weight})
+        vtc = next(r for r in runs if r.config.policy is Policy.VTC)
+        sweep = lesson.weight_sweep(vtc.scenario, weights, _measure) if key == "prefill_vs_decode" else None
+        text = " ".join(lesson.notices(runs, None, sweep))
+        assert "—" not in text and "mean finish time" not in text and "they took" not in text, key
+
+
 def test_notices_survive_a_single_run_and_one_client():
     p = presets.get("article_fairness")
     assert lesson.notices(_runs(p, p.scenario, chosen=["VTC"]))  # no FCFS baseline: still something to say

@@ -5,6 +5,8 @@ per request and the costs themselves: tests/sim/test_preemption_metrics.py.)"""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -12,6 +14,7 @@ from sim import metrics, presets
 from sim.config import MODELS, EngineConfig, gib_for_blocks
 from sim.engine import queues_after_step, simulate
 from sim.preemption_metrics import preemption_cost
+from sim.workload import generate
 from ui.charts import preemption as charts
 from ui.lessons import preemption as lesson
 from ui.theme import ChartStyle
@@ -301,3 +304,32 @@ def test_notices_put_what_the_runs_compare_first():
     assert "threw away KV that cost" in first_three[2]
     # one run, nothing compared: the victim first
     assert lesson.notices([off])[0].startswith("prefix caching off: the pool filled at step 33")
+
+
+def test_the_mode_sentence_needs_a_victim():
+    # A 290-block pool holds both requests of recompute_vs_swap: nothing is preempted, so no "victim waits for free
+    # blocks either way" (the sentence used to say so beside "nothing was preempted").
+    runs = runs_of("recompute_vs_swap", num_blocks=290)
+    assert all(r.summary["num_preemptions"] == 0 for r in runs)
+    text = " ".join(lesson.notices(runs))
+    assert "nothing was preempted" in text and "A victim waits" not in text
+
+
+def test_the_sweep_and_cache_sentences_count_in_words_that_fit():
+    # Every pool preempting once at most: "up to 1 preemption", not "1 preemptions".
+    pools, seqs = (1.0, 2.0), (8, 16)
+    ones = np.ones((2, 2), int)
+    sweep = lesson.Sweep(pools, (512, 1024), seqs, ones, np.full((2, 2), 900.0), np.zeros((2, 2)), ones * 0,
+                         ones * 100, 0.0)
+    assert "every pool size on the grid preempts (up to 1 preemption);" in lesson.sweep_notices(sweep, 1.0, 16)[0]
+    # One re-admission without a prefix cache (the prefix_cache preset's workload cut to 10 requests): "its newest
+    # token", not "its's newest token".
+    p = presets.get("prefix_cache")
+    workload = p.scenario.workload.replace(num_requests=10)
+    runs = []
+    for label, sc in lesson.variants(p, dataclasses.replace(p.scenario, workload=workload,
+                                                            requests=tuple(generate(workload))), None):
+        trace = simulate(sc.config, sc.requests)
+        runs.append(lesson.Run(label, sc, trace, metrics.summary(trace)))
+    text = " ".join(lesson.cache_notices(runs))
+    assert "the 1 re-admission prefilled all" in text and "its's" not in text and "its newest token" in text

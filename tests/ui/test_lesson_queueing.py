@@ -158,3 +158,20 @@ def test_a_starved_request_leads_the_notices():
     text = lesson.notices(runs_of("starvation"))
     assert text[0].startswith("The longest request (long) waited 4,800 steps under SJF, no guard")
     assert any("raised the average finish time" in s for s in text[2:])
+
+
+def test_the_guard_sentence_leaves_out_a_long_request_that_never_ran():
+    # An 8-block pool turns the starvation preset's long request away on arrival (it never fits): it has no wait to
+    # speak of (the sentence used to say it "waited -2 steps under SJF, no guard").
+    text = " ".join(lesson.notices(runs_of("starvation", num_blocks=8)))
+    assert "The longest request" not in text and "-2 steps" not in text
+
+
+def test_the_guard_sentence_says_how_many_were_promoted_in_words_that_fit():
+    # With a 2,000-step threshold the guard promotes 71 of the 121 requests: most of them, not "almost every one".
+    text = " ".join(lesson.notices(runs_of("starvation", starvation_threshold_steps=2000)))
+    assert "The guard promoted 71 of the 121 requests" in text
+    assert "almost every one" not in text and "most of them wait past the 2,000-step threshold" in text
+    # At the preset's 200 steps it promotes 116 of them: almost every one.
+    assert "The guard promoted 116 of the 121 requests: with this many requests waiting, almost every one waits" \
+        in " ".join(lesson.notices(runs_of("starvation")))

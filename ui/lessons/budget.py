@@ -268,9 +268,18 @@ def sweep_notice(sweep: dict[str, Any] | None) -> list[str]:
     if len(points) < 2:
         return []
     (b_lo, ttft_lo, tbt_lo), (b_hi, ttft_hi, tbt_hi) = points[0], points[-1]
-    out = [f"Over the sweep with chunked prefill, p99 time between tokens grows from {tbt_lo:,.1f} ms (budget "
-           f"{b_lo:,}) to {tbt_hi:,.1f} ms ({b_hi:,}), while p99 TTFT falls from {ttft_lo:,.0f} ms to "
-           f"{ttft_hi:,.0f} ms."]
+
+    def moves(lo: float, hi: float, decimals: int, up: str, down: str, budgets: bool = False) -> str:
+        """How a p99 moves from the smallest budget to the largest, in the words its printed numbers allow."""
+        a, b = f"{lo:,.{decimals}f}", f"{hi:,.{decimals}f}"
+        if a == b:
+            return f"stays at {a} ms" + (f" from budget {b_lo:,} to {b_hi:,}" if budgets else "")
+        first, last = (f" (budget {b_lo:,})", f" ({b_hi:,})") if budgets else ("", "")
+        return f"{up if hi > lo else down} from {a} ms{first} to {b} ms{last}"
+
+    out = [f"Over the sweep with chunked prefill, p99 time between tokens "
+           f"{moves(tbt_lo, tbt_hi, 1, 'grows', 'shrinks', budgets=True)}, while p99 TTFT "
+           f"{moves(ttft_lo, ttft_hi, 0, 'rises', 'falls')}."]
     best = min(p[1] for p in points)
     knee = next(p for p in points if p[1] <= KNEE_FACTOR * best)
     if knee is not points[0]:

@@ -505,7 +505,10 @@ def _stop_sentences(runs: list[Run]) -> list[str]:
     out = []
     for run in runs:
         specs = run.scenario.requests
-        ends = np.array([s.ends_on_stop for s in specs])
+        # the answers that end on a stop and ran to their end (not turned away on arrival, nor abandoned)
+        finished = np.isin(run.trace.requests["status"], (RequestStatus.FINISHED_STOPPED,
+                                                          RequestStatus.FINISHED_LENGTH_CAPPED))
+        ends = np.array([s.ends_on_stop for s in specs], dtype=bool) & finished
         if not ends.any():
             continue
         wasted = run.trace.requests["num_wasted_tokens"]

@@ -594,14 +594,15 @@ def _light_client_notice(runs: Sequence[Run]) -> list[str]:
     name = safe_id(base.clients[c]["client"])  # (an uploaded file's id: Markdown shown as typed)
     share = base.clients[c]["num_requests"] / sum(row["num_requests"] for row in base.clients)
     a = base.clients[c]["mean_finish_ms"]
-    others = [row["mean_finish_ms"] for i, row in enumerate(base.clients) if i != c]
+    if not np.isfinite(a):  # none of its requests was served (each too large for the pool, say): no time to compare
+        return []
     if len(base.clients) == 2:
         heavy = safe_id(base.clients[1 - c]["client"])
         theirs, behind = f"{heavy}'s", f"the {heavy} requests that arrived before it"
     else:
         theirs, behind = "the other clients'", "the other clients' requests that arrived before it"
     out = [f"Under {base.label}, {name} sends only {share:.0%} of the requests"
-           + _light_client_wait(base, c, a, float(np.mean(others)), theirs, behind)]
+           + _light_client_wait(base, c, a, _others_mean_finish_ms(base.trace, c), theirs, behind)]
     for run in runs:
         if run is base or c >= len(run.clients):
             continue
@@ -610,12 +611,23 @@ def _light_client_notice(runs: Sequence[Run]) -> list[str]:
         rejected = run.clients[c]["num_rejected"]
         tail = ("." if not run.is_limited else f", with {rejected:,} of {name}'s requests rejected." if rejected
                 else f", with none of {name}'s requests rejected.")
-        if _ms(a) == _ms(b):
+        if not np.isfinite(b):
+            out.append(f"{run.label}: none of {name}'s requests was served{tail}")
+        elif _ms(a) == _ms(b):
             out.append(f"{run.label}: {name}'s mean finish time stayed at {_ms(a)}{tail}")
         else:
             out.append(f"{run.label}: {name}'s mean finish time {'fell' if b < a else 'rose'} from {_ms(a)} to "
                        f"{_ms(b)} ({change}){tail}")
     return out
+
+
+def _others_mean_finish_ms(trace: Trace, c: int) -> float:
+    """The mean finish time (ms) of the served requests of every client but ``c``, pooled: how long "the other
+    clients'" requests took. (Not the mean of their means, which weighs a light client's few requests like a heavy
+    one's many; with two clients the same as the other client's own mean.)"""
+    served = metrics.served_mask(trace) & (trace.requests["client"] != c)
+    finish = metrics.request_latencies(trace)["finish_ms"][served]
+    return float(finish.mean()) if len(finish) else float("nan")
 
 
 def _light_client_wait(base: Run, c: int, mine_ms: float, theirs_ms: float, theirs: str, behind: str) -> str:
@@ -629,6 +641,8 @@ def _light_client_wait(base: Run, c: int, mine_ms: float, theirs_ms: float, thei
            "they queued only behind each other" if queued.any() else
            "none of them queues here, so this is simply how long such answers take")
     p99 = _ms(base.clients[c]["p99_finish_ms"])
+    if not np.isfinite(theirs_ms):  # the others had nothing served: nothing to compare with
+        return f", and they took {_ms(mine_ms)} on average (p99 {p99}), while none of {theirs} requests was served."
     if mine_ms >= 0.8 * theirs_ms:  # the article's point: a trickle waits as long as the flood
         how = "as long as" if mine_ms <= 1.25 * theirs_ms else "longer than"
         return f", yet they took {_ms(mine_ms)} on average (p99 {p99}), {how} {theirs} ({_ms(theirs_ms)}): {why}."
@@ -884,11 +898,13 @@ def _weight_sweep_notice(sweep: dict, runs: Sequence[Run]) -> list[str]:
     ids = safe_ids(pts[0]["client_ids"])
     first, last = pts[0]["mean_finish_ms"], pts[-1]["mean_finish_ms"]
     raising = f"Raising the output weight from {x[0]:g} to {x[-1]:g} (input weight {sweep['input_weight']:g})"
-    if all(_ms(a) == _ms(b) for a, b in zip(first, last, strict=True)):
+    out = []
+    comparable = bool(np.isfinite([*first, *last]).all())  # (a client with nothing served: no times to compare)
+    if comparable and all(_ms(a) == _ms(b) for a, b in zip(first, last, strict=True)):
         stay = ", ".join(f"{c} {_ms(first[i])}" for i, c in enumerate(ids))
         out = [f"{raising} changes nothing here: every client's mean finish time stays the same ({stay}). VTC "
                f"reorders requests only while clients wait for each other, and here the order did not change."]
-    else:
+    elif comparable:
         moves = "; ".join(f"{c}'s mean finish time goes from {_ms(first[i])} to {_ms(last[i])}"
                           for i, c in enumerate(ids))
         # The lesson's point holds when the client that waits longer is the one with the most output per token.

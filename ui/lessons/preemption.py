@@ -543,6 +543,8 @@ def mode_notice(runs: Sequence[Run]) -> list[str]:
     if set(modes) != {"recompute", "swap"}:
         return []
     rec, swp = modes["recompute"], modes["swap"]
+    if not (rec.preempted or swp.preempted):  # no victim: the mode had nothing to do (the victim notice says so)
+        return []
     a, b = rec.summary["finish_ms"]["mean"], swp.summary["finish_ms"]["mean"]
     sa, sb = rec.summary["finish_steps"]["mean"], swp.summary["finish_steps"]["mean"]
     if not (np.isfinite(a) and np.isfinite(b)):
@@ -565,8 +567,9 @@ def cache_notices(runs: Sequence[Run]) -> list[str]:
         hits = sum(p.num_cached_tokens for p in back)
         # A re-admission prefills its newest token too (generated, never computed): one more than the preemption
         # threw away, which is what the cost sentence counts.
+        whose = "its" if len(back) == 1 else "each one's"
         newest = (f", {count(len(back), 'token')} more than the preemption{'s' if len(back) > 1 else ''} threw away: "
-                  f"{'its' if len(back) == 1 else 'each one'}'s newest token, generated but never computed")
+                  f"{whose} newest token, generated but never computed")
         if run.trace.config.enable_prefix_caching:
             out.append(f"{run.label}: the {count(len(back), 're-admission')} found {hits:,} of "
                        f"{'its' if len(back) == 1 else 'their'} {total:,} "
@@ -609,7 +612,7 @@ def sweep_notices(sweep: Sweep, pool: float, seqs: int) -> list[str]:
     stop = next((k for k in range(len(row)) if not row[k:].any()), None)
     if stop is None:
         out.append(f"With {sweep.seqs[i]} batch slots every pool size on the grid preempts (up to "
-                   f"{int(row.max()):,} preemptions); it needs a bigger pool or fewer slots.")
+                   f"{count(int(row.max()), 'preemption')}); it needs a bigger pool or fewer slots.")
     elif stop == 0:
         out.append(f"With {sweep.seqs[i]} batch slots even the smallest pool on the grid "
                    f"({fmt_gib(sweep.pools_gib[0])}) never preempts.")

@@ -11,6 +11,7 @@ from sim import metrics
 from sim.config import EngineConfig, field_help
 from sim.events import EventKind
 from sim.presets import Preset
+from sim.request import NO_STEP
 from sim.scenario import Scenario
 from sim.trace import Trace
 
@@ -174,27 +175,32 @@ def _starvation_notice(runs: list[Run], unit: str = "steps") -> list[str]:
     r = p.trace.requests
     longest = int(np.argmax(r["target_len"]))
     wait = lambda run: int(run.trace.requests["first_scheduled_step"][longest] - r["arrival_step"][longest])  # noqa: E731
+    # (a longest request turned away on arrival, too large for the pool, never waited: nothing to say of its wait)
+    ran = all(run.trace.requests["first_scheduled_step"][longest] != NO_STEP for run in (p, g))
     threshold = g.scenario.config.starvation_threshold_steps
     name = safe_id(p.trace.request_ids[longest])
     key = f"finish_{unit}"
     before, after = p.summary[key]["mean"], g.summary[key]["mean"]
-    if wait(p) < threshold:  # it never waited long enough to starve, or to be promoted
+    out = []
+    if ran and wait(p) < threshold:  # it never waited long enough to starve, or to be promoted
         return [f"The longest request ({name}) waited {wait(p):,} steps under {p.label}, less than the guard's "
                 f"{threshold:,}-step threshold: nothing starves on this workload, so the guard has nothing to "
                 f"do for it."]
-    out = [f"The longest request ({name}) waited {wait(p):,} steps under {p.label} and {wait(g):,} under "
-           f"{g.label} (promoted after {threshold:,} steps); everyone's average finish went from {before:,.0f} "
-           f"to {after:,.0f} {unit}."]
+    if ran:
+        out = [f"The longest request ({name}) waited {wait(p):,} steps under {p.label} and {wait(g):,} under "
+               f"{g.label} (promoted after {threshold:,} steps); everyone's average finish went from "
+               f"{before:,.0f} to {after:,.0f} {unit}."]
     # Under overload most requests wait past the threshold: the guard then promotes nearly everyone, in the order
     # they started waiting, which is FCFS's order; say so when it gave back most of SJF's gain.
     promoted = len({e.row for e in g.trace.events if e.kind is EventKind.PROMOTE})
     fcfs = next((run for run in runs if run.scenario.config.policy.value == "fcfs"), None)
     n = len(r["arrival_step"])
-    if promoted >= n / 2 and fcfs is not None and after > before:
+    if ran and promoted >= n / 2 and fcfs is not None and after > before:  # (it says the guard saved the longest)
         f = fcfs.summary[key]["mean"]
         if f > before and (after - before) >= 0.5 * (f - before):
+            who = "almost every one waits" if promoted >= 0.9 * n else "most of them wait"
             out.append(f"The guard promoted {promoted:,} of the {n:,} requests: with this many requests waiting, "
-                       f"almost every one waits past the {threshold:,}-step threshold, and promotions go in the order "
+                       f"{who} past the {threshold:,}-step threshold, and promotions go in the order "
                        f"requests started waiting, which is FCFS's order. So {g.label} averages {after:,.0f} {unit}, "
                        f"close to {fcfs.label}'s {f:,.0f}: the guard saved {name} at the price of "
                        f"{(after - before) / (f - before):.0%} of SJF's gain. A lighter load, or a longer threshold, "
