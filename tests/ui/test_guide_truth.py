@@ -12,6 +12,7 @@ For each case the step's runs are simulated afresh here (``simulate_step``: the 
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import itertools
 import math
@@ -46,6 +47,18 @@ def _cases() -> Iterator[tuple[str, Step, dict]]:
 
 
 CASES = list(_cases())
+
+
+@functools.cache
+def _fresh_runs(lesson: str, key: str, values: tuple) -> list[Run]:
+    """The step's runs for ``values`` (sorted items), simulated once per test process for the three checks below
+    (each still a fresh engine run: ``simulate_step`` does not use the app's cache)."""
+    step = next(s for s in PATHS[lesson] if s.key == key)
+    return simulate_step(step, dict(values))
+
+
+def fresh(lesson: str, step: Step, values: dict) -> list[Run]:
+    return _fresh_runs(lesson, step.key, tuple(sorted(values.items())))
 IDS = [f"{lesson}.{step.key}-" + ",".join(f"{k}={v}" for k, v in values.items()) for lesson, step, values in CASES]
 
 
@@ -201,7 +214,7 @@ def _matches(value: float, decimals: int, pool: np.ndarray) -> bool:
 
 @pytest.mark.parametrize(("lesson", "step", "values"), CASES, ids=IDS)
 def test_every_number_on_screen_is_a_figure_of_a_fresh_run(lesson, step, values):
-    runs = simulate_step(step, values)
+    runs = fresh(lesson, step, values)
     problem = step.ask(runs, values)
     figures, percents = universe(runs, values)
     wrong = []
@@ -214,7 +227,7 @@ def test_every_number_on_screen_is_a_figure_of_a_fresh_run(lesson, step, values)
 
 @pytest.mark.parametrize(("lesson", "step", "values"), CASES, ids=IDS)
 def test_the_runs_a_step_compares_are_different_runs(lesson, step, values):
-    shown = step.shown_runs(simulate_step(step, values))
+    shown = step.shown_runs(fresh(lesson, step, values))
     digests = {run.label: digest(run.trace) for run in shown}
     assert len(set(digests.values())) == len(digests), f"the same run under two names: {digests}"
     assert len({run.label for run in shown}) == len(shown)
@@ -388,5 +401,5 @@ CLAIM_CASES = [(i, c) for i, c in zip(IDS, CASES, strict=True) if (c[0], c[1].ke
 
 @pytest.mark.parametrize(("lesson", "step", "values"), [c for _, c in CLAIM_CASES], ids=[i for i, _ in CLAIM_CASES])
 def test_what_the_explanation_says_about_the_data_is_so(lesson, step, values):
-    runs = simulate_step(step, values)
+    runs = fresh(lesson, step, values)
     CLAIMS[(lesson, step.key)](runs, step.ask(runs, values), values)
