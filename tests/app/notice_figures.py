@@ -653,9 +653,18 @@ class Universe:
 
 
 def lesson_constants(module: Any) -> dict[str, float]:
-    """A lesson module's named numeric constants (``KNEE_FACTOR = 1.5``): the thresholds its sentences state."""
-    return {f"const.{k}": float(v) for k, v in vars(module).items()
-            if k.isupper() and isinstance(v, int | float) and not isinstance(v, bool)}
+    """A lesson module's named numeric constants (``KNEE_FACTOR = 1.5``): the thresholds its sentences state, and
+    the fields of a named tuple of them (``PAPER_RATE_LIMIT``: a paper's figures, quoted beside the runs')."""
+    out = {}
+    for k, v in vars(module).items():
+        if not k.isupper() or isinstance(v, bool):
+            continue
+        if isinstance(v, int | float):
+            out[f"const.{k}"] = float(v)
+        elif isinstance(v, tuple) and hasattr(v, "_asdict"):
+            out.update({f"const.{k}.{f}": float(x) for f, x in v._asdict().items()
+                        if isinstance(x, int | float) and not isinstance(x, bool)})
+    return out
 
 
 # ---- one view's check (what a worker process runs: a pure function of the view) -----------------------------------

@@ -101,3 +101,12 @@ def test_a_view_is_checked_against_fresh_runs_of_its_scenarios():
         "short2 waited 1,337 steps."), frozenset({"SJF (true lengths)", "FCFS", "long", "short1", "short2"}), ())
     assert [problem for _, problem in nf.check_notices(view)] == [
         "quotes a missing figure ('—')", "says 'raised' from 1,100 to 500", "'1,337' is no figure of the runs"]
+
+
+def test_a_lesson_constant_may_be_a_named_tuple_of_figures():
+    # (Fairness quotes the VTC paper's ~780 -> ~340 tokens/s, PAPER_RATE_LIMIT, beside the runs' own figures)
+    from ui.lessons import fairness
+
+    constants = nf.lesson_constants(fairness)
+    assert constants["const.PAPER_RATE_LIMIT.unlimited_tok_s"] == 780.0
+    assert constants["const.PAPER_RATE_LIMIT.limited_tok_s"] == 340.0
