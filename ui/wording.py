@@ -18,6 +18,14 @@ def count(n: int, noun: str, plural: str | None = None) -> str:
     return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
 
 
+_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve")
+
+
+def number_word(n: int) -> str:
+    """A small whole number as a word ("three"), a larger one as digits with separators ("16", "1,200")."""
+    return _WORDS[n] if 0 <= n < len(_WORDS) else f"{n:,}"
+
+
 def a_number(n: int) -> str:
     """"a 2,000" or "an 8,000": the article a whole number takes when read aloud (eight, eleven, eighteen, eighty
     start with a vowel sound), then the number with thousands separators."""

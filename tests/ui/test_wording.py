@@ -56,3 +56,10 @@ def test_sizes_of_any_model_read_in_a_unit_that_fits():
     assert [fmt_binary_size(n) for n in (2, 1023, 1024, 131_072, 2**21, 3 * 2**29)] == [
         "2 B", "1,023 B", "1 KiB", "128 KiB", "2 MiB", "1.5 GiB"]
     assert fmt_gib(2 / 2**30) == "2 B" and fmt_gib(1.5) == "1.50 GiB"
+
+
+def test_number_word_spells_small_numbers_and_writes_larger_ones():
+    from ui.wording import number_word
+
+    assert [number_word(n) for n in (1, 3, 8, 12)] == ["one", "three", "eight", "twelve"]
+    assert number_word(16) == "16" and number_word(1200) == "1,200"

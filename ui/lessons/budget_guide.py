@@ -18,15 +18,13 @@ from sim.trace import Trace
 
 from ..glossary import term_link
 from ..lesson import Run
-from ..wording import a_number, count, sentence_case
+from ..wording import a_number, count, number_word, sentence_case
 from .guided import Setting, Step, Values, by_label, choice_question, config_setting, number_question
-
-_NUMBER_WORDS = {1: "One", 2: "Two", 4: "Four", 6: "Six", 8: "Eight", 16: "Sixteen"}
 
 
 def _streams(n: int) -> str:
     """'Eight streams' (a sentence's start)."""
-    return f"{_NUMBER_WORDS.get(n, f'{n:,}')} stream{'s' if n != 1 else ''}"
+    return sentence_case(f"{number_word(n)} stream{'s' if n != 1 else ''}")
 
 
 def _row(run: Run, request_id: str = "long") -> int:

@@ -12,7 +12,7 @@ from sim.problems import Problem, fmt
 
 from ..glossary import term_link
 from ..lesson import Run
-from ..wording import count
+from ..wording import count, number_word, sentence_case
 from .guided import Step, Values, by_label, choice_question, config_setting, number_question
 
 SLOTS = config_setting("max_num_seqs", "max_num_seqs", "Batch slots (max_num_seqs)", 1, (1, 2, 3))
@@ -74,10 +74,9 @@ def _ask_fcfs(runs: Sequence[Run], values: Values) -> Problem:
         why = (f"Each finishes after its wait for a slot plus its own answer ({_waits_text(fcfs)}), so the average is "
                f"{fmt(mean)} steps: in the Gantt chart below, {_bars_text(fcfs)}.")
     else:
-        all_of = _NUMBER_WORDS.get(len(lengths), str(len(lengths))).lower()
-        why = (f"With {count(slots, 'batch slot')} all {all_of} start at once and nobody waits, so the average "
-               f"finish time is the average answer length, {fmt(mean)} steps: the bars in the Gantt chart below all "
-               "start at step 0.")
+        why = (f"With {count(slots, 'batch slot')} all {number_word(len(lengths))} start at once and nobody waits, so "
+               f"the average finish time is the average answer length, {fmt(mean)} steps: the bars in the Gantt chart "
+               "below all start at step 0.")
     return number_question(
         "fcfs", runs, f"Under FCFS with {count(slots, 'batch slot')}, what is the average finish "
                       "time of the three requests (engine steps from arrival to the last token)?",
@@ -239,12 +238,9 @@ def _fcfs_text(values: Values) -> str:
     slots = values["max_num_seqs"]
     lengths = [r.output_len for r in get("article_hol").scenario.requests]
     slot_words = term_link("max_num_seqs", "batch slot" if slots == 1 else "batch slots")
-    return (f"{'One' if slots == 1 else _NUMBER_WORDS.get(slots, str(slots))} {slot_words} and three requests arriving "
+    return (f"{sentence_case(number_word(slots))} {slot_words} and three requests arriving "
             f"together: a {lengths[0]:,}-step answer first, two {lengths[1]:,}-step answers behind it. First come, "
             "first served (FCFS) runs them in arrival order. Predict the average finish time before you look.")
-
-
-_NUMBER_WORDS = {2: "Two", 3: "Three", 4: "Four", 5: "Five"}
 
 
 STEPS = (
