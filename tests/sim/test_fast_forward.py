@@ -15,16 +15,33 @@ from sim.engine import simulate
 from tests.sim.strategies import configs, requests
 
 
-def assert_identical(a: Trace, b: Trace) -> None:
-    assert a.request_records() == b.request_records()
-    assert a.num_steps == b.num_steps
+def differences(a: Trace, b: Trace) -> list[str]:
+    """The parts of two traces that differ, by name (empty when identical). Compared here rather than by one `assert`
+    on the whole lists: pytest's diff of two long event lists takes minutes when CI turns truncation off."""
+    parts = []
+    if a.request_records() != b.request_records():
+        parts.append("request records")
+    if a.num_steps != b.num_steps:
+        parts.append(f"num_steps {a.num_steps} != {b.num_steps}")
     for name in ("sched_offsets", "sched_rows", "sched_tokens", "sched_kind"):
-        assert np.array_equal(getattr(a, name), getattr(b, name)), name
+        if not np.array_equal(getattr(a, name), getattr(b, name)):
+            parts.append(name)
     for name, column in a.steps.items():
-        assert np.array_equal(column, b.steps[name]), name
+        if not np.array_equal(column, b.steps[name]):
+            parts.append(f"steps.{name}")
     for name, column in a.clients.items():
-        assert np.array_equal(column, b.clients[name]), name
-    assert a.events == b.events
+        if not np.array_equal(column, b.clients[name]):
+            parts.append(f"clients.{name}")
+    if a.events != b.events:
+        shorter = min(len(a.events), len(b.events))
+        first = next((i for i in range(shorter) if a.events[i] != b.events[i]), shorter)
+        parts.append(f"events from #{first}: {a.events[first:first + 1]} vs {b.events[first:first + 1]}")
+    return parts
+
+
+def assert_identical(a: Trace, b: Trace) -> None:
+    parts = differences(a, b)
+    assert not parts, f"the traces differ in: {parts}"
 
 
 def both_ways(cfg: EngineConfig, reqs: list[RequestSpec], **kw) -> tuple[Trace, Trace]:
