@@ -3,6 +3,7 @@ workbench."""
 
 import streamlit as st
 
+import lessons
 from sim import presets
 from ui import charts, page, runner
 
@@ -17,36 +18,19 @@ st.markdown(
     "way vLLM's scheduler makes them, and change the knobs yourself."
 )
 
-# Each lesson's question and what the student does there: never its answers (a guided path asks the student to
-# predict them first). Its file, name and icon come from the navigation (page.PAGES).
-LESSONS = {
-    "Queueing": ("Who waits, and in what order?",
-                 "One long answer and two short ones share a single batch slot. Does the order they run in change "
-                 "the average wait, and who pays for a better one? First come, first served against "
-                 "shortest-job-first and vLLM's priority."),
-    "Fairness": ("Fair to whom: requests or customers?",
-                 "One customer sends most of the traffic, another a trickle. Is a server that is fair to requests "
-                 "fair to its customers? Try a per-client rate limit and the Virtual Token Counter."),
-    "Cancellation": ("What happens when the user closes the tab?",
-                     "A user stops reading halfway through an answer. What does a server that keeps generating cost: "
-                     "tokens, KV memory, and the users waiting behind it?"),
-    "Preemption": ("What if KV memory runs out mid-answer?",
-                   "Every running answer needs a new KV block now and then. When none is free, who is evicted, how "
-                   "does it come back, and what does that cost?"),
-    "Token budget": ("First token, or smooth streams?",
-                     "A long prompt arrives while others are streaming. Should its prefill go in one step or in "
-                     "chunks, and who waits either way?"),
-    "Workbench": ("What if two long requests arrive together?",
-                  "Your own question: build a workload request by request (or from the generator, a preset or a "
-                  "file), run up to four policies on it side by side, and read each request's time to first token "
-                  "and time between tokens."),
-}
+# Each card: the page's question and what the student does there, never its answers (a guided path asks the student
+# to predict them first). A lesson's card is its record in the course (``lessons.LESSONS``); the Workbench's is here.
+WORKBENCH = (*page.WORKBENCH,
+             "What if two long requests arrive together?",
+             "Your own question: build a workload request by request (or from the generator, a preset or a file), run "
+             "up to four policies on it side by side, and read each request's time to first token and time between "
+             "tokens.")
+CARDS = [(lesson.page, lesson.title, lesson.icon, lesson.question, lesson.summary) for lesson in lessons.LESSONS]
+CARDS.append(WORKBENCH)
 
-lessons = [p for p in page.PAGES if p[1] in LESSONS]
-for start in range(0, len(lessons), 2):  # two cards a row: four would break "Cancellation" on a 1,024-px projector
-    row = lessons[start : start + 2]
-    for col, (path, name, icon) in zip(st.columns(2), row, strict=False):
-        question, takeaway = LESSONS[name]
+for start in range(0, len(CARDS), 2):  # two cards a row: four would break "Cancellation" on a 1,024-px projector
+    row = CARDS[start : start + 2]
+    for col, (path, name, icon, question, takeaway) in zip(st.columns(2), row, strict=False):
         with col.container(border=True, height="stretch"):  # as tall as the other card in the row
             st.subheader(f"{icon} {name}", anchor=False)  # (an anchor icon would wrap onto a line of its own)
             st.markdown(f"**{question}**")

@@ -38,11 +38,10 @@ sys.path.insert(0, str(ROOT))
 import streamlit as st  # noqa: E402
 from streamlit.testing.v1 import AppTest, local_script_runner  # noqa: E402
 
+from lessons import LESSONS  # noqa: E402
 from sim import presets  # noqa: E402
 
-PAGES = {"queueing": "pages/1_Queueing.py", "fairness": "pages/2_Fairness.py",
-         "cancellation": "pages/3_Cancellation.py", "preemption": "pages/4_Preemption.py",
-         "budget": "pages/5_Token_budget.py"}
+PAGES = {lesson.id: lesson.page for lesson in LESSONS}  # every lesson of the course
 
 
 def _pool_slider(at: AppTest):

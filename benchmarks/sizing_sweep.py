@@ -16,8 +16,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from anywhere: the repo root on the path
 
+from lessons.preemption import lesson as preemption  # noqa: E402
 from sim import presets  # noqa: E402
-from ui.lessons import preemption  # noqa: E402
 
 TARGET_S = 2.0
 

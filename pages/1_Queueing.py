@@ -2,9 +2,9 @@
 
 import streamlit as st
 
+from lessons.queueing import lesson
 from ui import charts, knobs, page, sweeps
 from ui.lesson import open_lesson, run_variants
-from ui.lessons import queueing as lesson
 
 lp = open_lesson(lesson.LESSON, "Queueing: who waits, and in what order", lesson.QUESTION)
 style, preset, base = lp.style, lp.preset, lp.base

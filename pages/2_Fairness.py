@@ -2,10 +2,10 @@
 
 import streamlit as st
 
+from lessons.fairness import lesson
 from ui import charts, clients, knobs, page, runner, sweeps
 from ui.charts import fairness as fairness_charts
 from ui.lesson import open_lesson, run_variants
-from ui.lessons import fairness as lesson
 
 lp = open_lesson(lesson.LESSON, "Fairness: per customer, not per request", lesson.QUESTION)
 style, preset, base = lp.style, lp.preset, lp.base

@@ -2,10 +2,10 @@
 
 import streamlit as st
 
+from lessons.cancellation import lesson
 from ui import charts, knobs, page
 from ui.charts import cancellation as cancel_charts
 from ui.lesson import open_lesson, run_variants
-from ui.lessons import cancellation as lesson
 
 lp = open_lesson(lesson.LESSON, "Cancellation: work nobody reads", lesson.QUESTION)
 style, preset, base = lp.style, lp.preset, lp.base

@@ -2,13 +2,13 @@
 
 import streamlit as st
 
+from lessons.preemption import lesson
 from ui import knobs, page, sweeps
+from ui import preemption_sections as sections
 from ui.charts import preemption as charts
 from ui.charts import time_extent
 from ui.controls import KnobPanel
 from ui.lesson import open_lesson, run_variants
-from ui.lessons import preemption as lesson
-from ui.lessons import preemption_sections as sections
 
 lp = open_lesson(lesson.LESSON, "Preemption: when KV memory runs out mid-answer", lesson.QUESTION)
 style, preset, base = lp.style, lp.preset, lp.base

@@ -2,10 +2,10 @@
 
 import streamlit as st
 
+from lessons.budget import lesson
 from ui import charts, knobs, page, sweeps
 from ui.charts import budget as budget_charts
 from ui.lesson import open_lesson, run_variants
-from ui.lessons import budget as lesson
 
 lp = open_lesson(lesson.LESSON, "Token budget and chunked prefill", lesson.QUESTION)
 style, preset, base = lp.style, lp.preset, lp.base

@@ -13,7 +13,9 @@ import os
 import sys
 from typing import Any
 
-from . import cost_estimate, metrics, problems, scenario
+from lessons import problems  # (the command line serves the course's problems too; nothing in sim imports this)
+
+from . import cost_estimate, metrics, scenario
 from .engine import SimulationError, gc_paused, simulate
 from .trace import Trace
 

@@ -1,5 +1,5 @@
 """The clients of a generated workload, in the sidebar: how many, and each one's share, pattern and lengths (the
-Fairness lesson's knobs, ``ui/lessons/fairness.py``); a collapsed panel per client, or one table past a handful."""
+Fairness lesson's knobs, ``lessons/fairness/lesson.py``); a collapsed panel per client, or one table past a handful."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ from typing import Any
 
 import streamlit as st
 
+from lessons.fairness import lesson
 from sim.config import EngineConfig
 from sim.workload import WorkloadSpec
 
 from . import page
 from .lesson import LessonPage
-from .lessons import fairness as lesson
 from .wording import safe_id
 
 

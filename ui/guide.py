@@ -8,7 +8,7 @@ no settings at all (a first visit) the guided path. After the first run the sess
 URL follows it (``?guide=N`` while guided, ``?mode=free`` on the free page). ``open_lesson`` (``ui/lesson.py``)
 calls ``take_over`` before it draws the free page's header, so no page has code of its own for this.
 
-The steps are data (``ui/lessons/<lesson>_guide.py``, pure); this module draws them.
+The steps are data (``lessons/<lesson>/guide.py``, pure); this module draws them.
 """
 
 from __future__ import annotations
@@ -19,8 +19,12 @@ from typing import Any
 
 import streamlit as st
 
+import lessons
+from lessons.guided import Step
+from lessons.preemption import lesson as preemption_lesson
+from lessons.problems import MAX_SEED, Problem, engine_line, problem_for, requests_table
+from lessons.run import Run
 from sim.preemption_metrics import preemption_cost, preemptions
-from sim.problems import MAX_SEED, Problem, engine_line, problem_for, requests_table
 
 from . import charts, page, player, runner
 from .charts import budget as budget_charts
@@ -28,19 +32,13 @@ from .charts import cancellation as cancel_charts
 from .charts import fairness as fairness_charts
 from .charts import preemption as preemption_charts
 from .controls import set_param
-from .lesson import Run
-from .lessons import budget_guide, cancellation_guide, fairness_guide, preemption_guide, queueing_guide
-from .lessons import preemption as preemption_lesson
-from .lessons.guided import Step
 from .theme import ChartStyle
 from .wording import join_and
 
-PATHS: dict[str, tuple[Step, ...]] = {
-    "queueing": queueing_guide.STEPS, "fairness": fairness_guide.STEPS, "cancellation": cancellation_guide.STEPS,
-    "preemption": preemption_guide.STEPS, "budget": budget_guide.STEPS,
-}
-LESSON_NAMES = {"queueing": "Queueing", "fairness": "Fairness", "cancellation": "Cancellation",
-                "preemption": "Preemption", "budget": "Token budget"}
+
+def paths() -> dict[str, tuple[Step, ...]]:
+    """Lesson id -> its guided path (``lessons/<lesson>/guide.py``), in the course's order (``lessons.LESSONS``)."""
+    return {lesson.id: lesson.steps for lesson in lessons.LESSONS}
 
 MODE_PARAM, GUIDE_PARAM, PROBLEM_PARAM = "mode", "guide", "problem"
 GUIDED, FREE = "guided", "free"
@@ -105,7 +103,7 @@ def take_over(lesson: str, style: ChartStyle) -> bool:
     """Called by ``open_lesson`` right after the page's setup. Draws a problem (``?problem=``) or the guided path
     and returns True (the page stops there); on the free page draws the button back to the guided path and returns
     False."""
-    if lesson not in PATHS:
+    if lesson not in lessons.BY_ID:
         return False
     if PROBLEM_PARAM in st.query_params:
         st.html(_compact_css(style))
@@ -150,13 +148,13 @@ def _nav_changed(lesson: str) -> None:
 
 
 def show_path(lesson: str, style: ChartStyle) -> None:
-    steps = PATHS[lesson]
+    steps = lessons.BY_ID[lesson].steps
     n = current_step(lesson, len(steps))
     step = steps[n - 1]
     nav = f"{lesson}.guide.nav"
     st.session_state[nav] = n
     with st.container(horizontal=True, vertical_alignment="center"):
-        st.markdown(f"### {LESSON_NAMES[lesson]}: guided path")
+        st.markdown(f"### {lessons.BY_ID[lesson].title}: guided path")
         st.segmented_control("Step", list(range(1, len(steps) + 1)), key=nav, on_change=_nav_changed, args=(lesson,),
                              format_func=lambda i: f"{i}{' ✓' if _is_answered(lesson, steps[i - 1]) else ''}",
                              label_visibility="collapsed", help="The path's steps (✓ answered)")
@@ -196,9 +194,9 @@ PRACTICE_SEEDS = (1, 2, 3)  # the problems a path's last step offers (``?problem
 
 
 def next_lesson(lesson: str) -> str | None:
-    order = list(PATHS)
-    i = order.index(lesson)
-    return order[i + 1] if i + 1 < len(order) else None
+    """The id of the lesson after ``lesson`` in the course, None after the last."""
+    following = lessons.following(lesson)
+    return None if following is None else following.id
 
 
 def _open_problem(seed: int) -> None:
@@ -213,7 +211,7 @@ def _to_next_path(lesson: str) -> None:
 def _path_end(lesson: str) -> None:
     """The last step leads on: the lesson's problems, its free page, the next lesson's path."""
     with st.container(border=True):
-        st.markdown(f"**That was the last step of {LESSON_NAMES[lesson]}'s path.** Where next:")
+        st.markdown(f"**That was the last step of {lessons.BY_ID[lesson].title}'s path.** Where next:")
         with st.container(horizontal=True):
             for seed in PRACTICE_SEEDS:
                 st.button(f"Problem {seed}", key=f"{lesson}.guide.problem.{seed}", on_click=_open_problem,
@@ -223,12 +221,10 @@ def _path_end(lesson: str) -> None:
             st.button("Free page", key=f"{lesson}.guide.end_free", on_click=_to_free, args=(lesson,),
                       icon=":material/tune:", help="Every chart and knob of the lesson.")
             following = next_lesson(lesson)
-            if following is not None:
-                path = next(p for p, name, _ in page.PAGES if name == LESSON_NAMES[following])
-                if st.button(f"Next lesson: {LESSON_NAMES[following]}", key=f"{lesson}.guide.next_lesson",
-                             on_click=_to_next_path, args=(following,), icon=":material/arrow_forward:",
-                             type="primary"):
-                    st.switch_page(path, query_params={GUIDE_PARAM: "1"})
+            if following is not None and st.button(
+                    f"Next lesson: {lessons.BY_ID[following].title}", key=f"{lesson}.guide.next_lesson",
+                    on_click=_to_next_path, args=(following,), icon=":material/arrow_forward:", type="primary"):
+                st.switch_page(lessons.BY_ID[following].page, query_params={GUIDE_PARAM: "1"})
 
 
 def _question_key(lesson: str, step: Step) -> str:
@@ -452,10 +448,10 @@ def _leave_problem() -> None:
 
 
 def show_problem(lesson: str, raw: str, style: ChartStyle) -> None:
-    """``?problem=SEED``: the lesson's seeded problem (``sim.problems``): its scenario, the question, predict ->
-    check -> the answer and reasoning, then the scenario's charts."""
+    """``?problem=SEED``: the lesson's seeded problem (``lessons/<lesson>/problems.py``): its scenario, the question,
+    predict -> check -> the answer and reasoning, then the scenario's charts."""
     with st.container(horizontal=True, vertical_alignment="center"):
-        st.markdown(f"### {LESSON_NAMES[lesson]}: problem {raw[:20]}")
+        st.markdown(f"### {lessons.BY_ID[lesson].title}: problem {raw[:20]}")
         st.button("Back to the lesson", key=f"{lesson}.problem.leave", on_click=_leave_problem,
                   icon=":material/arrow_back:")
     seed = int(raw) if raw.isdigit() else -1

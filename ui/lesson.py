@@ -16,26 +16,17 @@ from typing import Any
 
 import streamlit as st
 
+from lessons.run import Run
 from sim.events import RejectReason
 from sim.presets import Preset
 from sim.scenario import Scenario
 from sim.trace import Trace
 from sim.workload import WorkloadSpec
 
-from . import knobs, page, player, runner, sections
+from . import guide, knobs, page, player, runner, sections
 from .controls import Knob, KnobPanel, preset_picker
 from .theme import ChartStyle
 from .wording import count, file_slug, join_and, plain
-
-
-@dataclass
-class Run:
-    """One policy variant of a lesson, run on the lesson's workload."""
-
-    label: str
-    scenario: Scenario
-    trace: Trace
-    summary: dict[str, Any]  # sim.metrics.summary
 
 
 @dataclass(frozen=True)
@@ -120,7 +111,6 @@ def open_lesson(lesson: str, title: str, question: str) -> LessonPage:
     """Set the page up and draw its header: title, the question, the preset picker and the upload box."""
     started_s = time.perf_counter()
     style = page.setup(title.split(":")[0])
-    from . import guide  # (here: the guided paths import the lesson modules, which import this one)
     if guide.take_over(lesson, style):  # the guided path, or a problem from a link: not the free page
         st.stop()
     st.title(title)

@@ -15,6 +15,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+import lessons
 from sim import ScenarioError, SimulationError, StepLimitError
 
 from . import runner
@@ -60,16 +61,14 @@ _LAYOUT_CSS = """
 """
 
 
-PAGES = (
-    ("app.py", "Home", ":material/home:"),
-    ("pages/1_Queueing.py", "Queueing", ":material/hourglass_top:"),
-    ("pages/2_Fairness.py", "Fairness", ":material/balance:"),
-    ("pages/3_Cancellation.py", "Cancellation", ":material/content_cut:"),
-    ("pages/4_Preemption.py", "Preemption", ":material/autorenew:"),
-    ("pages/5_Token_budget.py", "Token budget", ":material/speed:"),
-    ("pages/6_Workbench.py", "Workbench", ":material/construction:"),
-    ("pages/9_Glossary.py", "Glossary", ":material/menu_book:"),
-)
+HOME = ("app.py", "Home", ":material/home:")  # a page of the navigation: (file, label, icon)
+WORKBENCH = ("pages/6_Workbench.py", "Workbench", ":material/construction:")
+GLOSSARY = ("pages/9_Glossary.py", "Glossary", ":material/menu_book:")
+
+
+def navigation() -> tuple[tuple[str, str, str], ...]:
+    """The sidebar's pages: home, the course's lessons in its order (``lessons.LESSONS``), then the tools."""
+    return (HOME, *((lesson.page, lesson.title, lesson.icon) for lesson in lessons.LESSONS), WORKBENCH, GLOSSARY)
 
 
 FAVICON = "🚦"  # (an emoji is drawn in the browser; a :material/...: page icon is fetched from Google's servers)
@@ -81,7 +80,7 @@ def setup(title: str) -> ChartStyle:
     st.set_page_config(page_title=f"{title} · Scheduler Lab", page_icon=FAVICON, layout="wide")
     arrive(title)  # (back on this page: its settings return to the URL, and from there to its widgets)
     st.sidebar.markdown("### Scheduler Lab")
-    for path, label, page_icon in PAGES:
+    for path, label, page_icon in navigation():
         st.sidebar.page_link(path, label=label, icon=page_icon)
     # (widgets in the expander, a bad link value warned about in the main area, where the page starts: inside the
     # collapsed expander nobody would see it)

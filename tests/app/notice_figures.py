@@ -216,7 +216,7 @@ def _fairness(trace: Trace) -> dict[str, Any]:
         "mean_batch": metrics.mean_num_running(trace),
         "idle_slot_share": metrics.idle_slot_share(trace),
     }
-    from ui.lessons import fairness as lesson  # (the window the lesson measures fair shares over)
+    from lessons.fairness import lesson  # (the window the lesson measures fair shares over)
     out["fair"] = {k: v for k, v in fairness_metrics.fair_share_index(trace, lesson.FAIRNESS_WINDOW_STEPS).items()
                    if k != "per_window"}
     for a in range(n):

@@ -10,11 +10,11 @@ import re
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from lessons.fairness import lesson as fairness
 from sim import RequestSpec, presets
 from sim.scenario import Scenario, dumps, scenario_to_dict
 from sim.workload import ClientSpec, generate
 from tests.app.conftest import ROOT, as_read
-from ui.lessons import fairness
 
 PAGE = "pages/2_Fairness.py"
 

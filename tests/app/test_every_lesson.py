@@ -6,18 +6,16 @@ from __future__ import annotations
 
 import pytest
 
+from lessons import LESSONS
 from sim import presets
 from tests.app.conftest import assert_clean, chart_cursors, open_page, player_data
 from ui import page
 
-# page -> (lesson, the knob every page has: the KV pool, and a value it takes)
-LESSON_PAGES = {
-    "pages/1_Queueing.py": ("queueing", "num_blocks", "500"),
-    "pages/2_Fairness.py": ("fairness", "num_blocks", "500"),
-    "pages/3_Cancellation.py": ("cancellation", "num_blocks", "500"),
-    "pages/4_Preemption.py": ("preemption", "pool_gib", "0.125"),
-    "pages/5_Token_budget.py": ("budget", "num_blocks", "3000"),
-}
+# The knob every page has, the KV pool, and a value it takes: `num_blocks` = 500 unless the lesson sizes its pool
+# otherwise (a lesson added to the course is checked here with the default, or says its own in this table).
+POOL_KNOB = {"preemption": ("pool_gib", "0.125"), "budget": ("num_blocks", "3000")}
+# page -> (lesson, its pool knob, a value it takes): every lesson in the course (lessons.LESSONS)
+LESSON_PAGES = {lesson.page: (lesson.id, *POOL_KNOB.get(lesson.id, ("num_blocks", "500"))) for lesson in LESSONS}
 
 
 @pytest.mark.parametrize("path", list(LESSON_PAGES))

@@ -2,7 +2,7 @@
 
 from tests.app.conftest import assert_clean, open_page
 from ui import glossary
-from ui.page import PAGES
+from ui.page import navigation
 
 PAGE = "pages/9_Glossary.py"
 
@@ -10,7 +10,7 @@ PAGE = "pages/9_Glossary.py"
 def test_glossary_page_lists_every_term_alphabetically_with_its_anchor():
     at = open_page(PAGE)
     assert_clean(at)
-    assert (PAGE, "Glossary", ":material/menu_book:") in PAGES  # in the navigation
+    assert (PAGE, "Glossary", ":material/menu_book:") in navigation()  # in the navigation
     headings = [h.value for h in at.subheader]
     assert headings == [t.name for t in glossary.sorted_terms()]
     assert [h.proto.anchor for h in at.subheader] == [t.anchor for t in glossary.sorted_terms()]

@@ -8,10 +8,13 @@ import json
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from sim.problems import MAX_SEED, problem_for
+from lessons import LESSONS
+from lessons.guided import simulate_step
+from lessons.problems import MAX_SEED, problem_for
 from tests.app.conftest import ROOT, assert_clean, open_page
-from ui.guide import PATHS
-from ui.lessons.guided import simulate_step
+from ui.guide import paths
+
+PATHS = paths()  # lesson id -> its guided path, every lesson of the course
 
 PAGE = "pages/1_Queueing.py"
 
@@ -126,9 +129,7 @@ def test_existing_page_tests_still_open_the_free_page():
     assert at.title[0].value == "Queueing: who waits, and in what order"
 
 
-_LESSON_PAGES = {"queueing": "pages/1_Queueing.py", "fairness": "pages/2_Fairness.py",
-                 "cancellation": "pages/3_Cancellation.py", "preemption": "pages/4_Preemption.py",
-                 "budget": "pages/5_Token_budget.py"}
+_LESSON_PAGES = {lesson.id: lesson.page for lesson in LESSONS}
 _STEPS = [(lesson, n, step) for lesson, steps in PATHS.items() for n, step in enumerate(steps, 1)]
 
 

@@ -3,21 +3,23 @@
 import json
 import re
 
-from sim.problems import fmt
+from lessons.guided import simulate_step
+from lessons.problems import fmt
 from tests.app.conftest import ROOT, assert_clean, chart_titles, open_page
-from ui.guide import PATHS
-from ui.lessons.guided import simulate_step
-from ui.page import PAGES
+from ui.guide import paths
+from ui.page import navigation
+
+PATHS = paths()  # lesson id -> its guided path, every lesson of the course
 
 
 def test_home_page_runs_and_links_every_page():
     at = open_page()
     assert_clean(at)
     assert at.title[0].value == "Scheduler Lab"
-    for path, _, _ in PAGES:
+    for path, _, _ in navigation():
         assert (ROOT / path).exists(), path  # every page the navigation names exists
     cards = [h.value for h in at.subheader if h.value.startswith(":material/")]
-    lessons = [(name, icon) for path, name, icon in PAGES if path.startswith("pages/") and name != "Glossary"]
+    lessons = [(name, icon) for path, name, icon in navigation() if path.startswith("pages/") and name != "Glossary"]
     assert cards == [f"{icon} {name}" for name, icon in lessons]  # one card per lesson, in order
     # Two cards a row (four in a row break the lesson names on a 1,024-px projector), one in each column.
     rows = [block for block in at.main.children.values()

@@ -105,7 +105,7 @@ def test_a_view_is_checked_against_fresh_runs_of_its_scenarios():
 
 def test_a_lesson_constant_may_be_a_named_tuple_of_figures():
     # (Fairness quotes the VTC paper's ~780 -> ~340 tokens/s, PAPER_RATE_LIMIT, beside the runs' own figures)
-    from ui.lessons import fairness
+    from lessons.fairness import lesson as fairness
 
     constants = nf.lesson_constants(fairness)
     assert constants["const.PAPER_RATE_LIMIT.unlimited_tok_s"] == 780.0

@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 import streamlit as st
 
+from lessons import LESSONS
 from sim import presets
 from sim.scenario import Scenario
 from tests.app import notice_figures as nf
@@ -34,9 +35,7 @@ from ui import background, controls, lesson, runner, sweeps
 
 pytestmark = pytest.mark.sweep
 
-PAGES = {"queueing": "pages/1_Queueing.py", "fairness": "pages/2_Fairness.py",
-         "cancellation": "pages/3_Cancellation.py", "preemption": "pages/4_Preemption.py",
-         "budget": "pages/5_Token_budget.py"}
+PAGES = {lesson.id: lesson.page for lesson in LESSONS}  # every lesson in the course
 CASES = [(name, p.key) for name in PAGES for p in presets.presets_for(name)]
 
 
@@ -201,7 +200,7 @@ def open_view(page: str, query: dict[str, str], rec: Recorder, constants: dict[s
 def test_every_number_in_the_notices_is_a_figure_of_the_runs(name: str, preset: str, recorder: Recorder,
                                                              checker: ProcessPoolExecutor | None) -> None:
     page = PAGES[name]
-    constants = nf.lesson_constants(importlib.import_module(f"ui.lessons.{name}"))
+    constants = nf.lesson_constants(importlib.import_module(f"lessons.{name}.lesson"))
     started = time.perf_counter()
     views = [open_view(page, {"preset": preset}, recorder, constants, f"{preset}, preset's settings", checker)]
     knobs = [k for k in recorder.knobs if is_swept(k)]

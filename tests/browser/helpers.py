@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from lessons import LESSONS
 from ui import sweeps
 
 if TYPE_CHECKING:
@@ -99,7 +100,7 @@ def wait_for_app(page: Page, timeout_ms: float = 30_000, settle_ms: float = 250)
             return
 
 
-_LESSON_PATHS = ("/Queueing", "/Fairness", "/Cancellation", "/Preemption", "/Token_budget")
+_LESSON_PATHS = tuple(f"/{lesson.url_path}" for lesson in LESSONS)
 _VIEW_PARAMS = ("mode=", "guide=", "problem=")
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from sim.problems import problem_for
+from lessons import LESSONS
+from lessons.problems import problem_for
 from tests.browser.helpers import (
     SCREENSHOT_DIR,
     assert_no_exception,
@@ -15,10 +16,11 @@ from tests.browser.helpers import (
     wait_for_app,
     wait_for_chart_title,
 )
-from ui.guide import PATHS
+from ui.guide import paths
 
-LESSON_PAGES = {"queueing": "Queueing", "fairness": "Fairness", "cancellation": "Cancellation",
-                "preemption": "Preemption", "budget": "Token_budget"}
+PATHS = paths()  # lesson id -> its guided path, every lesson of the course
+
+LESSON_PAGES = {lesson.id: lesson.url_path for lesson in LESSONS}
 
 
 def _main(page) -> str:

@@ -23,13 +23,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from lessons.guided import Step, simulate_step
+from lessons.problems import Problem
+from lessons.run import Run
 from sim import metrics
 from sim.fairness_metrics import lifts, longest_starvation_steps
 from sim.preemption_metrics import preemption_cost, preemptions
-from sim.problems import Problem
-from ui.guide import PATHS
-from ui.lesson import Run
-from ui.lessons.guided import Step, simulate_step
+from ui.guide import paths
+
+PATHS = paths()  # lesson id -> its guided path, every lesson of the course
 
 _SPEC = importlib.util.spec_from_file_location(
     "trace_digests", Path(__file__).resolve().parents[2] / "scripts" / "trace_digests.py")

@@ -1,4 +1,4 @@
-"""The guided paths (ui/lessons/*_guide.py): every step's answer is the simulator's figure for the step's settings
+"""The guided paths (lessons/*/guide.py): every step's answer is the simulator's figure for the step's settings
 (pinned for the article's examples), and changes when a knob the step exposes changes."""
 
 from __future__ import annotations
@@ -7,18 +7,18 @@ import re
 
 import pytest
 
+from lessons import LESSONS
+from lessons.cancellation.guide import HELD_FOR_NOBODY
+from lessons.guided import Step, simulate_step
+from lessons.preemption.guide import _pool_scene
 from sim import metrics
 from sim.preemption_metrics import preemption_cost, preemptions
 from ui.charts.cancellation import KV_PARTS
 from ui.glossary import PAGE_PATH, TERMS
-from ui.guide import CHARTS, PATHS
-from ui.lessons import budget, cancellation, fairness, preemption, queueing
-from ui.lessons.cancellation_guide import HELD_FOR_NOBODY
-from ui.lessons.guided import Step, simulate_step
-from ui.lessons.preemption_guide import _pool_scene
+from ui.guide import CHARTS, paths
 
-LESSON_MODULES = {"queueing": queueing, "fairness": fairness, "cancellation": cancellation, "preemption": preemption,
-                  "budget": budget}
+PATHS = paths()  # lesson id -> its guided path, every lesson of the course
+LESSON_MODULES = {lesson.id: lesson.module("lesson") for lesson in LESSONS}
 ALL_STEPS = [(lesson, step) for lesson, steps in PATHS.items() for step in steps]
 IDS = [f"{lesson}.{step.key}" for lesson, step in ALL_STEPS]
 
@@ -29,7 +29,7 @@ def _answer(step: Step, values: dict | None = None):
 
 
 def test_every_lesson_has_a_path_of_four_to_six_steps_with_known_charts():
-    assert set(PATHS) == {"queueing", "fairness", "cancellation", "preemption", "budget"}
+    assert list(PATHS) == [lesson.id for lesson in LESSONS]
     for lesson, steps in PATHS.items():
         assert 4 <= len(steps) <= 6, lesson
         assert len({s.key for s in steps}) == len(steps)

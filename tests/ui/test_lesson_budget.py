@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from lessons.budget import lesson
 from sim import metrics, presets
 from sim.engine import simulate
 from ui.charts import budget as charts
-from ui.lessons import budget as lesson
 from ui.theme import ChartStyle
 
 

@@ -11,6 +11,7 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
+from lessons.cancellation import lesson
 from sim import EngineConfig, RequestSpec, metrics, presets
 from sim.engine import simulate
 from sim.request import NO_STEP, RequestStatus, StopType
@@ -20,7 +21,6 @@ from tests.trace_checks import assert_trace_unchanged
 from ui import theme
 from ui.charts import cancellation as charts
 from ui.charts.layout import NO_FILL
-from ui.lessons import cancellation as lesson
 from ui.theme import ChartStyle
 
 STYLE = ChartStyle()

@@ -13,6 +13,7 @@ import sys
 import plotly.graph_objects as go
 import pytest
 
+from lessons.fairness import lesson
 from sim import metrics, presets, simulate
 from sim.config import Policy
 from sim.scenario import Scenario
@@ -22,7 +23,6 @@ from tests.sim.factories import RETURNING, one_slot
 from tests.trace_checks import assert_trace_unchanged
 from ui import theme
 from ui.charts import fairness as fc
-from ui.lessons import fairness as lesson
 from ui.theme import ChartStyle
 
 STYLE = ChartStyle()

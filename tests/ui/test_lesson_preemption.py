@@ -10,13 +10,13 @@ import dataclasses
 import numpy as np
 import pytest
 
+from lessons.preemption import lesson
 from sim import metrics, presets
 from sim.config import MODELS, EngineConfig, gib_for_blocks
 from sim.engine import queues_after_step, simulate
 from sim.preemption_metrics import preemption_cost
 from sim.workload import generate
 from ui.charts import preemption as charts
-from ui.lessons import preemption as lesson
 from ui.theme import ChartStyle
 
 STYLE = ChartStyle()

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from lessons.queueing import lesson
 from sim import metrics, presets
 from sim.engine import simulate
-from ui.lessons import queueing as lesson
 
 
 def runs_of(key: str, **config) -> list[lesson.Run]:

@@ -42,7 +42,7 @@ def kv_over_time(trace: Trace, style: ChartStyle, *, by: str = "request", x_unit
                  unit: str = "blocks", parts: Sequence[tuple[str, int, np.ndarray]] = (),
                  title: str = "KV cache over time") -> go.Figure:
     """Stacked KV blocks in use over time: per request (``parts``: (name, request row or -1 for "the rest",
-    blocks per step), e.g. from ``ui.lessons.preemption.kv_parts``) or per state (held vs free-but-cached, the
+    blocks per step), e.g. from ``lessons.preemption.lesson.kv_parts``) or per state (held vs free-but-cached, the
     shared ``kv_occupancy``). Both mark each preemption with a triangle above the pool line and draw the CPU swap
     space in use as a dotted line."""
     if by == "state":

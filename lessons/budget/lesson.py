@@ -12,17 +12,16 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from lessons.run import Run
 from sim import metrics
 from sim.config import EngineConfig, field_help
 from sim.presets import Preset
 from sim.scenario import Scenario
 from sim.trace import Trace
-
-from .. import knobs as shared_knobs
-from ..controls import Knob
-from ..glossary import term_link
-from ..lesson import Run
-from ..wording import Card, count, join_and
+from ui import knobs as shared_knobs
+from ui.controls import Knob
+from ui.glossary import term_link
+from ui.wording import Card, count, join_and
 
 LESSON = "budget"
 QUESTION = (  # (a glossary term linked at its first use)

@@ -1,6 +1,6 @@
 """The Preemption page's sections past its timeline and KV charts, drawn from the lesson's runs: what bringing a
 victim back costs (recompute vs swap), the prefix cache's hits on re-prefill, and the sizing heatmaps (pool size x
-max_num_seqs). The numbers and words are ``ui.lessons.preemption``'s; this module lays them out with Streamlit.
+max_num_seqs). The numbers and words are ``lessons.preemption.lesson``'s; this module lays them out with Streamlit.
 """
 
 from __future__ import annotations
@@ -9,13 +9,13 @@ from collections.abc import Sequence
 
 import streamlit as st
 
+from lessons.preemption import lesson
 from sim.config import EngineConfig
 
-from .. import page, theme
-from ..charts import preemption as charts
-from ..theme import ChartStyle
-from ..wording import fmt_gib
-from . import preemption as lesson
+from . import page, theme
+from .charts import preemption as charts
+from .theme import ChartStyle
+from .wording import fmt_gib
 
 
 def cost(runs: Sequence[lesson.Run], config: EngineConfig, style: ChartStyle) -> None:

@@ -7,6 +7,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from lessons.run import Run
 from sim import metrics
 from sim.config import EngineConfig, field_help
 from sim.events import EventKind
@@ -14,12 +15,10 @@ from sim.presets import Preset
 from sim.request import NO_STEP
 from sim.scenario import Scenario
 from sim.trace import Trace
-
-from ..controls import Knob
-from ..glossary import term_link
-from ..lesson import Run
-from ..theme import POLICY_COLORS
-from ..wording import Card, count, join_and, pct_change, safe_id
+from ui.controls import Knob
+from ui.glossary import term_link
+from ui.theme import POLICY_COLORS
+from ui.wording import Card, count, join_and, pct_change, safe_id
 
 LESSON = "queueing"
 QUESTION = (  # (a glossary term linked at its first use)

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from lessons.run import Run
 from sim import metrics
 from sim.config import EngineConfig, StopCheck, cdiv, field_help
 from sim.events import EventKind
@@ -22,11 +23,9 @@ from sim.request import NO_STEP, RequestSpec, RequestStatus, StopType
 from sim.scenario import Scenario
 from sim.trace import Trace
 from sim.workload import ABANDON_POINTS, WorkloadSpec
-
-from ..controls import Knob
-from ..glossary import term_link
-from ..lesson import Run
-from ..wording import Card, count, join_and, pct_change, safe_id
+from ui.controls import Knob
+from ui.glossary import term_link
+from ui.wording import Card, count, join_and, pct_change, safe_id
 
 LESSON = "cancellation"
 QUESTION = (  # (a glossary term linked at its first use)

@@ -1,11 +1,11 @@
-"""The guided path's pieces, shared by every lesson's path (``ui/lessons/<lesson>_guide.py``): a step, the settings
+"""The guided path's pieces, shared by every lesson's path (``lessons/<lesson>/guide.py``): a step, the settings
 it exposes, and the question it ends with. No Streamlit calls here (``ui/guide.py`` draws them), so every step's
 answer can be checked against the simulator without a page.
 
 A step names a preset, the preset's variants it runs (by label) and the settings it applies on top (each a knob the
 student may change once the answer is out); ``ask(runs, values)`` builds its question from those runs, so the
 answer, the explanation and the reasons for likely wrong answers are always the simulator's figures for the
-step's settings (a question is a ``sim.problems.Problem``: ``Problem.check`` says why a wrong answer is wrong).
+step's settings (a question is a ``lessons.problems.Problem``: ``Problem.check`` says why a wrong answer is wrong).
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from lessons.problems import Problem, choice_problem, number_problem
 from sim import metrics
 from sim.engine import simulate
 from sim.presets import get
-from sim.problems import Problem, choice_problem, number_problem
 from sim.scenario import Scenario
 
-from ..lesson import Run
+from .run import Run
 
 Values = Mapping[str, Any]
 
@@ -120,7 +120,7 @@ def by_label(runs: Sequence[Run], label: str) -> Run:
 def number_question(step: str, runs: Sequence[Run], question: str, answer: float, unit: str, reasoning: str,
                     hint: str, mistakes: Sequence[tuple[float, str]] = (), tolerance: float = 0.0,
                     decimals: int = 1) -> Problem:
-    """A number to predict, right within ``tolerance`` (``sim.problems.number_problem``, of the first run's
+    """A number to predict, right within ``tolerance`` (``lessons.problems.number_problem``, of the first run's
     scenario)."""
     return number_problem("guide", 0, step, runs[0].scenario, question, answer, unit, reasoning, hint, mistakes,
                           tolerance, decimals)

@@ -1,6 +1,6 @@
-"""Seeded problems (sim/problems.py) and ``python -m sim problems``: the same seed gives the same problem, every
-kind's answer is what a fresh run of its scenario says, ``check`` explains a wrong answer, and the CLI refuses bad
-arguments with one line and exit code 2."""
+"""Seeded problems (lessons/problems.py, lessons/<lesson>/problems.py) and ``python -m sim problems``: the same seed
+gives the same problem, every kind's answer is what a fresh run of its scenario says, ``check`` explains a wrong
+answer, and the CLI refuses bad arguments with one line and exit code 2."""
 
 from __future__ import annotations
 
@@ -11,13 +11,14 @@ import sys
 import numpy as np
 import pytest
 
-from sim import EventKind, metrics, problems, scenario, simulate
+from lessons import BY_ID, problems
+from lessons.problems import LESSONS, Problem, parse_number, problem_for
+from sim import EventKind, metrics, scenario, simulate
 from sim.__main__ import main
-from sim.problems import LESSONS, Problem, parse_number, problem_for
 from sim.trace import Trace
 from tests.sim.factories import REPO_ROOT
 
-NUM_KINDS = {lesson: len(problems._KINDS[lesson]) for lesson in LESSONS}
+NUM_KINDS = {lesson: len(BY_ID[lesson].problem_kinds) for lesson in LESSONS}
 SEEDS = range(12)  # every kind of every lesson, three or more times
 
 
@@ -43,7 +44,7 @@ def _started_after(trace: Trace, request_id: str) -> str:
     return trace.request_ids[int(np.where(starts > start, starts, np.iinfo(np.int64).max).argmin())]
 
 
-# kind -> the figure a fresh run gives, computed here from the trace's own records (not through sim/problems.py)
+# kind -> the figure a fresh run gives, computed here from the trace's own records (not through lessons/*/problems.py)
 FIGURES = {
     "average_finish": lambda p, t: metrics.summary(t)["finish_steps"]["mean"],
     "finish_of": lambda p, t: int(t.requests["finish_step"][_row(t, re.search(r"does (\w+) finish",

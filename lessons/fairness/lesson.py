@@ -20,17 +20,16 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
+from lessons.run import Run as LessonRun
 from sim import fairness_metrics, metrics, presets
 from sim.config import EngineConfig, Policy, field_help
 from sim.presets import Preset
 from sim.scenario import Scenario
 from sim.trace import Trace
 from sim.workload import ClientSpec, WorkloadSpec, client_rates
-
-from ..controls import Knob
-from ..glossary import term_link
-from ..lesson import Run as LessonRun
-from ..wording import Card, count, join_and, pct_change, safe_id, safe_ids
+from ui.controls import Knob
+from ui.glossary import term_link
+from ui.wording import Card, count, join_and, pct_change, safe_id, safe_ids
 
 LESSON = "fairness"
 QUESTION = (  # (a glossary term linked at its first use)

@@ -1,21 +1,21 @@
 """Preemption's guided path: the toy pool (who is evicted), recompute vs swap for a 2,000-token victim, prefix-cache
-hits on a re-prefill, and sizing. Each question's answer is read from the step's runs (``ui/lessons/guided.py``)."""
+hits on a re-prefill, and sizing. Each question's answer is read from the step's runs (``lessons/guided.py``)."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
 
+from lessons.problems import Problem, fmt
+from lessons.run import Run
 from sim.events import join_and
 from sim.preemption_metrics import preemption_cost, preemptions
-from sim.problems import Problem, fmt
 from sim.scenario import Scenario
 from sim.trace import Trace
+from ui.glossary import term_link
+from ui.wording import count
 
-from ..glossary import term_link
-from ..lesson import Run
-from ..wording import count
-from .guided import Setting, Step, Values, choice_question, config_setting
+from ..guided import Setting, Step, Values, choice_question, config_setting
 
 VICTIM_POLICY = config_setting("policy", "policy", "Policy", "fcfs", ("fcfs", "priority"),
                                {"fcfs": "FCFS victim", "priority": "priority victim"}, names_run=True)

@@ -1,6 +1,6 @@
 """Token budget's guided path: an 8,000-token prompt among eight decoding streams (the stall without chunking),
 its chunks under a 512-token budget, the trade-off between TTFT and smooth streams, and where the budget meets
-memory. Each question's answer is read from the step's runs (``ui/lessons/guided.py``)."""
+memory. Each question's answer is read from the step's runs (``lessons/guided.py``)."""
 
 from __future__ import annotations
 
@@ -9,17 +9,17 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from lessons.problems import Problem, fmt
+from lessons.run import Run
 from sim import metrics
 from sim.config import cdiv
 from sim.preemption_metrics import preemptions
-from sim.problems import Problem, fmt
 from sim.scenario import Scenario
 from sim.trace import Trace
+from ui.glossary import term_link
+from ui.wording import a_number, count, number_word, sentence_case
 
-from ..glossary import term_link
-from ..lesson import Run
-from ..wording import a_number, count, number_word, sentence_case
-from .guided import Setting, Step, Values, by_label, choice_question, config_setting, number_question
+from ..guided import Setting, Step, Values, by_label, choice_question, config_setting, number_question
 
 
 def _streams(n: int) -> str:

@@ -1,22 +1,22 @@
 """Fairness's guided path: a 90/10 client split under FCFS (who waits), a per-client rate limit (what it costs in
 throughput), VTC (what it does for the light client), and the lift for a client returning from idle. Each
-question's answer is read from the step's runs (``ui/lessons/guided.py``)."""
+question's answer is read from the step's runs (``lessons/guided.py``)."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
 
+from lessons.problems import Problem, fmt
+from lessons.run import Run
 from sim import metrics
 from sim.fairness_metrics import lifts, longest_starvation_steps
-from sim.problems import Problem, fmt
 from sim.scenario import Scenario
 from sim.trace import Trace
 from sim.workload import ClientSpec, generate
+from ui.glossary import term_link
 
-from ..glossary import term_link
-from ..lesson import Run
-from .guided import Setting, Step, Values, by_label, choice_question, config_setting
+from ..guided import Setting, Step, Values, by_label, choice_question, config_setting
 
 POLICY = config_setting("policy", "policy", "Policy", "fcfs", ("fcfs", "vtc"), {"fcfs": "FCFS", "vtc": "VTC"},
                         names_run=True)

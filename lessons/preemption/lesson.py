@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from lessons.run import Run as LessonRun
 from sim import metrics
 from sim.config import (
     GIB,
@@ -41,12 +42,10 @@ from sim.presets import Preset
 from sim.request import RequestStatus
 from sim.scenario import Scenario
 from sim.trace import Trace
-
-from ..controls import Knob
-from ..glossary import term_link
-from ..knobs import engine_knobs as shared_engine_knobs
-from ..lesson import Run as LessonRun
-from ..wording import Card, count, fmt_binary_size, fmt_fixed, fmt_gib, join_and, pct_change, safe_id
+from ui.controls import Knob
+from ui.glossary import term_link
+from ui.knobs import engine_knobs as shared_engine_knobs
+from ui.wording import Card, count, fmt_binary_size, fmt_fixed, fmt_gib, join_and, pct_change, safe_id
 
 LESSON = "preemption"
 QUESTION = (  # (a glossary term linked at its first use)

@@ -1,19 +1,19 @@
 """Queueing's guided path: one slot and three requests (FCFS, then SJF), predicted lengths, starvation and its
-guard, vLLM's ``priority``. Each question's answer is read from the step's runs (``ui/lessons/guided.py``)."""
+guard, vLLM's ``priority``. Each question's answer is read from the step's runs (``lessons/guided.py``)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from lessons.problems import Problem, fmt
+from lessons.run import Run
 from sim import metrics
 from sim.events import join_and
 from sim.presets import get
-from sim.problems import Problem, fmt
+from ui.glossary import term_link
+from ui.wording import count, number_word, sentence_case
 
-from ..glossary import term_link
-from ..lesson import Run
-from ..wording import count, number_word, sentence_case
-from .guided import Step, Values, by_label, choice_question, config_setting, number_question
+from ..guided import Step, Values, by_label, choice_question, config_setting, number_question
 
 SLOTS = config_setting("max_num_seqs", "max_num_seqs", "Batch slots (max_num_seqs)", 1, (1, 2, 3))
 # SJF against FCFS: with three slots nobody waits and the two runs are the same, so the step compares one and two.

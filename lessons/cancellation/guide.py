@@ -1,20 +1,20 @@
 """Cancellation's guided path: a 1,000-token answer abandoned at token 300 (the tokens and the KV wasted without an
 abort), a server that notices late, and stop checks. Each question's answer is read from the step's runs
-(``ui/lessons/guided.py``)."""
+(``lessons/guided.py``)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sim.problems import Problem, fmt
+from lessons.problems import Problem, fmt
+from lessons.run import Run
 from sim.scenario import Scenario
 from sim.trace import Trace
+from ui.glossary import term_link
+from ui.wording import count
 
-from ..glossary import term_link
-from ..lesson import Run
-from ..wording import count
-from . import cancellation as lesson
-from .guided import Setting, Step, Values, by_label, config_setting, number_question
+from ..guided import Setting, Step, Values, by_label, config_setting, number_question
+from . import lesson
 
 ANSWER_TOKENS, LEAVE_AFTER = 1000, 300  # the article's example (the preset's knobs)
 HELD_FOR_NOBODY = "held by abandoned requests"  # the KV chart's legend entry for it (dotted black: KV_PARTS)
