@@ -29,9 +29,8 @@ from sim.request import RequestSpec
 from sim.scenario import Scenario, config_to_dict
 from sim.trace import Trace
 
-from . import IDS, lesson_of
+from . import lesson_of
 
-LESSONS = IDS  # (the course's lesson ids, in its order: ``lessons.LESSONS``)
 MAX_SEED = 2**31 - 1
 MB = 1e6  # bytes; decimal, as the Cancellation lesson counts
 

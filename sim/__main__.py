@@ -13,7 +13,8 @@ import os
 import sys
 from typing import Any
 
-from lessons import problems  # (the command line serves the course's problems too; nothing in sim imports this)
+import lessons  # (the command line serves the course's problems too; nothing in sim imports this module)
+from lessons import problems
 
 from . import cost_estimate, metrics, scenario
 from .engine import SimulationError, gc_paused, simulate
@@ -74,7 +75,7 @@ def _problems(args: argparse.Namespace) -> int:
     """Print ``--count`` seeded problems as Markdown; each bad argument is one line on stderr and exit 2."""
     seed = _whole_number(args.seed, 0, problems.MAX_SEED)
     count = _whole_number(args.count, 1, MAX_PROBLEMS)
-    why = (f"lesson {args.lesson!r} is not one of: {', '.join(problems.LESSONS)}" if args.lesson not in problems.LESSONS
+    why = (f"lesson {args.lesson!r} is not one of: {', '.join(lessons.IDS)}" if args.lesson not in lessons.IDS
            else f"--seed: must be a whole number from 0 to {problems.MAX_SEED:,}, got {args.seed!r}" if seed is None
            else f"--count: must be a whole number from 1 to {MAX_PROBLEMS}, got {args.count!r}" if count is None
            else f"--scenario-dir {args.scenario_dir}: is not a folder" if args.scenario_dir
@@ -205,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--seconds", type=_seconds, default=3.0,
                        help="keep running each file until this many seconds have passed (>= 0, default 3)")
     sheet = sub.add_parser("problems", help="print seeded problems with answers as Markdown")
-    sheet.add_argument("lesson", help=f"one of: {', '.join(problems.LESSONS)}")
+    sheet.add_argument("lesson", help=f"one of: {', '.join(lessons.IDS)}")
     sheet.add_argument("--seed", required=True, help=f"the first problem's seed (0 to {problems.MAX_SEED:,}); "
                                                      f"problem i has seed N + i - 1, the app's ?problem=N + i - 1")
     sheet.add_argument("--count", default="1", help=f"how many problems (1 to {MAX_PROBLEMS}, default 1)")

@@ -54,6 +54,30 @@ def choice(enum_cls: type[enum.StrEnum], value: Any, field_name: str) -> enum.St
         raise ValueError(f"{field_name}: {value!r} is not one of: {valid}") from None
 
 
+# The policies' records by name. They are declared in sim/policies.py, which fills this table as sim is imported
+# (``import sim.config`` runs sim/__init__.py first, which imports the scheduler and with it the records); the table
+# lives here, where EngineConfig checks a policy's name, because the records hold queue classes that import this
+# module. Read it through sim.policies (``POLICIES``, ``spec_of``, ``names``).
+POLICIES: dict[str, Any] = {}
+
+
+def policy_names() -> list[str]:
+    """The registered policies' names: the ``Policy`` values in their order, then any others registered."""
+    built_in = [p.value for p in Policy]
+    return built_in + [n for n in POLICIES if n not in built_in]
+
+
+def policy_name(value: object) -> Policy | str:
+    """``value`` as ``EngineConfig.policy`` holds it: the ``Policy`` member of a built-in name, else the name of a
+    registered record; ValueError lists the registered names."""
+    if isinstance(value, str) and value in POLICIES:
+        try:
+            return Policy(value)
+        except ValueError:
+            return value
+    raise ValueError(f"policy: {value!r} is not one of: {', '.join(policy_names())}")
+
+
 # The largest number any setting may take: beyond it step counts and costs overflow the simulator's int64 and
 # float arithmetic (2**63 steps, 1e308 us), long before any run could use them.
 MAX_VALUE = 10**12
@@ -233,8 +257,6 @@ class EngineConfig:
         check_int("block_size", self.block_size, 1, 1024)
         check_int("max_num_seqs", self.max_num_seqs, 1, 4096)
         check_int("max_num_batched_tokens", self.max_num_batched_tokens, 1, 1_000_000)
-        from .policies import policy_name  # (late: the records import this module)
-
         object.__setattr__(self, "policy", policy_name(self.policy))
         object.__setattr__(
             self, "preemption_mode", choice(PreemptionMode, self.preemption_mode, "preemption_mode")

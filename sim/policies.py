@@ -4,7 +4,7 @@ is its ``PolicySpec`` in ``POLICIES`` (docs/ARCHITECTURE.md, "Add a policy", say
 A record holds the policy's name (a ``Policy`` value), its label, the factory of its waiting queue, how the queue's
 head moves (what the fast-forward may skip), whether a returning client's counter is lifted, whom a full pool
 preempts, the ``EngineConfig`` fields it reads (its knobs), whether vLLM has it and whether the Workbench offers it.
-The consumers read the record: ``sim.request_queue.make_queue``, the fast-forward's bulk decision,
+The consumers read the record: ``make_queue`` (below), the fast-forward's bulk decision,
 ``VirtualCounters.has_lift``, the scheduler's victim choice (and ``sim.events``' wording of it), the step player's
 per-step reading of the queue, the Workbench's run picker and its per-run settings.
 
@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from .config import EngineConfig, Policy
+from .config import POLICIES, EngineConfig, Policy, policy_name, policy_names  # noqa: F401 (re-exported)
 from .request_queue import KeyedQueue, RequestQueue, VTCQueue, predicted_lengths
 
 if TYPE_CHECKING:
@@ -119,13 +119,10 @@ _BUILT_IN = (
     PolicySpec(Policy.LCF, "LCF", _by_counter, VTCQueue, head_moves="counters", knobs=COUNTER_KNOBS),
 )
 
-POLICIES: dict[str, PolicySpec] = {spec.name: spec for spec in _BUILT_IN}  # by name (a Policy member is its str)
+POLICIES.update({spec.name: spec for spec in _BUILT_IN})  # by name (a Policy member is its str)
 
 
-def names() -> list[str]:
-    """The registered policies' names: the ``Policy`` values in their order, then any others registered."""
-    built_in = [p.value for p in Policy]
-    return built_in + [n for n in POLICIES if n not in built_in]
+names = policy_names  # the registered policies' names: the Policy values in their order, then any others
 
 
 def spec_of(policy: str) -> PolicySpec:
@@ -136,12 +133,12 @@ def spec_of(policy: str) -> PolicySpec:
         raise ValueError(f"policy: {policy!r} is not one of: {', '.join(names())}") from None
 
 
-def policy_name(value: object) -> Policy | str:
-    """``value`` as ``EngineConfig.policy`` holds it: the ``Policy`` member of a built-in name, else the name of a
-    registered record; ValueError lists the registered names."""
-    if isinstance(value, str) and value in POLICIES:
-        try:
-            return Policy(value)
-        except ValueError:
-            return POLICIES[value].name
-    raise ValueError(f"policy: {value!r} is not one of: {', '.join(names())}")
+def make_queue(config: EngineConfig, table: RequestTable, vtc: VirtualCounters) -> RequestQueue:
+    """The waiting queue for ``config.policy``, built by its record. VTC/LCF order clients by
+    ``vtc``'s counters (the scheduler's)."""
+    spec = spec_of(config.policy)
+    queue = spec.make_queue(config, table, vtc)
+    if not isinstance(queue, spec.queue):  # (the record's head_moves was checked against this class)
+        raise TypeError(f"policy {spec.name}: make_queue gave a {type(queue).__name__}, its record says "
+                        f"{spec.queue.__name__}")
+    return queue

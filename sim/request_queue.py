@@ -26,7 +26,6 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .config import EngineConfig
 from .request import NO_STEP, RequestTable
 from .vtc import VirtualCounters
 
@@ -315,16 +314,3 @@ def predicted_lengths(table: RequestTable, sigma: float, seed: int) -> np.ndarra
     rng = np.random.default_rng(seed)
     error = rng.lognormal(mean=0.0, sigma=sigma, size=len(table)) if sigma > 0 else np.ones(len(table))
     return np.maximum(np.rint(table.target_len * error), 1).astype(np.int64)
-
-
-def make_queue(config: EngineConfig, table: RequestTable, vtc: VirtualCounters) -> RequestQueue:
-    """The waiting queue for ``config.policy``, built by its record (``sim.policies``). VTC/LCF order clients by
-    ``vtc``'s counters (the scheduler's)."""
-    from .policies import spec_of  # (late: the records hold this module's queue classes)
-
-    spec = spec_of(config.policy)
-    queue = spec.make_queue(config, table, vtc)
-    if not isinstance(queue, spec.queue):  # (the record's head_moves was checked against this class)
-        raise TypeError(f"policy {spec.name}: make_queue gave a {type(queue).__name__}, its record says "
-                        f"{spec.queue.__name__}")
-    return queue

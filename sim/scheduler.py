@@ -30,9 +30,8 @@ from . import admission, events, scheduler_fast
 from .config import EngineConfig, PreemptionMode, cdiv
 from .events import RawEvent, WaitReason
 from .kv_cache_manager import KVCacheManager
-from .policies import spec_of
+from .policies import make_queue, spec_of
 from .request import NO_STEP, RequestStatus, RequestTable
-from .request_queue import make_queue
 from .vtc import VirtualCounters
 
 # What one phase scheduled: rows, tokens each, num_computed_tokens each after the step, whether all of them emit,

@@ -24,7 +24,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from .config import EngineConfig
+from .config import POLICIES, EngineConfig
 from .npfast import add_accumulate as _cumsum
 from .npfast import distinct_counts
 from .request import RequestTable
@@ -35,9 +35,9 @@ class VirtualCounters:
         num_clients = len(table.client_ids)
         self.counters = np.zeros(num_clients, dtype=np.float64)  # [clients] virtual token counters (with lifts)
         self.service = np.zeros(num_clients, dtype=np.float64)  # [clients] weighted tokens served (no lifts)
-        from .policies import spec_of  # (late: the records hold the queues, which hold these counters)
-
-        self.has_lift = spec_of(config.policy).lifts  # VTC lifts a returning client's counter, LCF does not
+        # VTC lifts a returning client's counter, LCF does not: the policy's record says (declared in sim/policies.py,
+        # which imports this module through the queues; the records' table is sim.config's)
+        self.has_lift = POLICIES[config.policy].lifts
         weights = [float(config.client_weight(c)) for c in table.client_ids]
         self.client_weight = np.array(weights, dtype=np.float64)  # [clients]
         self._client = table.client  # [rows] int64 client index, shared with the request table

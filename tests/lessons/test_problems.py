@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from lessons import BY_ID, problems
-from lessons.problems import LESSONS, Problem, parse_number, problem_for
+from lessons import IDS as LESSONS
+from lessons.problems import Problem, parse_number, problem_for
 from sim import EventKind, metrics, scenario, simulate
 from sim.__main__ import main
 from sim.trace import Trace
