@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .events import RawEvent, RejectReason, WaitReason, blocked
+from .events import RawEvent, RejectReason, WaitReason, blocked, refusal
 
 if TYPE_CHECKING:
     from .config import EngineConfig
@@ -26,6 +26,11 @@ if TYPE_CHECKING:
 
 
 # ---- rejection at arrival ------------------------------------------------------------------------------------
+# The reasons of the rules below: a request rejected for one can never run on this engine, whenever it comes. (The
+# engine's other rejection, a client over its rate limit, is about when the request came, not what it asks.)
+NEVER_RUNS = (RejectReason.EXCEEDS_KV_POOL, RejectReason.EXCEEDS_TOKEN_BUDGET, RejectReason.EXCEEDS_MAX_MODEL_LEN)
+
+
 def rejection_reason(spec: RequestSpec, config: EngineConfig) -> RejectReason | None:
     """Why a request can never run on this engine (None if it can). Its prompt's length first, as vLLM checks it
     on arrival (without chunked prefill max_model_len is at most the budget: a prompt over it is said so)."""
@@ -52,19 +57,16 @@ def rejection_reasons(t: RequestTable, config: EngineConfig) -> list[RejectReaso
     return reasons
 
 
-def rejection_message(spec: RequestSpec, config: EngineConfig) -> str:
-    """``rejection_reason`` with the figures, for a scenario file's error ('' if the request can run)."""
+def rejection_message(spec: RequestSpec, config: EngineConfig, *, who: str = "it") -> str:
+    """``rejection_reason`` in words, with the request's figures ('' if it can run): ``sim.events.refusal``'s
+    sentence, "it needs 13 KV blocks at its longest (prompt 100 + answer 99 tokens), more than the whole KV pool
+    (...)". ``who``: its subject."""
     reason = rejection_reason(spec, config)
-    if reason is RejectReason.EXCEEDS_KV_POOL:
-        return (f"needs {spec.max_blocks(config)} KV blocks at its longest (prompt {spec.prompt_len} + "
-                f"{spec.generated_len(config.stop_check, config.effective_max_model_len)} output tokens, "
-                f"block_size {config.block_size}) but num_blocks is {config.num_blocks}")
-    if reason is RejectReason.EXCEEDS_TOKEN_BUDGET:
-        return (f"prompt_len {spec.prompt_len} exceeds max_num_batched_tokens {config.max_num_batched_tokens} "
-                f"and chunked_prefill is off")
-    if reason is RejectReason.EXCEEDS_MAX_MODEL_LEN:
-        return f"prompt_len {spec.prompt_len} exceeds max_model_len {config.effective_max_model_len}"
-    return ""
+    if reason is None:
+        return ""
+    answer = spec.generated_len(config.stop_check, config.effective_max_model_len)  # (at its longest)
+    return refusal(reason, config, num_blocks=spec.max_blocks(config), prompt_len=spec.prompt_len,
+                   output_len=answer, who=who)
 
 
 # ---- refusal this step ---------------------------------------------------------------------------------------

@@ -214,13 +214,77 @@ def join_and(items: Sequence[str]) -> str:
     return " and ".join([", ".join(items[:-1]), items[-1]]) if len(items) > 1 else "".join(items)
 
 
-_REJECT_TEXT = {
-    RejectReason.EXCEEDS_KV_POOL: "rejected: it can never fit in the KV pool",
-    RejectReason.EXCEEDS_TOKEN_BUDGET: "rejected: its prompt exceeds the step's token budget and chunked prefill is "
-                                       "off",
-    RejectReason.EXCEEDS_MAX_MODEL_LEN: "rejected: its prompt is longer than max_model_len",
-    RejectReason.RATE_LIMITED: "rejected: the client is over its rate limit",
-}
+# ---- refusals: why a request was rejected on arrival --------------------------------------------------------
+# One sentence per RejectReason, said alike by every surface that gives the reason: ``describe`` (the CLI, the CSV
+# export, the step explanations), a scenario file's error (``sim.admission.rejection_message``), the workbench's
+# cell problems and the lesson pages' warning. Each caller adds its own lead-in ("rejected: ", "requests[3] (id
+# 'a'): ") and advice (which setting to change); the reason's words are these. The engine's figures come from
+# ``config``; the request's are optional, as not every caller has them (a ``reject`` event carries none): a
+# sentence without them says the same rule. ``who`` is its subject ("it", "they", "2 requests"); ``many``: it is
+# about several requests, and the figures given are the largest of theirs ("up to").
+def _verb(many: bool, one: str, several: str) -> str:
+    return several if many else one
+
+
+def over_kv_pool(config: EngineConfig, num_blocks: int | None = None, prompt_len: int | None = None,
+                 output_len: int | None = None, *, who: str = "it", many: bool = False) -> str:
+    """``exceeds_kv_pool``: at its longest (prompt + the answer it would generate) the request needs
+    ``num_blocks`` KV blocks, more than the whole pool: it could never run even alone."""
+    pool = (f"the whole KV pool (num_blocks: {counted(config.num_blocks, 'block')} of "
+            f"{counted(config.block_size, 'token')} = {counted(config.num_blocks * config.block_size, 'token')})")
+    its = _verb(many, "its", "their")
+    lengths = "prompt + answer"
+    if prompt_len is not None and output_len is not None:
+        lengths = f"prompt {with_commas(prompt_len)} + answer {counted(output_len, 'token')}"
+    if num_blocks is None:
+        return f"{who} {_verb(many, 'needs', 'need')} more KV blocks at {its} longest ({lengths}) than {pool}"
+    up_to = "up to " if many else ""
+    return (f"{who} {_verb(many, 'needs', 'need')} {up_to}{counted(num_blocks, 'KV block')} at {its} longest "
+            f"({lengths}), more than {pool}")
+
+
+def _prompt_over(limit: str, prompt_len: int | None, who: str, many: bool) -> str:
+    has = _verb(many, "has a prompt", "have prompts")
+    if prompt_len is None:
+        return f"{who} {has} longer than {limit}"
+    of = _verb(many, "of", "of up to")
+    return f"{who} {has} {of} {counted(prompt_len, 'token')}, longer than {limit}"
+
+
+def over_token_budget(config: EngineConfig, prompt_len: int | None = None, *, who: str = "it",
+                      many: bool = False) -> str:
+    """``exceeds_token_budget``: chunked prefill is off, so a prompt is computed in one step, and this one is
+    longer than a step's whole budget."""
+    budget = f"one step's token budget (max_num_batched_tokens: {counted(config.max_num_batched_tokens, 'token')})"
+    return _prompt_over(budget, prompt_len, who, many) + ", and chunked prefill is off"
+
+
+def over_max_model_len(config: EngineConfig, prompt_len: int | None = None, *, who: str = "it",
+                       many: bool = False) -> str:
+    """``exceeds_max_model_len``: the prompt alone is longer than the longest sequence the engine accepts."""
+    limit = (f"the longest sequence the engine accepts (max_model_len: "
+             f"{counted(config.effective_max_model_len, 'token')})")
+    return _prompt_over(limit, prompt_len, who, many)
+
+
+def over_rate_limit() -> str:
+    """``rate_limited``: its client had sent its ``rate_limit_max_requests`` in the window already. (Without
+    figures: the sentence is part of every rate-limited run's events, which reference digests pin.)"""
+    return "the client is over its rate limit"
+
+
+def refusal(reason: RejectReason, config: EngineConfig, *, num_blocks: int | None = None,
+            prompt_len: int | None = None, output_len: int | None = None, who: str = "it",
+            many: bool = False) -> str:
+    """The sentence of ``reason`` (above) with the figures it uses: "it has a prompt of 120 tokens, longer than
+    the longest sequence the engine accepts (max_model_len: 100 tokens)"."""
+    if reason is RejectReason.EXCEEDS_KV_POOL:
+        return over_kv_pool(config, num_blocks, prompt_len, output_len, who=who, many=many)
+    if reason is RejectReason.EXCEEDS_TOKEN_BUDGET:
+        return over_token_budget(config, prompt_len, who=who, many=many)
+    if reason is RejectReason.EXCEEDS_MAX_MODEL_LEN:
+        return over_max_model_len(config, prompt_len, who=who, many=many)
+    return over_rate_limit()
 
 
 def _blocked(e: Event, config: EngineConfig) -> str:
@@ -299,8 +363,8 @@ def describe(event: Event, request_ids: Sequence[str], config: EngineConfig) -> 
         return f"finished ({event.reason}) after {counted(event.num_tokens, 'token')}"
     if kind is EventKind.SWAP_IN:
         return f"{counted(event.num_cpu_blocks, 'block')} copied back from CPU memory"
-    if kind is EventKind.REJECT:
-        return _REJECT_TEXT[event.reason]
+    if kind is EventKind.REJECT:  # (the event holds no figures of the request: the sentence says the rule)
+        return "rejected: " + refusal(event.reason, config)
     if kind is EventKind.DISCONNECT:
         return _disconnected(event, config)
     if kind is EventKind.PROMOTE:

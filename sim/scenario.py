@@ -16,8 +16,9 @@ from typing import Any
 import numpy as np
 
 from . import cost_estimate
-from .admission import rejection_message
+from .admission import rejection_message, rejection_reason
 from .config import MODELS, CostModel, EngineConfig, ModelSpec, cdiv, json_type, model_name
+from .events import RejectReason
 from .request import FIELD_DEFAULTS, RequestSpec, specs_from_columns
 from .workload import WorkloadSpec, generate, workload_from_dict, workload_to_dict
 
@@ -208,22 +209,23 @@ def check_requests(requests: list[RequestSpec] | tuple[RequestSpec, ...], config
             raise ScenarioError(f"requests[{i}].id: duplicate request id {r.request_id!r}; ids must be unique")
         seen.add(r.request_id)
         late = r.arrival_step >= config.max_steps
-        why = "" if late or fits[i] else rejection_message(r, config)
-        if not (late or why):
+        reason = None if late or fits[i] else rejection_reason(r, config)
+        if not (late or reason):
             continue
         where = f"workload: its request {r.request_id!r}" if generated else f"requests[{i}] (id {r.request_id!r})"
         if late:
             field = f"{where} arrives at step" if generated else f"requests[{i}].arrival_step:"
             raise ScenarioError(f"{field} {r.arrival_step:,}, at or past max_steps ({config.max_steps:,}): the run "
                                 f"would stop before it arrives; raise max_steps")
-        raise ScenarioError(f"{where}: {why}" + ("; enlarge num_blocks (or shorten the workload's lengths)"
-                                                 if generated and "num_blocks" in why else ""))
+        advice = ("; enlarge num_blocks (or shorten the workload's lengths)"
+                  if generated and reason is RejectReason.EXCEEDS_KV_POOL else "")
+        raise ScenarioError(f"{where}: {rejection_message(r, config)}{advice}")
 
 
 def _surely_fit(requests: list[RequestSpec] | tuple[RequestSpec, ...], config: EngineConfig) -> list[bool]:
     """Per request, True when no rejection rule can apply even at the longest it could get (its answer or
     max_tokens, whichever is more, plus a stop string's extra token): a bound on a few columns, so that only the
-    rest go through ``rejection_message``'s exact rules (~5 us a request, most of a 2,000-request file's load)."""
+    rest go through ``rejection_reason``'s exact rules (~5 us a request, most of a 2,000-request file's load)."""
     prompt = np.array([r.prompt_len for r in requests], dtype=np.int64)
     longest = np.array([max(r.output_len + 1, r.max_tokens or 0) for r in requests], dtype=np.int64)
     ok = (cdiv(prompt + longest - 1, config.block_size) <= config.num_blocks) & (

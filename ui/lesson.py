@@ -17,7 +17,8 @@ from typing import Any
 import streamlit as st
 
 from lessons.run import Run
-from sim.events import RejectReason
+from sim.admission import NEVER_RUNS, rejection_message
+from sim.events import RejectReason, refusal
 from sim.presets import Preset
 from sim.scenario import Scenario
 from sim.trace import Trace
@@ -190,39 +191,28 @@ def _run_one(i: int, n: int, label: str, scenario: Scenario, make: Callable[...,
 
 def unservable_message(scenario: Scenario, trace: Trace) -> str:
     """Why some requests were rejected on arrival because this engine can never run them ('' if none were): the
-    figures then cover only the others. (A rate limit's rejections are the lesson's subject, not said here.)"""
+    figures then cover only the others. Each reason in its own sentence (``sim.events.refusal``), about the one
+    request or, for several, the largest of their figures. (A rate limit's rejections are the lesson's subject,
+    not said here.)"""
     reasons = trace.finish_reason
-    too_big = [i for i, why in enumerate(reasons) if why == RejectReason.EXCEEDS_KV_POOL]
-    too_long = [i for i, why in enumerate(reasons) if why == RejectReason.EXCEEDS_TOKEN_BUDGET]
-    over_len = [i for i, why in enumerate(reasons) if why == RejectReason.EXCEEDS_MAX_MODEL_LEN]
-    if not too_big and not too_long and not over_len:
+    groups = {reason: rows for reason in NEVER_RUNS if (rows := [i for i, why in enumerate(reasons) if why == reason])}
+    if not groups:
         return ""
-    cfg, n = scenario.config, len(reasons)
-    both = sum(map(bool, (too_big, too_long, over_len))) > 1  # then each part says how many it is about
-
-    def who(rows: list[int], verb_one: str, verb_many: str) -> str:
-        if both:
-            return f"{count(len(rows), 'request')} {verb_one if len(rows) == 1 else verb_many}"
-        return f"it {verb_one}" if len(rows) == 1 else f"they {verb_many}"
-
+    cfg, specs = scenario.config, scenario.requests
     parts = []
-    if too_big:
-        need = max(scenario.requests[i].max_blocks(cfg) for i in too_big)
-        up_to = "" if len(too_big) == 1 else "up to "
-        parts.append(f"{who(too_big, 'needs', 'need')} {up_to}{need:,} KV blocks at the longest (prompt + answer), "
-                     f"more than the pool's {count(cfg.num_blocks, 'block')} ({cfg.num_blocks * cfg.block_size:,} "
-                     f"tokens): enlarge the KV pool to run {'it' if len(too_big) == 1 else 'them'}")
-    def prompts(rows: list[int], over: str) -> str:
-        longest = max(scenario.requests[i].prompt_len for i in rows)
-        up_to = "" if len(rows) == 1 else "up to "
-        return f"{who(rows, 'has', 'have')} a prompt of {up_to}{longest:,} tokens, {over}"
-
-    if too_long:
-        parts.append(prompts(too_long, f"more than the step's token budget (max_num_batched_tokens "
-                                       f"{cfg.max_num_batched_tokens:,}), and chunked prefill is off"))
-    if over_len:
-        parts.append(prompts(over_len, f"longer than max_model_len ({cfg.effective_max_model_len:,} tokens)"))
-    rejected = len(too_big) + len(too_long) + len(over_len)
+    for reason, rows in groups.items():
+        one = len(rows) == 1
+        # (several reasons: each part says how many requests it is about)
+        who = count(len(rows), "request") if len(groups) > 1 else "it" if one else "they"
+        if one:
+            part = rejection_message(specs[rows[0]], cfg, who=who)
+        else:
+            part = refusal(reason, cfg, num_blocks=max(specs[i].max_blocks(cfg) for i in rows),
+                           prompt_len=max(specs[i].prompt_len for i in rows), who=who, many=True)
+        if reason is RejectReason.EXCEEDS_KV_POOL:
+            part += f": enlarge the KV pool to run {'it' if one else 'them'}"
+        parts.append(part)
+    rejected = sum(map(len, groups.values()))
     verb = "was" if rejected == 1 else "were"
-    return (f"**{rejected:,} of {count(n, 'request')} can never run on this engine and {verb} rejected on arrival**: "
-            + "; ".join(parts) + ". Every figure on this page counts only the others.")
+    return (f"**{rejected:,} of {count(len(reasons), 'request')} can never run on this engine and {verb} rejected on "
+            f"arrival**: " + "; ".join(parts) + ". Every figure on this page counts only the others.")

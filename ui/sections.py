@@ -11,7 +11,7 @@ import streamlit as st
 
 from sim import cost_estimate, metrics
 from sim import scenario as scenario_io
-from sim.events import RejectReason
+from sim.admission import NEVER_RUNS
 from sim.scenario import Scenario, ScenarioError
 from sim.trace import Trace
 
@@ -120,13 +120,10 @@ def downloads(scenario: Scenario, trace: Trace, name: str, key: str) -> None:
                        mime="text/csv", key=f"{key}.dl_req", width="stretch")
     c3.download_button("Steps (CSV)", lambda: trace.to_frames()["steps"].to_csv(index=False),
                        file_name=f"{name}-steps.csv", mime="text/csv", key=f"{key}.dl_steps", width="stretch")
-    if any(why in _NEVER_FITS for why in trace.finish_reason):
+    if any(why in NEVER_RUNS for why in trace.finish_reason):
         st.caption(":material/warning: Some requests of this scenario can never run on this engine, so its file "
                    "will not load (here or with `python -m sim run`) until the engine fits them: enlarge the KV pool "
                    "(or the token budget) first.")
-
-
-_NEVER_FITS = (RejectReason.EXCEEDS_KV_POOL, RejectReason.EXCEEDS_TOKEN_BUDGET, RejectReason.EXCEEDS_MAX_MODEL_LEN)
 
 
 def requests_csv(scenario: Scenario, trace: Trace) -> str:

@@ -207,18 +207,13 @@ def never_runs(spec: RequestSpec, config: EngineConfig, index: int) -> CellProbl
     reason = rejection_reason(spec, config)
     if reason is None:
         return None
-    if reason is RejectReason.EXCEEDS_TOKEN_BUDGET:
-        return CellProblem(index, "prompt_len", f"can never run on this engine: with chunked prefill off a prompt "
-                                                f"must fit one step's token budget, at most "
-                                                f"{config.max_num_batched_tokens:,} tokens; got {spec.prompt_len:,}")
-    if reason is RejectReason.EXCEEDS_MAX_MODEL_LEN:
-        return CellProblem(index, "prompt_len", f"can never run on this engine: at most max_model_len, "
-                                                f"{config.effective_max_model_len:,} tokens; got {spec.prompt_len:,}")
+    why = f"can never run on this engine: {rejection_message(spec, config)}"
+    if reason is not RejectReason.EXCEEDS_KV_POOL:
+        return CellProblem(index, "prompt_len", why)
     # The pool: the last answer token is never stored, so prompt + answer fit up to one token past the pool.
     fits = config.num_blocks * config.block_size + 1
     column = "output_len" if spec.prompt_len < fits else "prompt_len"
-    return CellProblem(index, column, f"can never run on this engine: it {rejection_message(spec, config)}; prompt + "
-                                      f"answer at most {fits:,} tokens fit the pool")
+    return CellProblem(index, column, f"{why}; prompt + answer at most {fits:,} tokens fit the pool")
 
 
 # ---- rows <-> specs ---------------------------------------------------------------------------------------------

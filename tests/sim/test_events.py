@@ -12,7 +12,7 @@ import pytest
 
 from sim import presets
 from sim.engine import simulate
-from sim.events import Event, EventKind, FinishReason, PreemptReason, RejectReason, WaitReason, describe
+from sim.events import Event, EventKind, FinishReason, PreemptReason, RejectReason, WaitReason, describe, refusal
 from tests.sim.factories import config, events_of, req, run
 
 
@@ -183,3 +183,42 @@ def test_a_cached_trace_is_left_out_of_the_garbage_collectors_passes():
     assert {type(e.kind) for e in records} == {EventKind}
     reasons = {type(e.reason) for e in records if e.reason is not None}
     assert reasons and reasons <= {RejectReason, FinishReason, WaitReason, PreemptReason}
+
+
+# ---- refusals: one sentence per reason (sim.events.refusal), pinned here once --------------------------------------
+# The other surfaces (a scenario file's error, the workbench, the lesson pages' warning) read theirs from the home;
+# tests/ui/test_refusal_words.py checks that they all say it.
+@pytest.mark.parametrize(("reason", "figures", "words"), [
+    # 8 blocks of 4 tokens: prompt 30 + answer 10 at its longest = ceil(39 / 4) = 10 blocks.
+    (RejectReason.EXCEEDS_KV_POOL, {"num_blocks": 10, "prompt_len": 30, "output_len": 10},
+     "it needs 10 KV blocks at its longest (prompt 30 + answer 10 tokens), more than the whole KV pool "
+     "(num_blocks: 8 blocks of 4 tokens = 32 tokens)"),
+    (RejectReason.EXCEEDS_KV_POOL, {"num_blocks": 1200, "who": "they", "many": True},
+     "they need up to 1,200 KV blocks at their longest (prompt + answer), more than the whole KV pool "
+     "(num_blocks: 8 blocks of 4 tokens = 32 tokens)"),
+    (RejectReason.EXCEEDS_KV_POOL, {},
+     "it needs more KV blocks at its longest (prompt + answer) than the whole KV pool (num_blocks: 8 blocks of 4 "
+     "tokens = 32 tokens)"),
+    (RejectReason.EXCEEDS_TOKEN_BUDGET, {"prompt_len": 3000},
+     "it has a prompt of 3,000 tokens, longer than one step's token budget (max_num_batched_tokens: 64 tokens), and "
+     "chunked prefill is off"),
+    (RejectReason.EXCEEDS_TOKEN_BUDGET, {"prompt_len": 3000, "who": "2 requests", "many": True},
+     "2 requests have prompts of up to 3,000 tokens, longer than one step's token budget (max_num_batched_tokens: "
+     "64 tokens), and chunked prefill is off"),
+    (RejectReason.EXCEEDS_MAX_MODEL_LEN, {"prompt_len": 120},
+     "it has a prompt of 120 tokens, longer than the longest sequence the engine accepts (max_model_len: 100 "
+     "tokens)"),
+    (RejectReason.EXCEEDS_MAX_MODEL_LEN, {},
+     "it has a prompt longer than the longest sequence the engine accepts (max_model_len: 100 tokens)"),
+    (RejectReason.RATE_LIMITED, {}, "the client is over its rate limit"),
+])
+def test_refusal_words_each_reason_with_its_figures(reason, figures, words):
+    cfg = config(max_model_len=100)
+    assert refusal(reason, cfg, **figures) == words
+
+
+@pytest.mark.parametrize("reason", list(RejectReason))
+def test_a_reject_event_says_its_reasons_sentence(reason):
+    # The event carries no figures of the request: the sentence says the rule with the engine's figures.
+    cfg = config(max_model_len=100)
+    assert describe(Event(3, EventKind.REJECT, 0, reason), ["A"], cfg) == "rejected: " + refusal(reason, cfg)

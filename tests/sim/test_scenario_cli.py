@@ -15,6 +15,7 @@ import pytest
 from sim import ClientSpec, EngineConfig, ModelSpec, RequestSpec, Scenario, ScenarioError, WorkloadSpec, presets
 from sim import scenario as scenario_module
 from sim.config import MODELS, CostModel
+from sim.events import over_kv_pool, over_max_model_len, over_token_budget
 from sim.request import StopType
 from sim.scenario import dumps, load, loads, request_from_dict, requests_from_list, scenario_from_dict, scenario_to_dict
 from sim.workload import generate
@@ -25,6 +26,11 @@ BASE: dict[str, Any] = {
     "config": {"num_blocks": 8, "block_size": 4},
     "requests": [{"id": "a", "arrival_step": 0, "prompt_len": 4, "output_len": 2}],
 }
+
+
+def _tiny(**changes: Any) -> EngineConfig:
+    """BASE's engine (with ``changes``): the figures of a refusal's sentence (``sim.events``, its one home)."""
+    return EngineConfig(num_blocks=8, block_size=4, **changes)
 
 
 def _without_requests(workload: Any):
@@ -63,15 +69,14 @@ INVALID = [
     ("negative max_model_len", lambda d: d["config"].update(max_model_len=-1),
      "config.max_model_len: must be between 0 and"),
     ("prompt over max_model_len", lambda d: d["config"].update(max_model_len=3),
-     "requests[0] (id 'a'): prompt_len 4 exceeds max_model_len 3"),
+     "requests[0] (id 'a'): " + over_max_model_len(_tiny(max_model_len=3), 4)),
     ("zero client weight", lambda d: d["config"].update(client_weights={"a": 0}), "config.client_weights[a]"),
     # prompt 100 + 2 out: ceil(101 / 4) = 26 blocks > 8.
     ("never fits the pool", lambda d: d["requests"][0].update(prompt_len=100),
-     "requests[0] (id 'a'): needs 26 KV blocks at its longest (prompt 100 + 2 output tokens, block_size 4) but "
-     "num_blocks is 8"),
+     "requests[0] (id 'a'): " + over_kv_pool(_tiny(), 26, 100, 2)),
     ("prompt over the budget without chunking", lambda d: (d["config"].update(chunked_prefill=False,
                                                                                max_num_batched_tokens=3)),
-     "requests[0] (id 'a'): prompt_len 4 exceeds max_num_batched_tokens 3"),
+     "requests[0] (id 'a'): " + over_token_budget(_tiny(chunked_prefill=False, max_num_batched_tokens=3), 4)),
     ("duplicate ids", lambda d: d["requests"].append(dict(d["requests"][0])), "requests[1].id: duplicate request id"),
     ("bad policy", lambda d: d["config"].update(policy="sjn"),
      "config.policy: 'sjn' is not one of: fcfs, priority, sjf, sjf_predicted, vtc, lcf"),
@@ -117,7 +122,7 @@ INVALID = [
                                                                                         "stop_step": 2}]}),
      "workload.clients: the clients' windows close by step 2 (stop_step) after only"),
     ("workload request never fits", _without_requests({"num_requests": 5, "prompt_median": 500}),
-     "workload: its request 'r0': needs"),
+     "workload: its request 'r0': it needs"),
     # Values too large for the simulator's arithmetic, or a run that would stop before they matter.
     ("arrival past max_steps", lambda d: d["requests"][0].update(arrival_step=10**8),
      "requests[0].arrival_step: 100,000,000, at or past max_steps (2,000,000)"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from sim.config import EngineConfig
 from sim.engine import simulate
+from sim.events import over_kv_pool, over_max_model_len, over_token_budget
 from sim.request import RequestSpec
 from sim.scenario import Scenario
 from ui.lesson import unservable_message
@@ -20,10 +21,11 @@ def test_nothing_to_say_when_every_request_can_run():
 
 def test_one_request_too_big_for_the_pool():
     # 8 blocks of 16 tokens = 128 tokens; b holds 100 + 99 = 199 tokens at its longest = 13 blocks.
-    text = message(EngineConfig(num_blocks=8), RequestSpec("a", 0, 16, 16), RequestSpec("b", 0, 100, 100))
-    assert text == ("**1 of 2 requests can never run on this engine and was rejected on arrival**: it needs 13 KV "
-                    "blocks at the longest (prompt + answer), more than the pool's 8 blocks (128 tokens): enlarge "
-                    "the KV pool to run it. Every figure on this page counts only the others.")
+    config = EngineConfig(num_blocks=8)
+    text = message(config, RequestSpec("a", 0, 16, 16), RequestSpec("b", 0, 100, 100))
+    assert text == ("**1 of 2 requests can never run on this engine and was rejected on arrival**: "
+                    f"{over_kv_pool(config, 13, 100, 100)}: enlarge the KV pool to run it. Every figure on this page "
+                    "counts only the others.")
 
 
 def test_both_reasons_say_how_many_each():
@@ -33,17 +35,16 @@ def test_both_reasons_say_how_many_each():
     text = message(config, RequestSpec("a", 0, 16, 16), RequestSpec("b", 0, 60, 200), RequestSpec("c", 0, 100, 1),
                    RequestSpec("d", 0, 120, 1))
     assert text.startswith("**3 of 4 requests can never run on this engine and were rejected on arrival**: ")
-    assert "1 request needs 4 KV blocks at the longest" in text
-    assert "2 requests have a prompt of up to 120 tokens, more than the step's token budget " \
-           "(max_num_batched_tokens 64), and chunked prefill is off" in text
+    assert f"{over_kv_pool(config, 4, 60, 4, who='1 request')}: enlarge the KV pool to run it; " in text
+    assert f"; {over_token_budget(config, 120, who='2 requests', many=True)}. " in text
+    assert "2 requests have prompts of up to 120 tokens, longer than one step's token budget" in text
 
 
 def test_a_prompt_over_max_model_len():
-    text = message(EngineConfig(num_blocks=64, max_model_len=100), RequestSpec("a", 0, 16, 16),
-                   RequestSpec("b", 0, 120, 1))
-    assert text == ("**1 of 2 requests can never run on this engine and was rejected on arrival**: it has a prompt "
-                    "of 120 tokens, longer than max_model_len (100 tokens). Every figure on this page counts only "
-                    "the others.")
+    config = EngineConfig(num_blocks=64, max_model_len=100)
+    text = message(config, RequestSpec("a", 0, 16, 16), RequestSpec("b", 0, 120, 1))
+    assert text == ("**1 of 2 requests can never run on this engine and was rejected on arrival**: "
+                    f"{over_max_model_len(config, 120)}. Every figure on this page counts only the others.")
 
 
 def test_an_uploaded_variant_gives_the_other_variants_back_the_setting_they_rely_on():

@@ -16,6 +16,7 @@ import pytest
 from sim import metrics, policies, presets
 from sim.config import Policy, PreemptionMode
 from sim.engine import simulate
+from sim.events import over_kv_pool, over_max_model_len, over_token_budget
 from sim.request import RequestSpec
 from sim.request_queue import RequestQueue
 from tests.conftest import REPO_ROOT
@@ -84,8 +85,8 @@ def test_a_request_that_can_never_fit_the_pool_is_marked_on_its_answer_or_its_pr
     checked = wt.check_rows(rows(row(0, output_len="40"), row(1, prompt_len="33"), row(2)), TINY)
     assert [(p.row, p.column) for p in checked.problems] == [(0, "output_len"), (1, "prompt_len")]
     assert checked.problems[0].message == (
-        "can never run on this engine: it needs 11 KV blocks at its longest (prompt 4 + 40 output tokens, block_size "
-        "4) but num_blocks is 8; prompt + answer at most 33 tokens fit the pool")
+        f"can never run on this engine: {over_kv_pool(TINY, 11, 4, 40)}; prompt + answer at most 33 tokens fit the "
+        f"pool")
     assert [s.request_id for s in checked.specs] == ["r2"]
     # 33 tokens fit: the last answer token is never stored, 4 + 29 - 1 = 32 = 8 x 4; one more does not.
     assert wt.check_rows(rows(row(0, output_len="29")), TINY).is_valid
@@ -96,11 +97,10 @@ def test_a_prompt_over_the_budget_without_chunking_or_over_max_model_len_says_th
     unchunked = wt.engine_config(999, 16, 1, 2048, False, 0.0, "llama-3.1-8b")
     checked = wt.check_rows(rows(row(0, prompt_len="3000"), row(1, prompt_len="2048")), unchunked)
     assert [str(p) for p in checked.problems] == [
-        "row 1, prompt tokens: can never run on this engine: with chunked prefill off a prompt must fit one step's "
-        "token budget, at most 2,048 tokens; got 3,000"]
+        f"row 1, prompt tokens: can never run on this engine: {over_token_budget(unchunked, 3000)}"]
     huge = wt.engine_config(100_000, 16, 1, 2048, True, 0.0, "llama-3.1-8b")
     assert [str(p) for p in wt.check_rows(rows(row(0, prompt_len="200000")), huge).problems] == [
-        "row 1, prompt tokens: can never run on this engine: at most max_model_len, 131,072 tokens; got 200,000"]
+        f"row 1, prompt tokens: can never run on this engine: {over_max_model_len(huge, 200_000)}"]
 
 
 def test_empty_cells_take_their_defaults_and_required_ones_are_said():
