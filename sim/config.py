@@ -1,12 +1,14 @@
 """Configuration: the engine, the model's KV footprint and the step cost model.
 
-Everything here is a frozen dataclass validated in ``__post_init__``: a bad value raises ``ValueError`` naming the
-field and the allowed range. Each field carries ``metadata["help"]`` (with its unit) so the UI can reuse it as a
-tooltip. Units are in the names: ``_steps``, ``_ms``, ``_us``, ``_bytes``, ``_gb_s``, ``_blocks``.
+Everything here is a frozen dataclass validated in ``__post_init__``: a bad value raises ``FieldError`` (a
+``ValueError``) naming the field and the allowed range, as data and in words. Each field carries
+``metadata["help"]`` (with its unit) so the UI can reuse it as a tooltip. Units are in the names: ``_steps``,
+``_ms``, ``_us``, ``_bytes``, ``_gb_s``, ``_blocks``.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import enum
 import functools
@@ -45,13 +47,61 @@ def _help(text: str, **kw: Any) -> Any:
     return field(metadata={"help": text}, **kw)
 
 
+class FieldError(ValueError):
+    """Bad input, as data: which setting, what was given, what is allowed. The checks of a setting raise one
+    (``check_int``, ``check_float``, ``choice``, and the rules of the config's and the workload's dataclasses).
+
+    ``name``: the setting's own name ('num_requests', 'stop_step'); ``within``: where it sits ('workload',
+    'workload.clients[A]', '' at the top of its object), ``field`` the two joined; ``item``: the id of the list
+    entry it belongs to (a client's), else None. ``value``: what was given (None for a rule about several values).
+    What is allowed: a range ``lo``..``hi`` (None: no bound on that side; ``lo_open``/``hi_open``: the bound itself
+    excluded), or ``choices``. ``problem``: the words after the field, made from these by whoever checks.
+
+    ``str()`` is ``f"{field}: {problem}"``, the line a scenario file's author reads ('workload.num_requests: must
+    be between 1 and 200000, got 0'). A reader who knows the setting by another name (a page's slider) words it
+    from the fields, never from the text. ``at(outer)`` is the same error seen from the object that holds this one
+    (a config inside a scenario file: 'config.num_blocks')."""
+
+    def __init__(self, name: str, problem: str, *, within: str = "", item: str | None = None, value: Any = None,
+                 lo: float | None = None, hi: float | None = None, lo_open: bool = False, hi_open: bool = False,
+                 choices: tuple[str, ...] = ()):
+        self.name, self.problem, self.within, self.item, self.value = name, problem, within, item, value
+        self.lo, self.hi, self.lo_open, self.hi_open, self.choices = lo, hi, lo_open, hi_open, tuple(choices)
+        super().__init__(str(self))
+
+    @property
+    def field(self) -> str:
+        return f"{self.within}.{self.name}" if self.within else self.name
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.problem}"
+
+    def at(self, outer: str) -> FieldError:
+        """This error with ``outer`` in front of where it sits."""
+        error = copy.copy(self)
+        error.within = f"{outer}.{self.within}" if self.within else outer
+        error.args = (str(error),)
+        return error
+
+    def __reduce__(self) -> tuple:  # (its fields, not its message: a worker process's error comes back whole)
+        return _restored, (type(self), dict(self.__dict__))
+
+
+def _restored(cls: type[FieldError], state: dict[str, Any]) -> FieldError:
+    error = cls.__new__(cls)
+    error.__dict__.update(state)
+    error.args = (str(error),)
+    return error
+
+
 def choice(enum_cls: type[enum.StrEnum], value: Any, field_name: str) -> enum.StrEnum:
     """Parse ``value`` into ``enum_cls``; the error lists the valid names."""
     try:
         return enum_cls(value)
     except ValueError:
-        valid = ", ".join(m.value for m in enum_cls)
-        raise ValueError(f"{field_name}: {value!r} is not one of: {valid}") from None
+        valid = tuple(m.value for m in enum_cls)
+        raise FieldError(field_name, f"{value!r} is not one of: {', '.join(valid)}", value=value,
+                         choices=valid) from None
 
 
 # The policies' records by name. They are declared in sim/policies.py, which fills this table as sim is imported
@@ -75,7 +125,8 @@ def policy_name(value: object) -> Policy | str:
             return Policy(value)
         except ValueError:
             return value
-    raise ValueError(f"policy: {value!r} is not one of: {', '.join(policy_names())}")
+    raise FieldError("policy", f"{value!r} is not one of: {', '.join(policy_names())}", value=value,
+                     choices=tuple(policy_names()))
 
 
 # The largest number any setting may take: beyond it step counts and costs overflow the simulator's int64 and
@@ -92,27 +143,37 @@ def json_type(value: Any) -> str:
     return _JSON_TYPE.get(type(value), type(value).__name__)
 
 
-def check_int(name: str, value: Any, lo: int, hi: int | None = None) -> None:
+def check_int(name: str, value: Any, lo: int, hi: int | None = None, *, within: str = "",
+              item: str | None = None) -> None:
+    """``FieldError`` unless ``value`` is a whole number from ``lo`` to ``hi`` (None: no bound but the simulator's
+    limit, ``MAX_VALUE``). ``within``, ``item``: where the setting sits (``FieldError``)."""
+    where: dict[str, Any] = {"within": within, "item": item, "value": value, "lo": lo, "hi": hi}
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{name}: must be an integer, got {value!r}")
+        raise FieldError(name, f"must be an integer, got {value!r}", **where)
     if value < lo or (hi is not None and value > hi):
         allowed = f">= {lo}" if hi is None else f"between {lo} and {hi}"
-        raise ValueError(f"{name}: must be {allowed}, got {value}")
+        raise FieldError(name, f"must be {allowed}, got {value}", **where)
     if value > MAX_VALUE:
-        raise ValueError(f"{name}: must be at most {MAX_VALUE:,} (the simulator's limit), got {value:,}")
+        raise FieldError(name, f"must be at most {MAX_VALUE:,} (the simulator's limit), got {value:,}",
+                         **where | {"hi": MAX_VALUE})
 
 
 def check_float(name: str, value: Any, lo: float, hi: float | None = None, *, lo_open: bool = False,
-                hi_open: bool = False) -> None:
+                hi_open: bool = False, within: str = "", item: str | None = None) -> None:
+    """``FieldError`` unless ``value`` is a finite number from ``lo`` to ``hi`` (``lo_open``, ``hi_open``: the
+    bound excluded; None: no bound but ``MAX_VALUE``). ``within``, ``item``: where the setting sits."""
+    where: dict[str, Any] = {"within": within, "item": item, "value": value, "lo": lo, "hi": hi, "lo_open": lo_open,
+                             "hi_open": hi_open and hi is not None}
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ValueError(f"{name}: must be a finite number, got {value!r}")
+        raise FieldError(name, f"must be a finite number, got {value!r}", **where)
     too_high = hi is not None and (value >= hi if hi_open else value > hi)
     if (value <= lo if lo_open else value < lo) or too_high:
         low = f"> {lo}" if lo_open else f">= {lo}"
         allowed = low if hi is None else f"{low} and {'<' if hi_open else '<='} {hi}"
-        raise ValueError(f"{name}: must be {allowed}, got {value}")
+        raise FieldError(name, f"must be {allowed}, got {value}", **where)
     if value > MAX_VALUE:
-        raise ValueError(f"{name}: must be at most {MAX_VALUE:,} (the simulator's limit), got {value:.3g}")
+        raise FieldError(name, f"must be at most {MAX_VALUE:,} (the simulator's limit), got {value:.3g}",
+                         **where | {"hi": MAX_VALUE, "hi_open": False})
 
 
 @dataclass(frozen=True)
@@ -128,12 +189,12 @@ class ModelSpec:
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str):
-            raise ValueError(f"model.name: must be a string, got {self.name!r}")
+            raise FieldError("name", f"must be a string, got {self.name!r}", within="model", value=self.name)
         # (ranges past any real model: 1 to 1,024 layers and KV heads, heads of up to 4,096, up to 8 bytes a value,
         # contexts of up to 10 million tokens, the longest prompt a request may have)
         for name, hi in (("num_layers", 1024), ("num_kv_heads", 1024), ("head_dim", 4096), ("dtype_bytes", 8),
                          ("max_position_embeddings", 10_000_000)):
-            check_int(f"model.{name}", getattr(self, name), 1, hi)
+            check_int(name, getattr(self, name), 1, hi, within="model")
 
     @property
     def kv_bytes_per_token(self) -> int:
@@ -171,11 +232,11 @@ class CostModel:
 
     def __post_init__(self) -> None:
         # (a step of at least a microsecond and a link of at least 1 MB/s: figures stay finite and printable)
-        check_float("cost.step_base_ms", self.step_base_ms, 0.001, 60_000.0)
-        check_float("cost.prefill_token_us", self.prefill_token_us, 0.0, 1_000_000.0)
-        check_float("cost.decode_request_us", self.decode_request_us, 0.0, 1_000_000.0)
-        check_float("cost.swap_bandwidth_gb_s", self.swap_bandwidth_gb_s, 0.001, 100_000.0)
-        check_float("cost.swap_overhead_per_block_us", self.swap_overhead_per_block_us, 0.0, 1_000_000.0)
+        check_float("step_base_ms", self.step_base_ms, 0.001, 60_000.0, within="cost")
+        check_float("prefill_token_us", self.prefill_token_us, 0.0, 1_000_000.0, within="cost")
+        check_float("decode_request_us", self.decode_request_us, 0.0, 1_000_000.0, within="cost")
+        check_float("swap_bandwidth_gb_s", self.swap_bandwidth_gb_s, 0.001, 100_000.0, within="cost")
+        check_float("swap_overhead_per_block_us", self.swap_overhead_per_block_us, 0.0, 1_000_000.0, within="cost")
 
     def step_ms(self, num_prefill_tokens: int, num_decode_reqs: int) -> float:
         return (
@@ -264,7 +325,7 @@ class EngineConfig:
         object.__setattr__(self, "stop_check", choice(StopCheck, self.stop_check, "stop_check"))
         for name in ("enable_prefix_caching", "chunked_prefill", "abort_on_disconnect"):
             if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name}: must be true or false, got {getattr(self, name)!r}")
+                raise FieldError(name, f"must be true or false, got {getattr(self, name)!r}", value=getattr(self, name))
         # (vLLM's range, [0, 1): near 1 nothing is admitted while anything runs, which the runs then show)
         check_float("watermark", self.watermark, 0.0, 1.0, hi_open=True)
         check_int("num_cpu_blocks", self.num_cpu_blocks, 0, MAX_CPU_BLOCKS)
@@ -276,16 +337,16 @@ class EngineConfig:
         check_float("input_weight", self.input_weight, 0.0, 1000.0)
         check_float("output_weight", self.output_weight, 0.0, 1000.0)
         if self.input_weight == 0 and self.output_weight == 0:
-            raise ValueError("input_weight, output_weight: at least one must be > 0")
+            raise FieldError("input_weight, output_weight", "at least one must be > 0", value=0)
         object.__setattr__(self, "client_weights", _normalise_client_weights(self.client_weights))
         check_int("rate_limit_max_requests", self.rate_limit_max_requests, 0)
         check_int("rate_limit_window_steps", self.rate_limit_window_steps, 1)
         check_int("seed", self.seed, 0)
         check_int("max_steps", self.max_steps, 1, 10_000_000)  # (a trace keeps ~200 bytes a step: 2 GB at most)
         if not isinstance(self.model, ModelSpec):
-            raise ValueError(f"model: must be a ModelSpec, got {self.model!r}")
+            raise FieldError("model", f"must be a ModelSpec, got {self.model!r}", value=self.model)
         if not isinstance(self.cost, CostModel):
-            raise ValueError(f"cost: must be a CostModel, got {self.cost!r}")
+            raise FieldError("cost", f"must be a CostModel, got {self.cost!r}", value=self.cost)
         self._check_max_model_len()
 
     def _check_max_model_len(self) -> None:
@@ -294,11 +355,14 @@ class EngineConfig:
         check_int("max_model_len", self.max_model_len, 0, 10_000_000)
         context = self.model.max_position_embeddings
         if self.max_model_len > context:
-            raise ValueError(f"max_model_len: must be at most {context:,}, the context length of {self.model.name} "
-                             f"(model.max_position_embeddings), got {self.max_model_len:,}; 0 = that default")
+            raise FieldError("max_model_len", f"must be at most {context:,}, the context length of {self.model.name} "
+                             f"(model.max_position_embeddings), got {self.max_model_len:,}; 0 = that default",
+                             value=self.max_model_len, lo=0, hi=context)
         if not self.chunked_prefill and self.max_model_len > self.max_num_batched_tokens:
-            raise ValueError(f"max_model_len: must be at most max_num_batched_tokens ({self.max_num_batched_tokens:,}) "
-                             f"when chunked_prefill is off, got {self.max_model_len:,}; 0 = the longest allowed")
+            raise FieldError("max_model_len", f"must be at most max_num_batched_tokens "
+                             f"({self.max_num_batched_tokens:,}) when chunked_prefill is off, got "
+                             f"{self.max_model_len:,}; 0 = the longest allowed",
+                             value=self.max_model_len, lo=0, hi=self.max_num_batched_tokens)
 
     @property
     def block_bytes(self) -> int:
@@ -339,15 +403,17 @@ def _normalise_client_weights(value: Any) -> tuple[tuple[str, float], ...]:
     try:
         pairs = [(k, v) for k, v in items]
     except (TypeError, ValueError):
-        raise ValueError(f"client_weights: must map client ids to weights, got {value!r}") from None
+        raise FieldError("client_weights", f"must map client ids to weights, got {value!r}", value=value) from None
     for client_id, weight in pairs:
         if not isinstance(client_id, str) or not client_id:
-            raise ValueError(f"client_weights: client ids must be non-empty strings, got {client_id!r}")
+            raise FieldError("client_weights", f"client ids must be non-empty strings, got {client_id!r}",
+                             value=client_id)
         check_float(f"client_weights[{client_id}]", weight, 0.001, 1000.0)
     seen: set[str] = set()
     twice = next((c for c, _ in pairs if c in seen or seen.add(c)), None)  # (set.add returns None)
     if twice is not None:
-        raise ValueError(f"client_weights: client {twice!r} is given two weights; give each client one")
+        raise FieldError("client_weights", f"client {twice!r} is given two weights; give each client one",
+                         item=twice)
     return tuple(sorted((k, float(v)) for k, v in pairs))
 
 

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from .config import POLICIES, EngineConfig, Policy, policy_name, policy_names  # noqa: F401 (re-exported)
+from .config import POLICIES, EngineConfig, FieldError, Policy, policy_name, policy_names  # noqa: F401 (re-exported)
 from .request_queue import KeyedQueue, RequestQueue, VTCQueue, predicted_lengths
 
 if TYPE_CHECKING:
@@ -130,7 +130,8 @@ def spec_of(policy: str) -> PolicySpec:
     try:
         return POLICIES[policy]
     except KeyError:
-        raise ValueError(f"policy: {policy!r} is not one of: {', '.join(names())}") from None
+        raise FieldError("policy", f"{policy!r} is not one of: {', '.join(names())}", value=policy,
+                         choices=tuple(names())) from None
 
 
 def make_queue(config: EngineConfig, table: RequestTable, vtc: VirtualCounters) -> RequestQueue:

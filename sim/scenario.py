@@ -17,7 +17,7 @@ import numpy as np
 
 from . import cost_estimate
 from .admission import rejection_message, rejection_reason
-from .config import MODELS, CostModel, EngineConfig, ModelSpec, cdiv, json_type, model_name
+from .config import MODELS, CostModel, EngineConfig, FieldError, ModelSpec, cdiv, json_type, model_name
 from .events import RejectReason
 from .request import FIELD_DEFAULTS, RequestSpec, specs_from_columns
 from .workload import WorkloadSpec, generate, workload_from_dict, workload_to_dict
@@ -78,8 +78,10 @@ def config_from_dict(data: Any) -> EngineConfig:
         data["cost"] = _dataclass_from("config.cost", CostModel, data["cost"])
     try:
         return EngineConfig(**data)
+    except FieldError as e:
+        raise ScenarioError(str(e.at("config"))) from None
     except (ValueError, TypeError) as e:
-        raise ScenarioError(f"config.{e}") from None
+        raise ScenarioError(f"config: {e}") from None
 
 
 def _dataclass_from(where: str, cls: type, value: Any) -> Any:
@@ -87,8 +89,10 @@ def _dataclass_from(where: str, cls: type, value: Any) -> Any:
     _unknown(value, {f.name for f in dataclasses.fields(cls)}, where)
     try:
         return cls(**value)
+    except FieldError as e:  # (the dataclass's errors sit within model or cost)
+        raise ScenarioError(str(e.at("config"))) from None
     except (ValueError, TypeError) as e:
-        raise ScenarioError(f"config.{e}") from None  # the dataclass names the field as model.x or cost.x
+        raise ScenarioError(f"{where}: {e}") from None
 
 
 def request_from_dict(data: Any, index: int) -> RequestSpec:
@@ -174,16 +178,17 @@ def scenario_from_dict(data: Any, limits: cost_estimate.Limits | None = None) ->
         raise ScenarioError("requests, workload: give exactly one of them")
     workload = None
     if has_workload:
+        # (a workload's errors name their field from the file's top: workload.clients[A].share)
         try:
             workload = workload_from_dict(data["workload"])
-        except ValueError as e:
-            raise ScenarioError(f"workload.{e}" if not str(e).startswith("workload") else str(e)) from None
+        except FieldError as e:
+            raise ScenarioError(str(e)) from None
         if limits is not None:  # (before drawing the requests: a workload of a few lines can ask for millions)
             cost_estimate.check(cost_estimate.of_workload(config, workload), limits)
         try:
             requests = generate(workload)
-        except ValueError as e:
-            raise ScenarioError(f"workload.{e}" if not str(e).startswith("workload") else str(e)) from None
+        except FieldError as e:
+            raise ScenarioError(str(e)) from None
     else:
         items = data["requests"]
         if not isinstance(items, list) or not items:

@@ -21,10 +21,11 @@ from typing import Any
 
 import numpy as np
 
-from .config import check_float, check_int
+from .config import FieldError, check_float, check_int
 from .request import RequestSpec
 
 ABANDON_POINTS = ("uniform", "early", "late")
+W = "workload"  # where a workload's settings sit (FieldError.within): a scenario file's key
 MIN_RATE = 1e-6  # requests per step: slower than one a million steps cannot fill a run within max_steps anyway
 
 
@@ -42,21 +43,22 @@ class ClientSpec:
     off_steps: int = 0
 
     def __post_init__(self) -> None:
-        where = f"clients[{self.client_id}]"
         if not isinstance(self.client_id, str) or not self.client_id:
-            raise ValueError(f"clients: client_id must be a non-empty string, got {self.client_id!r}")
-        check_float(f"{where}.share", self.share, 0.0)
+            raise FieldError("client_id", f"must be a non-empty string, got {self.client_id!r}",
+                             within="workload.clients", value=self.client_id)
+        where: dict[str, Any] = {"within": f"workload.clients[{self.client_id}]", "item": self.client_id}
+        check_float("share", self.share, 0.0, **where)
         if self.rate_per_step is not None:
-            check_float(f"{where}.rate_per_step", self.rate_per_step, 0.0, 1000.0)
+            check_float("rate_per_step", self.rate_per_step, 0.0, 1000.0, **where)
         for name in ("prompt_median", "output_median"):
             if getattr(self, name) is not None:
-                check_int(f"{where}.{name}", getattr(self, name), 1, 1_000_000)
-        check_int(f"{where}.priority", self.priority, -(10**9), 10**9)
-        check_int(f"{where}.start_step", self.start_step, 0, 10_000_000)  # (no run lasts longer: config.max_steps)
+                check_int(name, getattr(self, name), 1, 1_000_000, **where)
+        check_int("priority", self.priority, -(10**9), 10**9, **where)
+        check_int("start_step", self.start_step, 0, 10_000_000, **where)  # (no run lasts longer: config.max_steps)
         if self.stop_step is not None:
-            check_int(f"{where}.stop_step", self.stop_step, self.start_step + 1)
-        check_int(f"{where}.on_steps", self.on_steps, 0)
-        check_int(f"{where}.off_steps", self.off_steps, 0)
+            check_int("stop_step", self.stop_step, self.start_step + 1, **where)
+        check_int("on_steps", self.on_steps, 0, **where)
+        check_int("off_steps", self.off_steps, 0, **where)
 
     def is_on(self, steps: np.ndarray) -> np.ndarray:
         on = steps >= self.start_step
@@ -86,35 +88,59 @@ class WorkloadSpec:
 
     def __post_init__(self) -> None:
         if self.generator != "poisson":
-            raise ValueError(f"workload.generator: {self.generator!r} is not one of: poisson")
-        check_int("workload.num_requests", self.num_requests, 1, 200_000)
-        check_float("workload.rate_per_step", self.rate_per_step, MIN_RATE, 1000.0)
-        check_int("workload.prompt_median", self.prompt_median, 1, 1_000_000)
-        check_int("workload.output_median", self.output_median, 1, 1_000_000)
-        check_float("workload.prompt_sigma", self.prompt_sigma, 0.0, 5.0)
-        check_float("workload.output_sigma", self.output_sigma, 0.0, 5.0)
-        check_int("workload.prompt_max", self.prompt_max, 1, 10_000_000)
-        check_int("workload.output_max", self.output_max, 1, 10_000_000)
+            raise FieldError("generator", f"{self.generator!r} is not one of: poisson", within=W, value=self.generator,
+                             choices=("poisson",))
+        check_int("num_requests", self.num_requests, 1, 200_000, within=W)
+        check_float("rate_per_step", self.rate_per_step, MIN_RATE, 1000.0, within=W)
+        check_int("prompt_median", self.prompt_median, 1, 1_000_000, within=W)
+        check_int("output_median", self.output_median, 1, 1_000_000, within=W)
+        check_float("prompt_sigma", self.prompt_sigma, 0.0, 5.0, within=W)
+        check_float("output_sigma", self.output_sigma, 0.0, 5.0, within=W)
+        check_int("prompt_max", self.prompt_max, 1, 10_000_000, within=W)
+        check_int("output_max", self.output_max, 1, 10_000_000, within=W)
         if not self.clients:
-            raise ValueError("workload.clients: needs at least one client")
+            raise FieldError("clients", "needs at least one client", within=W)
         ids = [c.client_id for c in self.clients]
         if len(set(ids)) != len(ids):
-            raise ValueError("workload.clients: client ids must be unique")
+            raise FieldError("clients", "client ids must be unique", within=W)
         total_rate = client_rates(self).sum()
         if not total_rate > 0:
-            raise ValueError("workload.clients: at least one client needs a share or a rate_per_step above 0")
+            raise FieldError("clients", "at least one client needs a share or a rate_per_step above 0", within=W)
         if total_rate < MIN_RATE:
-            raise ValueError(f"workload.clients: the clients' rates add up to {total_rate:.3g} requests per step; "
-                             f"at least {MIN_RATE:g} is needed")
-        check_float("workload.abandon_rate", self.abandon_rate, 0.0, 1.0)
+            raise FieldError("clients", f"the clients' rates add up to {total_rate:.3g} requests per step; at least "
+                             f"{MIN_RATE:g} is needed", within=W, value=float(total_rate), lo=MIN_RATE)
+        check_float("abandon_rate", self.abandon_rate, 0.0, 1.0, within=W)
         if self.abandon_point not in ABANDON_POINTS:
-            raise ValueError(f"workload.abandon_point: {self.abandon_point!r} is not one of: "
-                             f"{', '.join(ABANDON_POINTS)}")
-        check_int("workload.prefix_len", self.prefix_len, 0, 1_000_000)
-        check_int("workload.seed", self.seed, 0, 2**32 - 1)
+            raise FieldError("abandon_point", f"{self.abandon_point!r} is not one of: {', '.join(ABANDON_POINTS)}",
+                             within=W, value=self.abandon_point, choices=ABANDON_POINTS)
+        check_int("prefix_len", self.prefix_len, 0, 1_000_000, within=W)
+        check_int("seed", self.seed, 0, 2**32 - 1, within=W)
 
     def replace(self, **changes: Any) -> WorkloadSpec:
         return dataclasses.replace(self, **changes)
+
+
+class TooFewArrivals(FieldError):
+    """The clients' sending windows let fewer than ``num_requests`` requests arrive: only ``num_arrived`` by step
+    ``until_step``. ``closed``: every window had closed for good by then (each client's ``stop_step``); else the
+    on/off patterns kept them out, ``num_drawn`` Poisson arrivals drawn in vain (None: 50 times the time the
+    clients that never stop need on average had passed). About ``workload.clients``; the message is made from
+    these."""
+
+    def __init__(self, num_arrived: int, num_requests: int, until_step: int, *, closed: bool = False,
+                 num_drawn: int | None = None):
+        self.num_arrived, self.num_requests, self.until_step = num_arrived, num_requests, until_step
+        self.closed, self.num_drawn = closed, num_drawn
+        got = f"{num_arrived} of {num_requests} requests"
+        if closed:
+            what = f"windows close by step {until_step:,} (stop_step) after only {got}"
+        elif num_drawn is not None:
+            what = (f"on/off windows let through only {got} in {num_drawn:,} Poisson arrivals (up to step "
+                    f"{until_step:,})")
+        else:
+            what = f"on/off windows gave only {got} in {until_step:,} steps"
+        super().__init__("clients", f"the clients' {what}; widen them or lower num_requests", within=W,
+                         value=num_requests)
 
 
 def client_rates(spec: WorkloadSpec) -> np.ndarray:
@@ -196,14 +222,10 @@ def _arrivals(spec: WorkloadSpec, rng: np.random.Generator) -> tuple[np.ndarray,
         count += int(keep.sum())
         if (clock > horizon or drawn >= max_draws) and count < spec.num_requests:
             if clock <= horizon:
-                what = (f"on/off windows let through only {count} of {spec.num_requests} requests in {drawn:,} "
-                        f"Poisson arrivals (up to step {clock:,.0f})")
-            elif forever > 0:  # (50 times the expected time: a freak, but say what happened)
-                what = f"on/off windows gave only {count} of {spec.num_requests} requests in {horizon:,.0f} steps"
-            else:
-                what = (f"windows close by step {closes:,} (stop_step) after only {count} of "
-                        f"{spec.num_requests} requests")
-            raise ValueError(f"workload.clients: the clients' {what}; widen them or lower num_requests")
+                raise TooFewArrivals(count, spec.num_requests, round(clock), num_drawn=drawn)
+            if forever > 0:  # (50 times the expected time: a freak, but say what happened)
+                raise TooFewArrivals(count, spec.num_requests, round(horizon))
+            raise TooFewArrivals(count, spec.num_requests, closes, closed=True)
     return np.concatenate(steps)[: spec.num_requests], np.concatenate(clients)[: spec.num_requests]
 
 
@@ -242,29 +264,31 @@ _WORKLOAD_FIELDS = {f.name for f in dataclasses.fields(WorkloadSpec)}
 
 def workload_from_dict(data: Any) -> WorkloadSpec:
     if not isinstance(data, dict):
-        raise ValueError(f"workload: must be a JSON object, got {type(data).__name__}")
+        raise FieldError("workload", f"must be a JSON object, got {type(data).__name__}", value=data)
     extra = sorted(set(data) - _WORKLOAD_FIELDS)
     if extra:
-        raise ValueError(f"workload: unknown key {extra[0]!r}; allowed keys: {', '.join(sorted(_WORKLOAD_FIELDS))}")
+        raise FieldError("workload", f"unknown key {extra[0]!r}; allowed keys: {', '.join(sorted(_WORKLOAD_FIELDS))}",
+                         value=extra[0], choices=tuple(sorted(_WORKLOAD_FIELDS)))
     data = dict(data)
     if "clients" in data:
         items = data["clients"]
         if not isinstance(items, list) or not items:
-            raise ValueError("workload.clients: must be a non-empty list of client objects")
+            raise FieldError("clients", "must be a non-empty list of client objects", within=W, value=items)
         clients = []
         for i, c in enumerate(items):
             if not isinstance(c, dict):
-                raise ValueError(f"workload.clients[{i}]: must be a JSON object")
+                raise FieldError(f"clients[{i}]", "must be a JSON object", within=W, value=c)
             extra = sorted(set(c) - _CLIENT_FIELDS)
             if extra:
-                raise ValueError(f"workload.clients[{i}]: unknown key {extra[0]!r}; allowed keys: "
-                                 f"{', '.join(sorted(_CLIENT_FIELDS))}")
+                raise FieldError(f"clients[{i}]", f"unknown key {extra[0]!r}; allowed keys: "
+                                 f"{', '.join(sorted(_CLIENT_FIELDS))}", within=W, value=extra[0],
+                                 choices=tuple(sorted(_CLIENT_FIELDS)))
             clients.append(ClientSpec(**c))
         data["clients"] = tuple(clients)
     try:
         return WorkloadSpec(**data)
     except TypeError as e:
-        raise ValueError(f"workload: {e}") from None
+        raise FieldError("workload", str(e)) from None
 
 
 def workload_to_dict(spec: WorkloadSpec) -> dict[str, Any]:

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from sim import ClientSpec, WorkloadSpec
-from sim.workload import client_rates, generate, workload_from_dict
+from sim.config import MAX_VALUE, FieldError
+from sim.workload import MIN_RATE, TooFewArrivals, client_rates, generate, workload_from_dict
 
 TWO_CLIENTS = (ClientSpec("A", share=0.75), ClientSpec("B", share=0.25))
 
@@ -131,7 +132,7 @@ def test_client_priority_is_copied():
     (lambda: ClientSpec("A", rate_per_step=-0.1), "clients[A].rate_per_step"),
     (lambda: ClientSpec("A", start_step=10, stop_step=10), "clients[A].stop_step"),
     (lambda: ClientSpec("A", on_steps=-1), "clients[A].on_steps"),
-    (lambda: ClientSpec(""), "clients: client_id"),
+    (lambda: ClientSpec(""), "workload.clients.client_id: must be a non-empty string"),
     (lambda: workload_from_dict({"seeds": 1}), "workload: unknown key 'seeds'"),
     (lambda: workload_from_dict({"clients": []}), "workload.clients: must be a non-empty list"),
     (lambda: generate(WorkloadSpec(num_requests=100, clients=(ClientSpec("A", stop_step=3),))),
@@ -178,3 +179,52 @@ def test_windows_that_let_almost_nothing_through_are_an_error_not_a_hang(clients
     with pytest.raises(ValueError, match=r"workload.clients: the clients' on/off windows let through only \d+ of 2000 "
                                          r"requests in [\d,]+ Poisson arrivals .*; widen them or lower num_requests"):
         generate(WorkloadSpec(num_requests=2000, clients=clients, seed=1))
+
+
+# ---- errors as data (sim.config.FieldError): a page words them from these fields, never from the text ----------
+def _error(make) -> FieldError:
+    with pytest.raises(FieldError) as err:
+        make()
+    return err.value
+
+
+def test_a_range_error_carries_the_field_the_range_and_the_value():
+    e = _error(lambda: WorkloadSpec(num_requests=0))
+    assert (e.name, e.within, e.field, e.item, e.value, e.lo, e.hi) == (
+        "num_requests", "workload", "workload.num_requests", None, 0, 1, 200_000)
+    assert str(e) == "workload.num_requests: must be between 1 and 200000, got 0"  # (made from them)
+    e = _error(lambda: WorkloadSpec(rate_per_step=0.0))
+    assert (e.name, e.value, e.lo, e.hi, e.lo_open, e.hi_open) == ("rate_per_step", 0.0, MIN_RATE, 1000.0, False, False)
+    e = _error(lambda: WorkloadSpec(abandon_point="middle"))
+    assert (e.name, e.value, e.choices) == ("abandon_point", "middle", ("uniform", "early", "late"))
+
+
+def test_a_clients_error_says_which_client():
+    e = _error(lambda: ClientSpec("B", start_step=10, stop_step=10))
+    assert (e.name, e.item, e.value, e.lo, e.hi) == ("stop_step", "B", 10, 11, None)
+    assert e.field == "workload.clients[B].stop_step"
+    e = _error(lambda: ClientSpec("A", on_steps=10**13))  # (past the simulator's limit: the range says so)
+    assert (e.name, e.lo, e.hi) == ("on_steps", 0, MAX_VALUE)
+
+
+def test_too_few_arrivals_carries_its_figures():
+    e = _error(lambda: generate(WorkloadSpec(num_requests=100, clients=(ClientSpec("A", stop_step=3),))))
+    assert isinstance(e, TooFewArrivals) and e.field == "workload.clients"
+    assert (e.closed, e.until_step, e.num_requests, e.num_drawn) == (True, 3, 100, None) and e.num_arrived < 100
+    assert str(e) == (f"workload.clients: the clients' windows close by step 3 (stop_step) after only {e.num_arrived} "
+                      f"of 100 requests; widen them or lower num_requests")
+    e = _error(lambda: generate(WorkloadSpec(num_requests=2000, seed=1, clients=(
+        ClientSpec("a", rate_per_step=1000.0, on_steps=1, off_steps=10**9),))))
+    assert not e.closed and e.num_drawn is not None and e.num_arrived < 2000
+
+
+def test_an_error_seen_from_outside_and_across_processes_keeps_its_fields():
+    import pickle
+
+    e = _error(lambda: ClientSpec("A", share=-1))
+    outer = e.at("scenario")
+    assert outer.field == "scenario.workload.clients[A].share" and str(outer).startswith(outer.field + ": must be")
+    assert e.field == "workload.clients[A].share"  # (the original is unchanged)
+    for error in (e, _error(lambda: generate(WorkloadSpec(num_requests=100, clients=(ClientSpec("A", stop_step=3),))))):
+        again = pickle.loads(pickle.dumps(error))
+        assert type(again) is type(error) and again.__dict__ == error.__dict__ and str(again) == str(error)
