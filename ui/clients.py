@@ -11,7 +11,7 @@ from lessons.fairness import lesson
 from sim.config import EngineConfig
 from sim.workload import WorkloadSpec
 
-from . import page
+from . import knobs, page
 from .lesson import LessonPage
 from .wording import safe_id
 
@@ -41,6 +41,12 @@ def client_settings(lp: LessonPage, config: EngineConfig) -> tuple[WorkloadSpec 
                 f"{lesson.LESSON}.client.{spec.client_id}", lesson.client_knobs(spec, shares, base.config),
                 f"Client {safe_id(spec.client_id)}").render(box)
     # (a setting that stops the page here still gets the way back to the preset's settings)
-    workload = page.guarded(lambda: lesson.apply_clients(workload, specs, values), on_stop=lp.show_changes)
+    workload = page.guarded(lambda: _in_sidebar_terms(lesson.apply_clients, workload, specs, values),
+                            on_stop=lp.show_changes)
     st.sidebar.caption(lesson.describe_clients(workload))
     return workload, lesson.apply_client_weights(config, specs, values)
+
+
+def _in_sidebar_terms(fn: Any, *args: Any) -> Any:
+    with knobs.in_sidebar_terms():  # (a client's setting the generator refuses, said by its knob's label)
+        return fn(*args)

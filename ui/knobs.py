@@ -6,19 +6,22 @@ values back into a config or a workload spec.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import math
+from collections.abc import Iterator
 from typing import Any
 
 import streamlit as st
 
 from sim import cost_estimate
-from sim.config import EngineConfig, field_help, gib_for_blocks
+from sim.config import EngineConfig, FieldError, field_help, gib_for_blocks
 from sim.scenario import Scenario
-from sim.workload import WorkloadSpec, generate
+from sim.workload import TooFewArrivals, WorkloadSpec, generate
 
 from .controls import Knob
 from .runner import SLIDER_ADVICE, charge_cache
-from .wording import count, fmt_binary_size, fmt_gib, plain
+from .wording import count, fmt_binary_size, fmt_gib, plain, safe_id
 
 _BUDGETS = (256, 512, 1024, 2048, 4096, 8192, 16384)
 
@@ -67,10 +70,16 @@ def workload_knobs(workload: WorkloadSpec) -> list[Knob]:
     ]
 
 
+# The workload generator's settings the Workload panel's knobs set: the knob's key by the setting's name.
+_WORKLOAD_KNOB_KEYS = {"num_requests": "num_requests", "rate_per_step": "rate", "prompt_median": "prompt_median",
+                       "output_median": "output_median", "output_sigma": "output_sigma", "seed": "seed"}
+
+
 def apply_workload(workload: WorkloadSpec, values: dict[str, Any]) -> WorkloadSpec:
-    return workload.replace(num_requests=int(values["num_requests"]), rate_per_step=float(values["rate"]),
-                            prompt_median=int(values["prompt_median"]), output_median=int(values["output_median"]),
-                            output_sigma=float(values["output_sigma"]), seed=int(values["seed"]))
+    with in_sidebar_terms():
+        return workload.replace(num_requests=int(values["num_requests"]), rate_per_step=float(values["rate"]),
+                                prompt_median=int(values["prompt_median"]), output_median=int(values["output_median"]),
+                                output_sigma=float(values["output_sigma"]), seed=int(values["seed"]))
 
 
 def scenario_with(scenario: Scenario, config: EngineConfig, workload: WorkloadSpec | None) -> Scenario:
@@ -80,26 +89,100 @@ def scenario_with(scenario: Scenario, config: EngineConfig, workload: WorkloadSp
     # (before drawing it: a slider may take an uploaded workload past the app's limits; the runner checks the
     # requests drawn again)
     cost_estimate.check(cost_estimate.of_workload(config, workload), cost_estimate.PAGE_LIMITS, SLIDER_ADVICE)
-    try:
+    with in_sidebar_terms():
         key = repr(workload)
         requests = _generate(key, workload)
         charge_cache(_generate, (key, None), SPEC_BYTES * len(requests))
-    except ValueError as e:  # the generator names its own fields: say it in the sidebar's words
-        raise ValueError(in_sidebar_words(str(e))) from None
     return dataclasses.replace(scenario, config=config, workload=workload, requests=requests)
 
 
-_SIDEBAR_WORDS = (("workload.clients: the clients'", "the clients'"),
-                  ("(stop_step)", "('Stops sending at step')"),
-                  ("widen them or lower num_requests", "move a stop later (or to 0 for never), give a client that is "
-                                                       "still sending a larger share, or lower 'Requests' (Workload)"))
+# ---- the generator's errors in the sidebar's words -------------------------------------------------------------
+# The generator names its settings as a scenario file does (``FieldError``: workload.num_requests); the sidebar
+# knows them by its knobs' labels: the Workload panel's (``workload_knobs``), a client's panel on the Fairness page
+# (lessons/fairness/lesson.py's ``client_knobs``, whose labels begin with these) and the Cancellation page's
+# (lessons/cancellation/lesson.py).
+WORKLOAD_PANEL = "Workload"
+CLIENT_LABELS = {"share": "Share of the arrivals (%)", "start_step": "Starts sending at step",
+                 "stop_step": "Stops sending at step", "on_steps": "Sends in bursts: on for",
+                 "off_steps": "...then off for", "prompt_median": "Prompt length, median (tokens)",
+                 "output_median": "Answer length, median (tokens)"}
+LESSON_WORKLOAD_LABELS = {"abandon_rate": "Users who leave early (fraction)", "abandon_point": "When they leave"}
 
 
-def in_sidebar_words(message: str) -> str:
-    """A workload generator's message with its field names replaced by the sidebar's labels."""
-    for field_words, sidebar in _SIDEBAR_WORDS:
-        message = message.replace(field_words, sidebar)
-    return message
+def workload_labels() -> dict[str, str]:
+    """The Workload panel's label of each setting it sets (``workload_knobs``'s own)."""
+    labels = {knob.key: knob.label for knob in workload_knobs(WorkloadSpec())}
+    return {name: labels[key] for name, key in _WORKLOAD_KNOB_KEYS.items()}
+
+
+@contextlib.contextmanager
+def in_sidebar_terms() -> Iterator[None]:
+    """Inside: a ``FieldError`` of the generator becomes a ``ValueError`` in the sidebar's words (``page.guarded``
+    shows it as a bad setting)."""
+    try:
+        yield
+    except FieldError as e:
+        raise ValueError(in_sidebar_words(e)) from None
+
+
+def in_sidebar_words(error: FieldError) -> str:
+    """What went wrong, naming the knob that sets the field and what it allows, from the error's fields (never its
+    text); a setting no knob sets keeps the scenario file's name for it."""
+    if isinstance(error, TooFewArrivals):
+        return _too_few_arrivals(error)
+    label = _label(error)
+    if label is None:
+        return str(error)
+    allowed = _allowed(error)
+    if allowed is None:
+        return f"{label}: {error.problem}"
+    return f"{label} must be {allowed}, got {_number(error.value)}"
+
+
+def _label(error: FieldError) -> str | None:
+    """'Requests' (Workload), client B's 'Stops sending at step'; None for a setting no knob sets."""
+    if error.item is not None:  # (a client's setting)
+        label = CLIENT_LABELS.get(error.name)
+        return None if label is None else f"client {safe_id(error.item)}'s '{label}'"
+    labels = workload_labels()
+    if error.name in labels:
+        return f"'{labels[error.name]}' ({WORKLOAD_PANEL})"
+    label = LESSON_WORKLOAD_LABELS.get(error.name)
+    return None if label is None else f"'{label}'"
+
+
+def _allowed(error: FieldError) -> str | None:
+    """'from 1 to 200,000', 'at least 11', 'one of: uniform, early, late' (None: the error gives no range)."""
+    if error.choices:
+        return f"one of: {', '.join(error.choices)}"
+    lo, hi = error.lo, error.hi
+    if lo is not None and hi is not None and not (error.lo_open or error.hi_open):
+        return f"from {_number(lo)} to {_number(hi)}"
+    low = None if lo is None else f"more than {_number(lo)}" if error.lo_open else f"at least {_number(lo)}"
+    high = None if hi is None else f"less than {_number(hi)}" if error.hi_open else f"at most {_number(hi)}"
+    return " and ".join(bound for bound in (low, high) if bound) or None
+
+
+def _number(value: Any) -> str:
+    """12,000; 0.25; 1e-06 (a value that is no number as Python writes it)."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return f"{int(value):,}" if value == int(value) else f"{value:g}"
+    return repr(value)
+
+
+def _too_few_arrivals(error: TooFewArrivals) -> str:
+    got = f"{error.num_arrived} of {error.num_requests} requests"
+    fewer = f"lower '{workload_labels()['num_requests']}' ({WORKLOAD_PANEL})"
+    if error.closed:
+        return (f"the clients' windows close by step {error.until_step:,} ('{CLIENT_LABELS['stop_step']}') after "
+                f"only {got}; move a stop later (or to 0 for never), give a client that is still sending a larger "
+                f"share, or {fewer}")
+    windows = f"the clients' on/off windows ('{CLIENT_LABELS['on_steps']}', '{CLIENT_LABELS['off_steps']}')"
+    if error.num_drawn is not None:
+        what = f"let through only {got} in {error.num_drawn:,} Poisson arrivals (up to step {error.until_step:,})"
+    else:
+        what = f"gave only {got} in {error.until_step:,} steps"
+    return f"{windows} {what}; make them send for longer or pause for less, or {fewer}"
 
 
 SPEC_BYTES = 300  # one generated RequestSpec held in the cache (tracemalloc: 5.5 MiB for 20,000)
