@@ -5,6 +5,7 @@ import json
 import pytest
 
 from sim import presets
+from sim.events import over_kv_pool
 from tests.app.conftest import (
     assert_clean,
     chart_cursors,
@@ -151,7 +152,8 @@ def test_requests_too_big_for_the_pool_are_reported_not_silently_dropped():
     assert_clean(at)
     warning = " ".join(w.value for w in at.warning)
     assert "289 of 300 requests can never run on this engine and were rejected on arrival" in warning
-    assert "more than the pool's 8 blocks (128 tokens)" in warning
+    tiny = presets.get("busy_server").scenario.config.replace(num_blocks=8)  # (its words: sim.events, their home)
+    assert f"**: {over_kv_pool(tiny, 247, who='they', many=True)}: enlarge the KV pool to run them." in warning
     # The article's two short answers still fit; both orders run them alike.
     at = open_page(PAGE, {"num_blocks": "8"})
     assert "1 of 3 requests can never run" in " ".join(w.value for w in at.warning)
