@@ -47,6 +47,11 @@ def _help(text: str, **kw: Any) -> Any:
     return field(metadata={"help": text}, **kw)
 
 
+class ScenarioError(ValueError):
+    """An invalid scenario: the message names the field and what is allowed. (Here, beside ``FieldError``, so that
+    ``sim.cost_estimate``, which ``sim.scenario`` imports, can raise it too.)"""
+
+
 class FieldError(ValueError):
     """Bad input, as data: which setting, what was given, what is allowed. The checks of a setting raise one
     (``check_int``, ``check_float``, ``choice``, and the rules of the config's and the workload's dataclasses).

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .config import EngineConfig, cdiv
+from .config import EngineConfig, ScenarioError, cdiv
 from .request import RequestSpec
 from .workload import WorkloadSpec, client_rates
 
@@ -230,8 +230,6 @@ def _top_mean_len(medians: np.ndarray, sigma: float, cap: int, fraction: float) 
 def check(estimate: CostEstimate, limits: Limits, advice: str | None = None) -> None:
     """Raise ``ScenarioError`` naming the first figure past its limit: one line with the field, the figure and the
     limit, then ``advice`` (default: the limits' own)."""
-    from .scenario import ScenarioError  # (scenario.py imports this module: the error is its)
-
     e, who = estimate, limits.who
     figures = (
         ("requests", e.num_requests, limits.max_requests,

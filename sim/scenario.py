@@ -17,14 +17,20 @@ import numpy as np
 
 from . import cost_estimate
 from .admission import rejection_message, rejection_reason
-from .config import MODELS, CostModel, EngineConfig, FieldError, ModelSpec, cdiv, json_type, model_name
+from .config import (
+    MODELS,
+    CostModel,
+    EngineConfig,
+    FieldError,
+    ModelSpec,
+    ScenarioError,
+    cdiv,
+    json_type,
+    model_name,
+)
 from .events import RejectReason
 from .request import FIELD_DEFAULTS, RequestSpec, specs_from_columns
 from .workload import WorkloadSpec, generate, workload_from_dict, workload_to_dict
-
-
-class ScenarioError(ValueError):
-    """An invalid scenario: the message names the field and what is allowed."""
 
 
 @dataclass(frozen=True)

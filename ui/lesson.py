@@ -97,7 +97,8 @@ class LessonPage:
         spec = self.base.workload if workload is None else workload
         if spec is None:
             return None
-        return knobs.apply_workload(spec, self.panel("Workload", f"{lesson}.workload", knobs.workload_knobs(spec)))
+        values = self.panel("Workload", f"{lesson}.workload", knobs.workload_knobs(spec))
+        return page.guarded(lambda: knobs.apply_workload(spec, values))  # (a setting the generator refuses: said)
 
 
 MAX_CHANGES_LISTED = 4
