@@ -25,9 +25,10 @@ from .events import EventKind, FinishReason, RejectReason, describe
 from .kv_cache_manager import KVCacheManager
 from .npfast import ONE, ONE_I8, distinct
 from .npfast import add_reduce as _sum
+from .recorder import TraceRecorder
 from .request import FINISHED_STATUSES, NO_STEP, RequestSpec, RequestStatus, RequestTable
 from .scheduler import Scheduler, SchedulerOutput
-from .trace import SCHED_DECODE, SCHED_WASTED, ClientRecord, StepRecord, Trace, TraceRecorder
+from .trace import SCHED_DECODE, SCHED_WASTED, ClientRecord, StepRecord, Trace
 
 _NO_KIND = np.empty(0, dtype=np.int8)
 
