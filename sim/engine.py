@@ -13,7 +13,6 @@ import heapq
 import itertools
 from collections import defaultdict, deque
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -22,29 +21,14 @@ from .admission import rejection_reasons
 from .block_pool import NO_HASH
 from .config import EngineConfig, cdiv
 from .events import EventKind, FinishReason, RejectReason, describe
+from .execute import Executed, Executor
 from .kv_cache_manager import KVCacheManager
-from .npfast import ONE, ONE_I8, distinct
 from .npfast import add_reduce as _sum
+from .npfast import distinct
 from .recorder import TraceRecorder
 from .request import FINISHED_STATUSES, NO_STEP, RequestSpec, RequestStatus, RequestTable
 from .scheduler import Scheduler, SchedulerOutput
-from .trace import SCHED_DECODE, SCHED_WASTED, ClientRecord, StepRecord, Trace
-
-_NO_KIND = np.empty(0, dtype=np.int8)
-
-
-@dataclass(slots=True)
-class _Executed:  # (a NamedTuple costs ~1.5 us a step to make, this ~0.5)
-    emitted: np.ndarray  # rows that generated a token this step
-    finished: np.ndarray  # rows that generated their last token
-    decode: np.ndarray  # [len(out.rows)] bool: decoded one token (else prefill)
-    kind: np.ndarray  # [len(out.rows)] int8 SCHED_* per scheduled row
-    num_decode: int  # rows that decoded one token
-    num_wasted: int  # tokens generated that nobody reads
-    kv_tokens_scheduled: int  # KV tokens held by the scheduled rows after the step
-    # [clients] tokens generated per client (None with one client); for sparse per-client values, (the clients
-    # that generated, ascending; [k] their tokens)
-    client_output_tokens: np.ndarray | tuple[np.ndarray, np.ndarray] | None
+from .trace import ClientRecord, StepRecord, Trace
 
 
 class _Limit(int):
@@ -144,20 +128,14 @@ class Engine:
         self.num_done = 0
         self._next_step = 0
         # Tokens can be wasted only if some client leaves or some answer runs past what is read.
-        self.may_waste = bool(self._disconnects) or bool((t.target_len > t.useful_len).any())
+        may_waste = bool(self._disconnects) or bool((t.target_len > t.useful_len).any())
+        self.executor = Executor(t, self.scheduler, may_waste=may_waste, sparse_clients=self.sparse_clients)
         self.any_disconnect = False
         self._prev_counters = np.zeros(self.num_clients)
         # One client and no shared blocks: per-client step values are plain scalars (held == used). Busy and
         # idle steps must record the same shapes, or the trace's per-client columns cannot be stacked.
         self._scalar_client_values = (self.num_clients == 1 and not config.enable_prefix_caching
                                       and not self.sparse_clients)
-        self._no_client_tokens = None if self.num_clients == 1 else np.zeros(self.num_clients, dtype=np.int64)
-        if self.sparse_clients:  # (charge_output_by_client's answer for no rows)
-            self._no_client_tokens = (np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int64))
-        # Read-only per-step arrays of a step in which everybody decodes, handed out as views.
-        self._decode_kind = np.full(config.max_num_seqs, SCHED_DECODE, dtype=np.int8)
-        self._all_true = np.ones(config.max_num_seqs, dtype=bool)
-        self._decode_kind.flags.writeable = self._all_true.flags.writeable = False
 
     # ---- the loop -------------------------------------------------------------------------------------------
     def run(self, until_step: int | None = None) -> Trace:
@@ -239,7 +217,7 @@ class Engine:
         out = self.scheduler.schedule(step)
         if out.events:
             self.recorder.events.extend(out.events)
-        done = self._execute(step, out)
+        done = self.executor.step(step, out)
         # Everybody in the running list ran and generated a token: next step each needs exactly one.
         self.scheduler.all_decoding = out.all_emit and len(out.rows) == len(self.scheduler.running)
         self._finish_and_record(step, out, done, num_aborted)
@@ -345,66 +323,7 @@ class Engine:
         self.table.finish_reason[row] = reason
         self.num_done += 1
 
-    # ---- execute and finish ---------------------------------------------------------------------------------
-    def _execute(self, step: int, out: SchedulerOutput) -> _Executed:
-        """Advance every scheduled request; each that has computed all its tokens emits one new token."""
-        t, rows, after = self.table, out.rows, out.num_computed_after
-        if not len(rows):
-            return _Executed(rows, rows, np.zeros(0, dtype=bool), _NO_KIND, 0, 0, 0, self._no_client_tokens)
-        t.num_computed_tokens[rows] = after
-        if out.all_decode:  # the commonest step: everybody decodes a token that is not its first
-            n = len(rows)
-            t.num_tokens[rows] = after + ONE
-            num_output = t.num_output_tokens[rows] + ONE
-            t.num_output_tokens[rows] = num_output
-            kind = np.full(n, SCHED_DECODE, dtype=np.int8) if self.may_waste else self._decode_kind[:n]
-            return self._emitted(step, rows, rows, num_output, self._all_true[:n], kind, n, after)
-        # A decode computes exactly the one token generated last step (costed per request, not per token); it
-        # always completes, so it emits. A prefill's last chunk of one token is still prefill.
-        decode = t.is_decoding[rows]
-        if out.all_emit:  # the common step: no row-selection needed
-            emitted, is_emitting = rows, None
-            t.num_tokens[rows] = after + ONE
-        else:
-            is_emitting = after == t.num_tokens[rows]
-            emitted = rows[is_emitting]
-            t.num_tokens[emitted] += 1
-        num_output = t.num_output_tokens[emitted] + ONE
-        t.num_output_tokens[emitted] = num_output
-        num_decode = int(np.count_nonzero(decode))
-        if num_decode < len(emitted):  # prefills that finished this step decode from the next one
-            t.is_decoding[emitted] = True
-        if len(num_output) and num_output[num_output.argmin()] == 1:  # a first token (a recomputed request keeps
-            # its first token's step); argmin is several times cheaper than a min reduction on small arrays
-            t.first_token_step[emitted[num_output == 1]] = step
-        if is_emitting is None:
-            kind = decode.view(np.int8) + ONE_I8  # SCHED_PREFILL_DONE / _DECODE
-        else:
-            kind = is_emitting.view(np.int8) + decode.view(np.int8)  # SCHED_PREFILL / _PREFILL_DONE / _DECODE
-        return self._emitted(step, rows, emitted, num_output, decode, kind, num_decode, after, is_emitting)
-
-    def _emitted(self, step: int, rows: np.ndarray, emitted: np.ndarray, num_output: np.ndarray,
-                 decode: np.ndarray, kind: np.ndarray, num_decode: int, after: np.ndarray,
-                 is_emitting: np.ndarray | None = None) -> _Executed:
-        """The rest of _execute once the tokens are counted: wasted tokens, counter charges, who finished.
-        ``is_emitting`` (None: every scheduled row emitted) maps ``emitted`` back to positions in ``rows``."""
-        t = self.table
-        num_wasted = 0
-        if self.may_waste:
-            is_wasted = (t.disconnect_step[emitted] != NO_STEP) | (num_output > t.useful_len[emitted])
-            wasted = emitted[is_wasted]
-            t.num_wasted_tokens[wasted] += 1
-            num_wasted = len(wasted)
-            kind[is_wasted if is_emitting is None else is_emitting.nonzero()[0][is_wasted]] = SCHED_WASTED
-        if self.sparse_clients:
-            client_output_tokens = self.scheduler.vtc.charge_output_by_client(emitted)
-        else:
-            client_output_tokens = self.scheduler.vtc.charge_output(emitted)
-        self.scheduler.waiting.on_scheduled(rows)
-        finished = emitted[num_output >= t.target_len[emitted]]
-        return _Executed(emitted, finished, decode, kind, num_decode, num_wasted, int(_sum(after)),
-                         client_output_tokens)
-
+    # ---- finish -------------------------------------------------------------------------------------------
     def finish(self, step: int, finished: np.ndarray) -> None:
         if not len(finished):
             return
@@ -419,7 +338,7 @@ class Engine:
         self.scheduler.remove_finished(finished)
 
     # ---- recording ------------------------------------------------------------------------------------------
-    def _finish_and_record(self, step: int, out: SchedulerOutput, done: _Executed, num_aborted: int) -> None:
+    def _finish_and_record(self, step: int, out: SchedulerOutput, done: Executed, num_aborted: int) -> None:
         """Measure the step as it ran, let the requests that finished go (their blocks are free for the next step),
         and append the step's StepRecord and ClientRecord to the trace."""
         t, s, kv, cfg = self.table, self.scheduler, self.kv, self.config
@@ -459,7 +378,7 @@ class Engine:
                   cached_free_blocks)
         self.recorder.append(record, client_record, out.rows, out.num_tokens, done.kind)
 
-    def _client_record(self, out: SchedulerOutput, done: _Executed, num_prefill: int,
+    def _client_record(self, out: SchedulerOutput, done: Executed, num_prefill: int,
                        used_blocks: int) -> ClientRecord:
         """The step's per-client values, measured before the finished requests leave."""
         t, s = self.table, self.scheduler
@@ -481,7 +400,7 @@ class Engine:
             client_running=np.bincount(client_run, minlength=nc), client_output_tokens=output_tokens,
             client_prefill_tokens=prefill_tokens, client_counters=counters.copy(), client_service=service.copy())
 
-    def _record_client_entries(self, step: int, out: SchedulerOutput, done: _Executed, num_prefill: int) -> None:
+    def _record_client_entries(self, step: int, out: SchedulerOutput, done: Executed, num_prefill: int) -> None:
         """The step's per-client values, sparsely: those of the clients with a request running (before the finished
         leave), and the totals of those whose totals changed (charged for a scheduled request, or lifted)."""
         t, s, sparse = self.table, self.scheduler, self.recorder.sparse

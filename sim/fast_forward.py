@@ -225,10 +225,9 @@ def _record(engine: Engine, step: int, d: int, run: np.ndarray, j_of: np.ndarray
     t, s, kv, cfg = engine.table, engine.scheduler, engine.kv, engine.config
     r, nc = len(run), engine.num_clients
     ramp = np.arange(1, d + 1, dtype=np.float64)  # [d] tokens each request has added by the end of step j
-    wasted = None  # [d, r] the token of request i in step j is read by nobody
-    if engine.may_waste:
-        gone = t.disconnect_step[run] != NO_STEP
-        wasted = gone[None, :] | ((t.num_output_tokens[run][None, :] + ramp[:, None]) > t.useful_len[run][None, :])
+    computed = t.num_computed_tokens[run]  # (a copy: before the stretch)
+    # [d, r] the token of request i in step j is read by nobody (None: none can be); the requests' tokens advanced
+    wasted, finished = engine.executor.decode_steps(run, d)
     held = None  # [d, r] blocks each request holds during each step (needed per client or per orphan only)
     if nc > 1 or engine.any_disconnect:  # what it held before plus the blocks opened so far
         grown = np.bincount(j_of * r + pos_of, minlength=d * r).reshape(d, r).cumsum(axis=0)
@@ -242,29 +241,22 @@ def _record(engine: Engine, step: int, d: int, run: np.ndarray, j_of: np.ndarray
     values[:, col["used_blocks"]] = cfg.num_blocks - free_after
     values[:, col["free_blocks_after"]] = free_after
     # Requests whose last token comes in the stretch's last step finish there: their blocks are free after it.
-    finished = run[t.target_len[run] - t.num_output_tokens[run] == d]
     if len(finished):
         values[-1, col["free_blocks_after"]] += kv.num_blocks_held[finished].sum()
         values[-1, col["num_finished"]] = len(finished)
-    values[:, col["kv_tokens"]] = int(t.num_computed_tokens[run].sum()) + ramp * r
+    values[:, col["kv_tokens"]] = int(computed.sum()) + ramp * r
     values[:, col["cpu_blocks_used"]] = s.num_cpu_blocks_used
     if wasted is not None:
         values[:, col["num_wasted_tokens"]] = wasted.sum(axis=1)
     if engine.any_disconnect:
         orphan = t.disconnect_step[run] != NO_STEP
         values[:, col["orphan_blocks"]] = held[:, orphan].sum(axis=1)
-        values[:, col["orphan_kv_tokens"]] = t.num_computed_tokens[run][orphan].sum() + ramp * int(orphan.sum())
+        values[:, col["orphan_kv_tokens"]] = computed[orphan].sum() + ramp * int(orphan.sum())
     client_values = _client_values(engine, step, d, run, held, values[:, col["used_blocks"]], walked)
     kinds = np.full(d * r, SCHED_DECODE, dtype=np.int8) if wasted is None else \
         np.where(wasted, SCHED_WASTED, SCHED_DECODE).astype(np.int8).reshape(-1)
     rows = np.repeat(run[None, :], d, axis=0).ravel()  # the running list once a step (np.tile, minus its wrapper)
     engine.recorder.append_block(values, client_values, rows, np.ones(d * r, dtype=np.int64), kinds, [r] * d)
-    t.num_computed_tokens[run] += d
-    t.num_output_tokens[run] += d
-    t.num_tokens[run] += d
-    if wasted is not None:
-        t.num_wasted_tokens[run] += wasted.sum(axis=0)
-    s.waiting.on_scheduled_steps(run, d)
     engine.finish(step + d - 1, finished)
 
 
