@@ -197,6 +197,10 @@ class BlockPool:
         self._queue_pos[live_ids] = np.arange(head, self.num_blocks)
         self._head, self._tail, self._num_stale = head, self.num_blocks, 0
 
+    def cached_free_mask(self) -> np.ndarray:
+        """[num_blocks] bool: free blocks still holding prefix-cache content."""
+        return (self.ref_cnt == 0) & (self.block_hash != NO_HASH)
+
     def free_queue_order(self) -> np.ndarray:
         """Free blocks in hand-out order (head first)."""
         ids = self._queue[self._head : self._tail]

@@ -18,17 +18,15 @@ import numpy as np
 
 from . import cost_estimate, events, fast_forward
 from .admission import rejection_reasons
-from .block_pool import NO_HASH
 from .config import EngineConfig, cdiv
 from .events import EventKind, FinishReason, RejectReason, describe
-from .execute import Executed, Executor
+from .execute import Executor
 from .kv_cache_manager import KVCacheManager
-from .npfast import add_reduce as _sum
-from .npfast import distinct
 from .recorder import TraceRecorder
 from .request import FINISHED_STATUSES, NO_STEP, RequestSpec, RequestStatus, RequestTable
-from .scheduler import Scheduler, SchedulerOutput
-from .trace import ClientRecord, StepRecord, Trace
+from .scheduler import Scheduler
+from .step_record import StepWriter
+from .trace import Trace
 
 
 class _Limit(int):
@@ -92,6 +90,7 @@ class Engine:
         self.sparse_clients = (self.num_clients > cost_estimate.DENSE_CLIENTS_MAX if sparse_clients is None
                                else bool(sparse_clients))
         self.recorder = TraceRecorder(self.num_clients, sparse=self.sparse_clients)
+        self.writer = StepWriter(config, t, self.scheduler, self.kv, self.recorder)  # the one writer of the steps
         if self.sparse_clients:
             self.scheduler.vtc.lifted = []  # (lifts are the changes of a counter outside a scheduled client's step)
         # The step guard: max_steps, or fewer when the trace of that many steps would pass the memory budget (at the
@@ -132,10 +131,6 @@ class Engine:
         self.executor = Executor(t, self.scheduler, may_waste=may_waste, sparse_clients=self.sparse_clients)
         self.any_disconnect = False
         self._prev_counters = np.zeros(self.num_clients)
-        # One client and no shared blocks: per-client step values are plain scalars (held == used). Busy and
-        # idle steps must record the same shapes, or the trace's per-client columns cannot be stacked.
-        self._scalar_client_values = (self.num_clients == 1 and not config.enable_prefix_caching
-                                      and not self.sparse_clients)
 
     # ---- the loop -------------------------------------------------------------------------------------------
     def run(self, until_step: int | None = None) -> Trace:
@@ -163,7 +158,7 @@ class Engine:
                                                  "{limit:,}, with {left}")
                 if next_step > step:
                     last = next_step - 1 if until_step is None else min(next_step - 1, until_step)
-                    self._record_idle(step, last)
+                    self.writer.idle_steps(step, last)
                     step = self._next_step = last + 1
                     continue
             self.arrive(step)  # arrivals come first in every step; the fast-forward decides after them
@@ -220,7 +215,8 @@ class Engine:
         done = self.executor.step(step, out)
         # Everybody in the running list ran and generated a token: next step each needs exactly one.
         self.scheduler.all_decoding = out.all_emit and len(out.rows) == len(self.scheduler.running)
-        self._finish_and_record(step, out, done, num_aborted)
+        self.writer.busy_step(step, out, done, num_aborted, self.any_disconnect,
+                              self._snapshot_and_finish if self.snapshot_every_steps else self.finish)
         if not len(out.rows) and self._is_stuck(step):
             this_step = itertools.takewhile(lambda e: e.step == step,
                                             map(events.record, reversed(self.recorder.events)))
@@ -337,126 +333,14 @@ class Engine:
             self.recorder.events.append(events.finished(step, row, reason, t.num_output_tokens.item(row)))
         self.scheduler.remove_finished(finished)
 
-    # ---- recording ------------------------------------------------------------------------------------------
-    def _finish_and_record(self, step: int, out: SchedulerOutput, done: Executed, num_aborted: int) -> None:
-        """Measure the step as it ran, let the requests that finished go (their blocks are free for the next step),
-        and append the step's StepRecord and ClientRecord to the trace."""
-        t, s, kv, cfg = self.table, self.scheduler, self.kv, self.config
-        run = s.running  # (before the finished leave it)
-        num_running, num_waiting, num_swapped, num_scheduled = len(run), len(s.waiting), len(s.swapped), len(out.rows)
-        num_decode_reqs = done.num_decode
-        num_prefill_tokens = out.num_scheduled_tokens - num_decode_reqs
-        swap_ms = cfg.cost.swap_ms(out.num_swap_blocks, cfg.block_bytes) if out.num_swap_blocks else 0.0
-        step_ms = cfg.cost.step_ms(num_prefill_tokens, num_decode_reqs) + swap_ms
-        num_output_tokens, num_wasted_tokens = len(done.emitted), done.num_wasted
-        if num_scheduled == num_running:  # everybody ran: their KV is what they computed
-            kv_tokens = done.kv_tokens_scheduled
-        else:
-            kv_tokens = int(_sum(t.num_computed_tokens[run]))
-        orphan_blocks = orphan_kv_tokens = 0
-        if self.any_disconnect:
-            orphans = run[t.disconnect_step[run] != NO_STEP]
-            orphan_blocks = int(_sum(kv.num_blocks_held[orphans]))
-            orphan_kv_tokens = int(_sum(t.num_computed_tokens[orphans]))
-        used_blocks, cpu_blocks_used = kv.pool.num_used, s.num_cpu_blocks_used
-        num_preempted, num_admitted = out.num_preempted, out.num_admitted
-        if self.sparse_clients:
-            client_record = None
-            self._record_client_entries(step, out, done, num_prefill_tokens)
-        else:
-            client_record = self._client_record(out, done, num_prefill_tokens, used_blocks)
-        if self.snapshot_every_steps and step % self.snapshot_every_steps == 0:
-            self.recorder.snapshots[step] = (kv.owner_map(), self._cached_free_mask())
-        self.finish(step, done.finished)
-        free_blocks_after, num_finished = kv.num_free_blocks, num_aborted + len(done.finished)
-        cached_free_blocks = self._num_cached_free_blocks()
-        # A StepRecord's fields as a plain tuple of the locals named after them, in field order (a test checks the
-        # names): StepRecord(...) by keyword costs ~1 us a step, ~3% of a run, and even positionally ~0.4 us.
-        record = (step_ms, swap_ms, num_running, num_waiting, num_swapped, num_scheduled, num_prefill_tokens,
-                  num_decode_reqs, num_output_tokens, num_wasted_tokens, used_blocks, kv_tokens, orphan_blocks,
-                  orphan_kv_tokens, cpu_blocks_used, num_preempted, num_admitted, free_blocks_after, num_finished,
-                  cached_free_blocks)
-        self.recorder.append(record, client_record, out.rows, out.num_tokens, done.kind)
-
-    def _client_record(self, out: SchedulerOutput, done: Executed, num_prefill: int,
-                       used_blocks: int) -> ClientRecord:
-        """The step's per-client values, measured before the finished requests leave."""
-        t, s = self.table, self.scheduler
-        run, num_emitted, counters, service = s.running, len(done.emitted), s.vtc.counters, s.vtc.service
-        if self._scalar_client_values:
-            client_blocks, client_running, client_output_tokens = used_blocks, len(run), num_emitted
-            client_prefill_tokens, client_counters, client_service = num_prefill, counters.item(0), service.item(0)
-            return (client_blocks, client_running, client_output_tokens, client_prefill_tokens, client_counters,
-                    client_service)  # (a ClientRecord's fields as a plain tuple, as the StepRecord's above)
-        nc, client_run = self.num_clients, t.client[run]
-        if num_prefill:
-            prefill = ~done.decode
-            prefill_tokens = np.bincount(t.client[out.rows[prefill]], weights=out.num_tokens[prefill], minlength=nc)
-        else:
-            prefill_tokens = np.zeros(nc)
-        output_tokens = np.array([num_emitted]) if done.client_output_tokens is None else done.client_output_tokens
-        return ClientRecord(
-            client_blocks=np.bincount(client_run, weights=self.kv.num_blocks_held[run], minlength=nc),
-            client_running=np.bincount(client_run, minlength=nc), client_output_tokens=output_tokens,
-            client_prefill_tokens=prefill_tokens, client_counters=counters.copy(), client_service=service.copy())
-
-    def _record_client_entries(self, step: int, out: SchedulerOutput, done: Executed, num_prefill: int) -> None:
-        """The step's per-client values, sparsely: those of the clients with a request running (before the finished
-        leave), and the totals of those whose totals changed (charged for a scheduled request, or lifted)."""
-        t, s, sparse = self.table, self.scheduler, self.recorder.sparse
-        run = s.running
-        lifted = s.vtc.take_lifted()
-        if len(run):
-            client_run = t.client[run]
-            clients = distinct(client_run)  # [k] int32 the clients with a request running, ascending
-            at = np.searchsorted(clients, client_run)  # [running] each request's client's place in clients
-            k = len(clients)
-            values = np.zeros((k, 4), dtype=np.int32)  # ACTIVITY_COLUMNS
-            values[:, 0] = np.bincount(at, weights=self.kv.num_blocks_held[run], minlength=k)
-            values[:, 1] = np.bincount(at, minlength=k)
-            emitted_clients, num_emitted = done.client_output_tokens
-            if len(emitted_clients):
-                values[np.searchsorted(clients, emitted_clients), 2] = num_emitted
-            if num_prefill:
-                prefill = ~done.decode
-                values[:, 3] = np.bincount(np.searchsorted(clients, t.client[out.rows[prefill]]),
-                                           weights=out.num_tokens[prefill], minlength=k)
-            sparse.activity(step, clients, values)
-            # (the clients charged this step have a scheduled request, so a running one)
-            changed = np.union1d(clients, np.array(lifted, dtype=np.int32)) if lifted else clients
-        elif lifted:
-            changed = distinct(np.array(lifted, dtype=np.int32))
-        else:
-            return
-        sparse.changes(step, changed, s.vtc.counters, s.vtc.service)
-
-    def _num_cached_free_blocks(self) -> int:
-        """Free blocks still holding prefix-cache content (0 without prefix caching)."""
-        return int(self._cached_free_mask().sum()) if self.config.enable_prefix_caching else 0
+    def _snapshot_and_finish(self, step: int, finished: np.ndarray) -> None:
+        """A busy step, once measured: the block map's snapshot if one is due, then the finished leave."""
+        if step % self.snapshot_every_steps == 0:
+            self.recorder.snapshots[step] = (self.kv.owner_map(), self._cached_free_mask())
+        self.finish(step, finished)
 
     def _cached_free_mask(self) -> np.ndarray:
-        pool = self.kv.pool
-        return (pool.ref_cnt == 0) & (pool.block_hash != NO_HASH)
-
-    def _record_idle(self, first: int, last: int) -> None:
-        """Steps ``first`` to ``last`` with nothing to run: the clock ticks one base step each."""
-        s, kv = self.scheduler, self.kv
-        record = StepRecord(
-            step_ms=self.config.cost.step_base_ms, swap_ms=0.0, num_running=0, num_waiting=0,
-            num_swapped=len(s.swapped), num_scheduled=0, num_prefill_tokens=0, num_decode_reqs=0, num_output_tokens=0,
-            num_wasted_tokens=0, used_blocks=kv.pool.num_used, kv_tokens=0, orphan_blocks=0, orphan_kv_tokens=0,
-            cpu_blocks_used=s.num_cpu_blocks_used, num_preempted=0, num_admitted=0,
-            free_blocks_after=kv.num_free_blocks, num_finished=0,
-            cached_free_blocks=self._num_cached_free_blocks())
-        client_record = None  # (sparse: nobody runs and no total changes, so nothing is recorded per client)
-        if not self.sparse_clients:
-            if self._scalar_client_values:  # (the shapes the busy steps record)
-                none, counters, service = 0, s.vtc.counters.item(0), s.vtc.service.item(0)
-            else:
-                none, counters, service = np.zeros(self.num_clients), s.vtc.counters.copy(), s.vtc.service.copy()
-            client_record = ClientRecord(client_blocks=none, client_running=none, client_output_tokens=none,
-                                         client_prefill_tokens=none, client_counters=counters, client_service=service)
-        self.recorder.append_idle(last - first + 1, record, client_record)
+        return self.kv.pool.cached_free_mask()
 
     # ---- invariants -----------------------------------------------------------------------------------------
     def _check_invariants(self) -> None:

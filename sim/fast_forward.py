@@ -21,17 +21,15 @@ import numpy as np
 
 from .admission import Refusal
 from .npfast import add_accumulate as _cumsum
-from .npfast import distinct, max_reduce
+from .npfast import max_reduce
 from .policies import spec_of
-from .request import NO_STEP
-from .trace import SCHED_DECODE, SCHED_WASTED, ClientRecord, StepRecord
 
 if TYPE_CHECKING:
     from .engine import Engine
+    from .step_record import Totals
     from .vtc import VirtualCounters
 
 MIN_STEPS = 6  # shorter stretches cost more to set up than stepping through them
-_COLUMN_INDEX = {name: i for i, name in enumerate(StepRecord._fields)}
 
 
 def quiet_steps(engine: Engine, step: int, until_step: int | None) -> int:
@@ -104,7 +102,11 @@ def advance(engine: Engine, step: int, d: int) -> int:
     keep = j_of < n
     run = engine.scheduler.running
     _allocate(engine, run, j_of[keep], pos_of[keep], k_of[keep])
-    _record(engine, step, n, run, j_of[keep], pos_of[keep], free_after[:n], walked)
+    computed = engine.table.num_computed_tokens[run]  # (a copy: before the stretch)
+    wasted, finished = engine.executor.decode_steps(run, n)
+    engine.writer.decode_steps(step, n, run, computed, (j_of[keep], pos_of[keep]), free_after[:n],
+                               walked.num_waiting, wasted, finished, walked.totals, engine.any_disconnect)
+    engine.finish(step + n - 1, finished)
     engine.scheduler.all_decoding = True  # everybody decoded in every step of the stretch
     return n
 
@@ -112,8 +114,9 @@ def advance(engine: Engine, step: int, d: int) -> int:
 class _Walked(NamedTuple):
     num_steps: int  # quiet steps
     num_waiting: list[int]  # [num_steps] queue length in each step
-    counters: np.ndarray | None  # [num_steps, clients] virtual counters after each step (None: recorded sparsely)
-    service: np.ndarray | None  # [num_steps, clients] weighted service after each step
+    # the counters and service after each step, in step order: (first step, None or the charged and lifted clients,
+    # [steps, clients or k] counters, the same of service) each (sim/step_record.py's totals)
+    totals: Totals
 
 
 def _walk(engine: Engine, step: int, d: int, free_after: np.ndarray) -> _Walked:
@@ -143,9 +146,7 @@ def _walk(engine: Engine, step: int, d: int, free_after: np.ndarray) -> _Walked:
     no_room_for_anyone = s.rules.slot_or_budget(r, budget)  # the head's refusal then depends on nothing else
     events = engine.recorder.events
     num_waiting = np.empty(d, dtype=np.int64)
-    counters = service = None  # [d, clients] after each step (filled here in a walk step by step, unless sparse)
-    if not sparse:
-        counters, service = np.empty((d, len(vtc.counters))), np.empty((d, len(vtc.counters)))
+    totals: Totals = []
     j = 0
     while j < d:
         if j:
@@ -159,11 +160,11 @@ def _walk(engine: Engine, step: int, d: int, free_after: np.ndarray) -> _Walked:
             changes = [x - step for x in (engine.next_arrival_step(), s.waiting.next_promotion_step())
                        if x is not None]
             end = max(min([d, *changes]), j + 1)
-        totals = vtc.running_totals(charge, end - j) if by_counter else None  # before and after each step
+        running = vtc.running_totals(charge, end - j) if by_counter else None  # before and after each step
         starts = False  # the head of a step in [j, end) can start: the stretch ends before that step
         if len(s.waiting):
             if by_counter:
-                heads = s.waiting.heads_over(totals[0][:-1]).tolist()
+                heads = s.waiting.heads_over(running[0][:-1]).tolist()
             else:
                 heads = [s.waiting.peek()] * (end - j)
             if no_room_for_anyone:
@@ -181,32 +182,29 @@ def _walk(engine: Engine, step: int, d: int, free_after: np.ndarray) -> _Walked:
         num_waiting[j:end] = len(s.waiting)
         if by_counter:
             n = end - j
-            counters[j:end], service[j:end] = totals[0][1:n + 1], totals[1][1:n + 1]
-            vtc.set_totals(totals[0][n], totals[1][n])
+            totals.append((step + j, None, running[0][1:n + 1], running[1][1:n + 1]))
+            vtc.set_totals(running[0][n], running[1][n])
         elif not in_bulk and end > j:  # recorded sparsely, one step (end == j + 1): its changes are the charged
             # clients and those lifted by its arrivals
             vtc.charge_steps(charge, 1, charged)
             lifted = vtc.take_lifted()
-            sparse.changes(step + j, np.union1d(charged, np.array(lifted, dtype=np.int32)) if lifted else charged,
-                           vtc.counters, vtc.service)
+            changed = np.union1d(charged, np.array(lifted, dtype=np.int32)) if lifted else charged
+            totals.append((step + j, changed, vtc.counters[changed][None], vtc.service[changed][None]))
         if starts:
-            return _walked(engine, step, end, num_waiting, counters, service, charged, charge, in_bulk)
+            return _walked(engine, step, end, num_waiting, totals, charged, charge, in_bulk)
         j = end
-    return _walked(engine, step, d, num_waiting, counters, service, charged, charge, in_bulk)
+    return _walked(engine, step, d, num_waiting, totals, charged, charge, in_bulk)
 
 
-def _walked(engine: Engine, step: int, n: int, num_waiting: np.ndarray, counters: np.ndarray | None,
-            service: np.ndarray | None, charged: np.ndarray | None, charge: np.ndarray, in_bulk: bool) -> _Walked:
+def _walked(engine: Engine, step: int, n: int, num_waiting: np.ndarray, totals: Totals,
+            charged: np.ndarray | None, charge: np.ndarray, in_bulk: bool) -> _Walked:
     """The walk's first ``n`` steps. In a bulk order (no lifts) the counters were left alone: charge all ``n``
-    steps now, in one running sum (recorded here when sparse: the charged clients' columns only)."""
+    steps now, in one running sum (recorded sparsely: the charged clients' columns only)."""
     vtc: VirtualCounters = engine.scheduler.vtc
     if in_bulk and n:
         counters, service = vtc.charge_steps(charge, n, charged)
-        if charged is not None:
-            engine.recorder.sparse.changes_block(step, charged, counters, service)
-    if charged is not None:
-        return _Walked(n, num_waiting[:n].tolist(), None, None)
-    return _Walked(n, num_waiting[:n].tolist(), counters[:n], service[:n])
+        totals.append((step, charged, counters, service))
+    return _Walked(n, num_waiting[:n].tolist(), totals)
 
 
 def _allocate(engine: Engine, run: np.ndarray, j_of: np.ndarray, pos_of: np.ndarray, k_of: np.ndarray) -> None:
@@ -217,72 +215,3 @@ def _allocate(engine: Engine, run: np.ndarray, j_of: np.ndarray, pos_of: np.ndar
     rows = run[pos_of]
     kv.place(rows, kv.num_blocks_held[rows] + k_of, blocks)
     kv.num_blocks_held[run] += np.bincount(pos_of, minlength=len(run))
-
-
-def _record(engine: Engine, step: int, d: int, run: np.ndarray, j_of: np.ndarray, pos_of: np.ndarray,
-            free_after: np.ndarray, walked: _Walked) -> None:
-    """Append the stretch's ``d`` steps to the trace and bring request state to the end of the stretch."""
-    t, s, kv, cfg = engine.table, engine.scheduler, engine.kv, engine.config
-    r, nc = len(run), engine.num_clients
-    ramp = np.arange(1, d + 1, dtype=np.float64)  # [d] tokens each request has added by the end of step j
-    computed = t.num_computed_tokens[run]  # (a copy: before the stretch)
-    # [d, r] the token of request i in step j is read by nobody (None: none can be); the requests' tokens advanced
-    wasted, finished = engine.executor.decode_steps(run, d)
-    held = None  # [d, r] blocks each request holds during each step (needed per client or per orphan only)
-    if nc > 1 or engine.any_disconnect:  # what it held before plus the blocks opened so far
-        grown = np.bincount(j_of * r + pos_of, minlength=d * r).reshape(d, r).cumsum(axis=0)
-        held = grown + (kv.num_blocks_held[run] - grown[-1])[None, :]
-    values = np.zeros((d, len(StepRecord._fields)))  # a StepRecord a step, by field name (zeros: nothing)
-    col = _COLUMN_INDEX
-    values[:, col["step_ms"]] = cfg.cost.step_ms(0, r) + 0.0  # no prefill, r decodes, no swap
-    for name in ("num_running", "num_scheduled", "num_decode_reqs", "num_output_tokens"):
-        values[:, col[name]] = r
-    values[:, col["num_waiting"]] = walked.num_waiting
-    values[:, col["used_blocks"]] = cfg.num_blocks - free_after
-    values[:, col["free_blocks_after"]] = free_after
-    # Requests whose last token comes in the stretch's last step finish there: their blocks are free after it.
-    if len(finished):
-        values[-1, col["free_blocks_after"]] += kv.num_blocks_held[finished].sum()
-        values[-1, col["num_finished"]] = len(finished)
-    values[:, col["kv_tokens"]] = int(computed.sum()) + ramp * r
-    values[:, col["cpu_blocks_used"]] = s.num_cpu_blocks_used
-    if wasted is not None:
-        values[:, col["num_wasted_tokens"]] = wasted.sum(axis=1)
-    if engine.any_disconnect:
-        orphan = t.disconnect_step[run] != NO_STEP
-        values[:, col["orphan_blocks"]] = held[:, orphan].sum(axis=1)
-        values[:, col["orphan_kv_tokens"]] = computed[orphan].sum() + ramp * int(orphan.sum())
-    client_values = _client_values(engine, step, d, run, held, values[:, col["used_blocks"]], walked)
-    kinds = np.full(d * r, SCHED_DECODE, dtype=np.int8) if wasted is None else \
-        np.where(wasted, SCHED_WASTED, SCHED_DECODE).astype(np.int8).reshape(-1)
-    rows = np.repeat(run[None, :], d, axis=0).ravel()  # the running list once a step (np.tile, minus its wrapper)
-    engine.recorder.append_block(values, client_values, rows, np.ones(d * r, dtype=np.int64), kinds, [r] * d)
-    engine.finish(step + d - 1, finished)
-
-
-def _client_values(engine: Engine, step: int, d: int, run: np.ndarray, held: np.ndarray | None,
-                   used_blocks: np.ndarray, walked: _Walked) -> ClientRecord | None:
-    """The stretch's per-client values: a ClientRecord of [d, clients] arrays, or (recorded sparsely) None, the
-    running requests' clients' activity recorded here (their totals were recorded by the walk)."""
-    t, nc = engine.table, engine.num_clients
-    sparse = engine.recorder.sparse
-    client_run = t.client[run]
-    clients = distinct(client_run) if sparse else np.arange(nc)  # the columns: the running clients, or all
-    at = np.searchsorted(clients, client_run) if sparse else client_run  # [r] each request's column
-    k = len(clients)
-    if nc == 1:
-        blocks = used_blocks[:, None].copy()
-    else:
-        onehot = np.zeros((len(run), k))
-        onehot[np.arange(len(run)), at] = 1.0
-        blocks = held @ onehot  # [d, k] blocks held per client
-    per_client = np.bincount(at, minlength=k).astype(np.float64)
-    running = np.repeat(per_client[None, :], d, axis=0)  # [d, k] (np.broadcast_to costs ~20 us a call)
-    if sparse is not None:
-        values = np.zeros((d, k, 4))  # ACTIVITY_COLUMNS: no prefill in a quiet stretch
-        values[:, :, 0], values[:, :, 1], values[:, :, 2] = blocks, running, running
-        sparse.activity_block(step, clients, values)
-        return None
-    return ClientRecord(client_blocks=blocks, client_running=running, client_output_tokens=running,
-                        client_prefill_tokens=np.zeros((d, nc)), client_counters=walked.counters,
-                        client_service=walked.service)  # each [d, clients]

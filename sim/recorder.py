@@ -189,10 +189,10 @@ class SparseClientRecorder:
         self._activity_values.append(values.reshape(d * k, 4).astype(np.int32))
 
     def changes(self, step: int, clients: np.ndarray, counters: np.ndarray, service: np.ndarray) -> None:
-        """Record, of ``clients`` [k] (each once), those whose ``counters`` or ``service`` ([all clients] each) is
-        not what was last recorded."""
+        """Record, of ``clients`` [k] (each once), those whose ``counters`` or ``service`` ([k] each, theirs) is not
+        what was last recorded."""
         now = np.empty((len(clients), 2))
-        now[:, 0], now[:, 1] = counters[clients], service[clients]
+        now[:, 0], now[:, 1] = counters, service
         changed = now[:, 0] != self.last_counters[clients]
         changed |= now[:, 1] != self.last_service[clients]
         num_changed = int(np.count_nonzero(changed))

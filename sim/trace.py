@@ -32,8 +32,8 @@ class StepRecord(NamedTuple):
     """One engine step as the trace records it: the one declaration of the per-step columns (``Trace.steps``).
     Each field is a column, of the dtype its annotation names. Values describe the step as it ran (after
     scheduling, before finished requests free their blocks) unless the name says "after". Every path fills it by
-    name: idle stretches by keyword, the busy step as a plain tuple of locals named after the fields (a test checks
-    the names), the fast-forward a [steps, fields] array indexed by ``StepRecord._fields``."""
+    name (sim/step_record.py): idle stretches by keyword, the busy step as a plain tuple of locals named after the
+    fields (a test checks the names), a quiet stretch a [steps, fields] array indexed by ``StepRecord._fields``."""
     step_ms: np.float64  # duration of the step (cost model), swap transfers included
     swap_ms: np.float64  # part of step_ms spent copying blocks to or from CPU memory
     num_running: np.int32  # requests in the running batch
