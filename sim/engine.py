@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from . import cost_estimate, events, fast_forward
-from .admission import rejection_reasons
+from .admission import Refusal, rejection_reasons
 from .config import EngineConfig, cdiv
 from .events import EventKind, FinishReason, RejectReason, describe
 from .execute import Executor
@@ -25,7 +25,7 @@ from .kv_cache_manager import KVCacheManager
 from .recorder import TraceRecorder
 from .request import FINISHED_STATUSES, NO_STEP, RequestSpec, RequestStatus, RequestTable
 from .scheduler import Scheduler
-from .step_record import StepWriter
+from .step_record import StepWriter, Totals
 from .trace import Trace
 
 
@@ -341,6 +341,112 @@ class Engine:
 
     def _cached_free_mask(self) -> np.ndarray:
         return self.kv.pool.cached_free_mask()
+
+    # ---- the quiet-stretch interface: all sim/fast_forward.py reads and does (its QuietStretchEngine) ----------
+    @property
+    def running(self) -> np.ndarray:
+        """[r] the running list's rows, in order (read only)."""
+        return self.scheduler.running
+
+    @property
+    def num_waiting(self) -> int:
+        return len(self.scheduler.waiting)
+
+    @property
+    def num_swapped(self) -> int:
+        return len(self.scheduler.swapped)
+
+    @property
+    def num_free_blocks(self) -> int:
+        return self.kv.num_free_blocks
+
+    def batch_decodes(self) -> bool:
+        """Every running request decodes next step: one token each, the one it generated last (a prefill's last
+        chunk of one token is no decode)."""
+        return self.scheduler.all_decoding or bool(self.table.is_decoding[self.scheduler.running].all())
+
+    def next_promotion_step(self) -> int | None:
+        """The first step at which the waiting queue's starvation guard may promote (None: none is due)."""
+        return self.scheduler.waiting.next_promotion_step()
+
+    def waiting_heads(self, num_steps: int, charge: tuple | None = None) -> list[int]:
+        """The head of the waiting queue in each of the next ``num_steps`` steps, nothing arriving or promoted
+        meanwhile: the head now, in each; or, given ``charge`` (``decode_charge``'s, for a queue ordered by the
+        clients' counters, ``head_moves="counters"``, recorded densely), read off the counters' running sums as
+        each step charges it."""
+        waiting = self.scheduler.waiting
+        if charge is None:
+            return [waiting.peek()] * num_steps
+        counters, _ = self.scheduler.vtc.running_totals(charge[1], num_steps)
+        return waiting.heads_over(counters[:-1]).tolist()
+
+    def head_refusal(self, row: int, free_blocks: int) -> Refusal | None:
+        """Why waiting request ``row`` could not start in a step in which the running batch decodes one token each
+        and ``free_blocks`` blocks are free (None: it could). The scheduler's admission check."""
+        s = self.scheduler
+        num_running = len(s.running)
+        return s.admission_check(row, num_running, self.config.max_num_batched_tokens - num_running, free_blocks)[0]
+
+    def batch_refusal(self) -> Refusal | None:
+        """The refusal every waiting request gets while the running batch decodes (no batch slot or no token budget
+        left for it), or None if that leaves room."""
+        num_running = len(self.scheduler.running)
+        return self.scheduler.rules.slot_or_budget(num_running, self.config.max_num_batched_tokens - num_running)
+
+    def decode_charge(self) -> tuple[np.ndarray | None, np.ndarray]:
+        """What one token for each running request adds to the counters, for ``charge_decode_steps`` and
+        ``waiting_heads``: (None, [clients]), or recorded sparsely (the running requests' clients ascending, [k])."""
+        vtc, run = self.scheduler.vtc, self.scheduler.running
+        return vtc.output_charge_by_client(run) if self.sparse_clients else (None, vtc.output_charge(run))
+
+    def promote(self, step: int) -> None:
+        """The starvation guard's promotions due at ``step``, made and logged (the scheduler's ``promote``)."""
+        promoted = self.scheduler.promote(step)
+        if promoted:
+            self.recorder.events.extend(promoted)
+
+    def refuse(self, first_step: int, num_steps: int, rows: list[int], refusals: list[Refusal]) -> None:
+        """Log the waiting queue's head ``rows[i]`` refused (``refusals[i]``) in step ``first_step + i``, for each
+        of the first ``num_steps`` steps."""
+        self.recorder.events.extend([refusal.event(first_step + i, row)
+                                     for i, row, refusal in zip(range(num_steps), rows, refusals, strict=False)])
+
+    def charge_decode_steps(self, first_step: int, num_steps: int,
+                            charge: tuple[np.ndarray | None, np.ndarray]) -> tuple:
+        """Charge ``charge`` (``decode_charge``'s) to the counters once a step, for steps ``first_step`` to
+        ``first_step + num_steps - 1``: each running request's token, in the step loop's order (the same floats).
+        Returns the totals after each step for the record, to pass to ``decode_steps``: (first_step, None, [steps,
+        clients] counters, the same of service); recorded sparsely, of the charged clients and of those lifted
+        since the last record (their lift is recorded in the first step)."""
+        vtc = self.scheduler.vtc
+        clients, per_step = charge
+        counters, service = vtc.charge_steps(per_step, num_steps, clients)
+        lifted = vtc.take_lifted() if clients is not None else None
+        if lifted:
+            changed = np.union1d(clients, np.array(lifted, dtype=np.int32))
+            at = np.searchsorted(changed, clients)
+            counters_now = np.repeat(vtc.counters[changed][None, :], num_steps, axis=0)
+            service_now = np.repeat(vtc.service[changed][None, :], num_steps, axis=0)
+            counters_now[:, at], service_now[:, at] = counters, service
+            return first_step, changed, counters_now, service_now
+        return first_step, clients, counters, service
+
+    def decode_steps(self, first_step: int, num_steps: int, new_blocks: tuple[np.ndarray, np.ndarray, np.ndarray],
+                     free_after: np.ndarray, num_waiting: list[int], totals: Totals) -> None:
+        """Run and record a quiet stretch: every running request decodes one token a step for ``num_steps`` steps
+        from ``first_step``, and those whose last token comes in the last step finish there. ``new_blocks``: (step
+        offset, running-list position, k-th new block of that request) of each block the batch opens, in vLLM's
+        order; ``free_after``: [steps] free blocks after each step's allocation; ``num_waiting``: [steps] the
+        waiting queue's length; ``totals``: ``charge_decode_steps``'s, in step order."""
+        run = self.scheduler.running
+        j_of, pos_of, k_of = new_blocks
+        self.kv.append_blocks(run, pos_of, k_of)
+        computed = self.table.num_computed_tokens[run]  # (a copy: before the stretch)
+        wasted, finished = self.executor.decode_steps(run, num_steps)
+        self.writer.decode_steps(first_step, num_steps, run, computed, (j_of, pos_of), free_after, num_waiting,
+                                 wasted, finished, totals, self.any_disconnect)
+        self.finish(first_step + num_steps - 1, finished)
+        self.scheduler.all_decoding = True  # everybody decoded in every step of the stretch
 
     # ---- invariants -----------------------------------------------------------------------------------------
     def _check_invariants(self) -> None:

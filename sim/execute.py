@@ -125,7 +125,8 @@ class Executor:
         """A quiet stretch's execute: every request of ``running`` decodes one token (not its first) in each of
         ``num_steps`` steps, and none reaches its target length before the last. Returns which of those tokens are
         wasted ([num_steps, running] bool, None when no token can be) and the rows that finish in the last step. The
-        tokens' counter charges are the fast-forward's, made as it walks the stretch."""
+        tokens' counter charges are the fast-forward's (``Engine.charge_decode_steps``), made as it walks the
+        stretch."""
         t = self.table
         num_output = t.num_output_tokens[running]
         wasted = None

@@ -227,6 +227,16 @@ class KVCacheManager:
             for i in np.flatnonzero(full > self.num_hashed_blocks[rows]).tolist():
                 self._hash_full_blocks(int(rows[i]), int(num_tokens_known[i]))
 
+    def append_blocks(self, rows: np.ndarray, positions: np.ndarray, nth: np.ndarray) -> None:
+        """New blocks, from the pool in the order given: request ``rows[positions[i]]`` gets its ``nth[i]``-th
+        (from 0) new block after those it holds (a quiet stretch's blocks, in vLLM's order: sim/fast_forward.py)."""
+        if not len(positions):
+            return
+        blocks = self.pool.allocate(len(positions))
+        growing = rows[positions]
+        self.place(growing, self.num_blocks_held[growing] + nth, blocks)
+        self.num_blocks_held[rows] += np.bincount(positions, minlength=len(rows))
+
     def free(self, row: int) -> None:
         """Release a request's blocks, tail first (so its prefix stays cached longest), and its slot."""
         slot = self.slot_of_row.item(row)

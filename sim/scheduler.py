@@ -207,9 +207,9 @@ class Scheduler:
         """Admit waiting requests in queue order, stopping at the first that cannot start (its refusal is logged).
         Returns the budget left."""
         t, kv, queue = self.table, self.kv, self.waiting
-        promoted = queue.on_step(self._step)  # (a starvation guard's promotions: usually none)
+        promoted = self.promote(self._step)  # (a starvation guard's promotions: usually none)
         if promoted:
-            out.events.extend(self.promotion_events(self._step, promoted))
+            out.events.extend(promoted)
         rows: list[int] = []
         toks: list[int] = []
         after: list[int] = []
@@ -275,9 +275,13 @@ class Scheduler:
             t.num_recomputed_tokens[row] += max(t.computed_at_preemption.item(row) - num_hit_tokens, 0)
         out.events.append(events.admitted(self._step, row, is_resume, t.num_tokens.item(row), chunk, num_hit_tokens))
 
-    def promotion_events(self, step: int, rows: list[int]) -> list[RawEvent]:
-        """The starvation guard's promotions of ``rows`` at ``step``, with how long each waited (the fast-forward
-        logs them too)."""
+    def promote(self, step: int) -> list[RawEvent]:
+        """Let the waiting queue promote the requests its starvation guard says are due at ``step`` (none for other
+        orders), and return the promotions as events, with how long each waited (the step loop's waiting phase and
+        the fast-forward's walk both promote here)."""
+        rows = self.waiting.on_step(step)
+        if not rows:
+            return rows
         wait_start = self.table.wait_start_step
         return [events.promoted(step, row, step - wait_start.item(row)) for row in rows]
 

@@ -36,7 +36,7 @@ _PREFILL, _OUTPUT, _USED = _COLUMN["num_prefill_tokens"], _COLUMN["num_output_to
 # - output: tokens generated per client, as the step's counter charge returned them ([clients], or for a sparse
 #   record (clients ascending, [k] tokens)); None when every running request generated one token in each step;
 # - prefill: (rows, [rows] prompt tokens computed) of the rows that computed prefill tokens; None: no prefill;
-# - totals: the counters and service after each step, as the fast-forward's walk charged them, in step
+# - totals: the counters and service after each step, as ``Engine.charge_decode_steps`` returned them, in step
 #   order: (first step, None or the clients ascending, [steps, clients or k] counters, the same of service) each;
 #   None: as they are now, in every step (a busy step; an idle stretch).
 Output = np.ndarray | tuple[np.ndarray, np.ndarray] | None
@@ -246,7 +246,7 @@ class StepWriter:
         position in ``running``) of each block they were given for it (already theirs); ``free_after``: [steps] free
         blocks after each step's allocation; ``num_waiting``: [steps] the waiting queue's length; ``wasted``:
         [steps, r] the tokens nobody reads (None: none); ``finished``: the rows that finish in the last step (their
-        blocks are free after it); ``totals``: the counters' charges (the fast-forward's walk)."""
+        blocks are free after it); ``totals``: the counters' charges (``Engine.charge_decode_steps``)."""
         t, kv, cfg = self.table, self.kv, self.config
         d, r = num_steps, len(running)
         j_of, pos_of = new_blocks
