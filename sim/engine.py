@@ -485,9 +485,8 @@ class Engine:
 @contextlib.contextmanager
 def gc_paused() -> Iterator[None]:
     """Pause Python's cyclic garbage collector for a block that makes many containers and no reference cycles (a
-    run: ~5 event tuples a request, holding enum members, which the collector never untracks; the CLI's records).
-    Nothing is left for the collector that it would have freed sooner. Only a caller that found it on turns it back
-    on, so overlapping runs in several threads leave it as they found it."""
+    run; why: docs/PERFORMANCE.md#the-garbage-collector). Only a caller that found it on turns it back on, so
+    overlapping runs in several threads leave it as they found it."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -511,7 +510,7 @@ def simulate(config: EngineConfig, requests: Sequence[RequestSpec], *, name: str
     the trace: the run stops (``StepLimitError``) before it records more steps than fit. ``sparse_clients``: record
     per-client values sparsely (True), densely (False), or by the number of clients (None: past
     ``cost_estimate.DENSE_CLIENTS_MAX``); the trace reads the same."""
-    with gc_paused():  # (the engine's set-up and the trace's assembly too: both make thousands of lists)
+    with gc_paused():  # (the engine's set-up and the trace's assembly too)
         engine = Engine(config, requests, name=name, snapshot_every_steps=snapshot_every_steps,
                         check_invariants=check_invariants, fast_forward=fast_forward, limits=limits,
                         sparse_clients=sparse_clients)

@@ -30,7 +30,7 @@ def is_wasted(table: RequestTable, rows: np.ndarray, num_output: np.ndarray) -> 
 
 
 @dataclass(slots=True)
-class Executed:  # (a NamedTuple costs ~1.5 us a step to make, this ~0.5)
+class Executed:  # (not a NamedTuple: docs/PERFORMANCE.md#the-busy-step)
     """What one step's execute did."""
     emitted: np.ndarray  # rows that generated a token this step
     finished: np.ndarray  # rows that generated their last token
@@ -57,7 +57,8 @@ class Executor:
         self._no_client_tokens = None if num_clients == 1 else np.zeros(num_clients, dtype=np.int64)
         if sparse_clients:  # (charge_output_by_client's answer for no rows)
             self._no_client_tokens = (np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int64))
-        # Read-only per-step arrays of a step in which everybody decodes, handed out as views.
+        # Read-only per-step arrays of a step in which everybody decodes, handed out as views
+        # (docs/PERFORMANCE.md#the-busy-step).
         max_num_seqs = scheduler.config.max_num_seqs
         self._decode_kind = np.full(max_num_seqs, SCHED_DECODE, dtype=np.int8)
         self._all_true = np.ones(max_num_seqs, dtype=bool)
@@ -92,7 +93,7 @@ class Executor:
         if num_decode < len(emitted):  # prefills that finished this step decode from the next one
             t.is_decoding[emitted] = True
         if len(num_output) and num_output[num_output.argmin()] == 1:  # a first token (a recomputed request keeps
-            # its first token's step); argmin is several times cheaper than a min reduction on small arrays
+            # its first token's step); argmin: docs/PERFORMANCE.md#small-arrays
             t.first_token_step[emitted[num_output == 1]] = step
         if is_emitting is None:
             kind = decode.view(np.int8) + ONE_I8  # SCHED_PREFILL_DONE / _DECODE

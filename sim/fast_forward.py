@@ -9,7 +9,8 @@ A stretch of steps starting at ``step`` is quiet when, in each of its steps:
 Arrivals may come: ``_walk`` goes through the stretch from one arrival (or starvation promotion) to the next for
 the cheap part (arrivals, promotions, the head's refusal, counter charges), exactly as the step loop would, and
 stops before the first step whose head could be admitted. The engine then runs and records the whole stretch with a
-few array operations: tests check that a run with fast-forwarding gives a trace identical to one without.
+few array operations: tests check that a run with fast-forwarding gives a trace identical to one without. What it
+saves, and why it is written as it is: docs/PERFORMANCE.md#quiet-stretches.
 
 The engine is reached only through ``QuietStretchEngine`` (``Engine`` implements it; a test checks that this module
 touches nothing else). What a quiet stretch may read: ``config``, ``table`` (request state, read only),
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
     from .request import RequestTable
     from .step_record import Totals
 
-MIN_STEPS = 6  # shorter stretches cost more to set up than stepping through them
+MIN_STEPS = 6  # shorter stretches cost more to set up than stepping through them (docs/PERFORMANCE.md#quiet-stretches)
 
 
 class QuietStretchEngine(Protocol):
@@ -87,10 +88,10 @@ def quiet_steps(engine: QuietStretchEngine, step: int, until_step: int | None) -
     if step < engine.quiet_retry_step or not len(run) or engine.num_swapped or cfg.enable_prefix_caching \
             or len(run) > cfg.max_num_batched_tokens:
         return 0
-    # Under load somebody finishes within a few steps almost every step: the cheapest test that fails first.
+    # The cheapest test that fails first (docs/PERFORMANCE.md#quiet-stretches).
     # The stretch may end with the step in which the first requests generate their last token.
     left = t.target_len[run] - t.num_output_tokens[run]
-    last_in = int(left[left.argmin()])  # argmin: several times cheaper than a min reduction on small arrays
+    last_in = int(left[left.argmin()])  # (argmin: docs/PERFORMANCE.md#small-arrays)
     if last_in < MIN_STEPS:
         # Those requests keep the batch from being quiet until they are gone: no need to look again before then.
         engine.quiet_retry_step = step + int(max_reduce(left[left < MIN_STEPS]))

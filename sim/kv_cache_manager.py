@@ -107,8 +107,8 @@ class KVCacheManager:
         return _request_block_hash(row, j)
 
     def block_hashes(self, row: int, start: int, end: int) -> range | itertools.chain:
-        """``block_hash(row, j)`` for j in [start, end), as ranges (the hashes of consecutive blocks are consecutive
-        numbers): a lookup over a million-token prefix runs at C speed, not a Python call per block."""
+        """``block_hash(row, j)`` for j in [start, end), as ranges: the hashes of consecutive blocks are consecutive
+        numbers (docs/PERFORMANCE.md#prefix-cache-lookups)."""
         group = self._prefix_group.item(row)
         num_shared = self._prefix_len.item(row) // self.block_size if group >= 0 else 0  # blocks hashed by group
         mid = min(max(num_shared, start), end)
@@ -122,8 +122,7 @@ class KVCacheManager:
         """Longest run of leading blocks already in the cache. At least the last token is always computed.
 
         The blocks of a shared prefix are looked up once for all the group's requests while the pool caches and
-        evicts no group block (``pool.group_version``): 1,000 requests behind a 1 M-token prefix would otherwise
-        repeat the same 62,500 lookups each."""
+        evicts no group block (``pool.group_version``; docs/PERFORMANCE.md#prefix-cache-lookups)."""
         pool = self.pool
         if not self.enable_caching or not pool.cached:
             return np.empty(0, dtype=np.int32)

@@ -27,8 +27,8 @@ from .trace import (
 
 
 class TraceRecorder:
-    """Collects the trace as the run goes. The step loop appends one StepRecord and one ClientRecord per step, or
-    plain tuples of their fields in order (appending to a list is the cheapest thing a Python loop can do); a quiet
+    """Collects the trace as the run goes. The one writer (sim/step_record.py) appends one StepRecord and one
+    ClientRecord a step, or plain tuples of their fields in order (docs/PERFORMANCE.md#the-busy-step); a quiet
     stretch appends whole arrays (``append_block``). ``finish`` joins everything into arrays. With ``sparse``, the
     per-client values go to ``self.sparse`` instead (the ClientRecords are then None)."""
 
@@ -110,9 +110,8 @@ class TraceRecorder:
 
     def finish(self, config: EngineConfig, table: RequestTable, scenario_name: str) -> Trace:
         """The trace so far (of every step recorded: a partial run's too)."""
-        # Each request's steps as a tuple: a tuple of ints is one Python's garbage collector stops tracking, while
-        # a list is walked by every full collection for as long as the cached trace lives (sim/events.py says why
-        # that matters to a server), and a tuple is a copy the table's lists cannot change.
+        # Each request's steps as a tuple: a copy the table's lists cannot change, and one the garbage collector
+        # stops tracking (docs/PERFORMANCE.md#the-garbage-collector).
         lists = lambda xs: list(map(tuple, xs))  # noqa: E731
         n = self.num_steps
         table_, client_cols = self._columns()

@@ -233,7 +233,7 @@ class Scheduler:
             all_emit = all_emit and computed == num_tokens
             budget -= chunk
         if rows:
-            # (three conversions: cheaper than one of a nested list)
+            # (three conversions: docs/PERFORMANCE.md#small-arrays)
             r, num_tokens, num_computed = np.array(rows, np.int64), np.array(toks, np.int64), np.array(after, np.int64)
             self.running = np.concatenate([self.running, r])
             parts.append((r, num_tokens, num_computed, all_emit, False))
@@ -245,8 +245,9 @@ class Scheduler:
         the rules of ``sim.admission`` with ``free`` free blocks and ``budget`` tokens left, on what the request
         needs once its cached blocks are found."""
         kv, rules = self.kv, self.rules
-        if budget <= 0 or num_running >= rules.max_num_seqs:  # (slot_or_budget's test, inline: a call saved on
-            return rules.slot_or_budget(num_running, budget), _NO_BLOCKS, 0  # each of ~13,000 checks a run)
+        # (slot_or_budget's test, inline: docs/PERFORMANCE.md#admission-checks)
+        if budget <= 0 or num_running >= rules.max_num_seqs:
+            return rules.slot_or_budget(num_running, budget), _NO_BLOCKS, 0
         num_tokens = self.table.num_tokens.item(row)
         if kv.enable_caching:
             hits = kv.find_cached_blocks(row, num_tokens)

@@ -51,8 +51,8 @@ class StepWriter:
         self.sparse = recorder.sparse
         self.num_clients = recorder.num_clients
         # One client and no shared blocks, recorded densely: per-client step values are plain numbers (the client
-        # holds every used block). Busy and idle steps must record the same shapes, or the trace's per-client
-        # columns cannot be stacked.
+        # holds every used block; docs/PERFORMANCE.md#the-busy-step). Busy and idle steps must record the same
+        # shapes, or the trace's per-client columns cannot be stacked.
         self.scalar_client_values = (self.num_clients == 1 and not config.enable_prefix_caching
                                      and self.sparse is None)
 
@@ -216,8 +216,8 @@ class StepWriter:
         finish(step, done.finished)
         free_blocks_after, num_finished = kv.num_free_blocks, num_aborted + len(done.finished)
         cached_free_blocks = self.num_cached_free_blocks()
-        # A StepRecord's fields as a plain tuple of the locals named after them, in field order (a test checks the
-        # names): StepRecord(...) by keyword costs ~1 us a step, ~3% of a run, and even positionally ~0.4 us.
+        # StepRecord's fields as a plain tuple of the locals named after them, in field order (a test checks the
+        # names; why not StepRecord(...): docs/PERFORMANCE.md#the-busy-step)
         record = (step_ms, swap_ms, num_running, num_waiting, num_swapped, num_scheduled, num_prefill_tokens,
                   num_decode_reqs, num_output_tokens, num_wasted_tokens, used_blocks, kv_tokens, orphan_blocks,
                   orphan_kv_tokens, cpu_blocks_used, num_preempted, num_admitted, free_blocks_after, num_finished,

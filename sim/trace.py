@@ -58,9 +58,9 @@ class StepRecord(NamedTuple):
 
 class ClientRecord(NamedTuple):
     """One step's per-client columns (``Trace.clients``, each [num_steps, num_clients]): each field a [clients]
-    array, or a plain number when the run has one client and no shared blocks (the cheaper common case). The first
-    four are zero for a client with no request running (``ACTIVITY_COLUMNS``); the last two only grow
-    (``CUMULATIVE_COLUMNS``)."""
+    array, or a plain number when the run has one client and no shared blocks (the common case;
+    docs/PERFORMANCE.md#the-busy-step). The first four are zero for a client with no request running
+    (``ACTIVITY_COLUMNS``); the last two only grow (``CUMULATIVE_COLUMNS``)."""
     client_blocks: np.int64  # KV blocks the client's running requests hold (a shared block counts per holder)
     client_running: np.int64  # the client's requests in the running batch
     client_output_tokens: np.int64  # tokens generated for the client
@@ -207,7 +207,7 @@ class Trace:
 
     def first_step_of(self, kinds: Collection[EventKind]) -> int | None:
         """The step of the first event of these kinds, or None: a scan of the raw events that stops at the first
-        (no records made; a run's ~2,000 events in ~0.1 ms where ``events_of`` takes ~2)."""
+        (no records made: docs/PERFORMANCE.md#reading-a-trace)."""
         return next((raw[0] for raw in self.raw_events if raw[_KIND_FIELD] in kinds), None)
 
     @property
@@ -288,8 +288,8 @@ class Trace:
         return describe(event, self.request_ids, self.config)
 
     def request_records(self) -> list[dict[str, Any]]:
-        """One dict per request (the CLI's ``requests`` list). Each array becomes a list in one ``tolist`` (Python
-        ints at once, not an ``int()`` per value): 2,000 requests in ~3 ms instead of ~8."""
+        """One dict per request (the CLI's ``requests`` list). Each array becomes a list in one ``tolist``
+        (docs/PERFORMANCE.md#reading-a-trace)."""
         r = {k: v.tolist() for k, v in self.requests.items()}
         client = [self.client_ids[c] for c in r["client"]]
         status = [_STATUS_NAMES[s] for s in r["status"]]
