@@ -2,6 +2,11 @@
 
 ``simulate(config, requests)`` runs until every request has ended (finished, aborted or rejected with a reason)
 and returns a ``Trace``. Stretches with nothing to do are recorded in bulk: the clock ticks one base step each.
+
+The engine holds the parts and the loop; the steps' work is theirs: the scheduler decides (sim/scheduler.py), the
+executor runs the schedule (sim/execute.py), the one writer records every step (sim/step_record.py), and quiet
+stretches go through sim/fast_forward.py, which reaches the engine only through the quiet-stretch interface below.
+The invariant checks are sim/invariants.py's.
 """
 
 from __future__ import annotations
@@ -16,14 +21,14 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from . import cost_estimate, events, fast_forward
+from . import cost_estimate, events, fast_forward, invariants
 from .admission import Refusal, rejection_reasons
-from .config import EngineConfig, cdiv
+from .config import EngineConfig
 from .events import EventKind, FinishReason, RejectReason, describe
 from .execute import Executor
 from .kv_cache_manager import KVCacheManager
 from .recorder import TraceRecorder
-from .request import FINISHED_STATUSES, NO_STEP, RequestSpec, RequestStatus, RequestTable
+from .request import NO_STEP, RequestSpec, RequestStatus, RequestTable
 from .scheduler import Scheduler
 from .step_record import StepWriter, Totals
 from .trace import Trace
@@ -450,36 +455,8 @@ class Engine:
 
     # ---- invariants -----------------------------------------------------------------------------------------
     def _check_invariants(self) -> None:
-        t, s, kv = self.table, self.scheduler, self.kv
-        kv.check_integrity()
-        run = s.running
-        if len(np.unique(run)) != len(run) or (t.status[run] != RequestStatus.RUNNING).any():
-            raise AssertionError("running list has duplicates or rows not RUNNING")
-        expected = cdiv(t.num_computed_tokens[run], kv.block_size)
-        if not np.array_equal(expected, kv.num_blocks_held[run]):
-            raise AssertionError("a running request holds a block count other than ceil(computed / block_size)")
-        if len(run) > self.config.max_num_seqs:
-            raise AssertionError("more running requests than max_num_seqs")
-        counts = np.bincount(t.status, minlength=len(RequestStatus))
-        waiting = counts[RequestStatus.WAITING] + counts[RequestStatus.PREEMPTED]
-        if (counts[RequestStatus.RUNNING] != len(run) or waiting != len(s.waiting)
-                or counts[RequestStatus.SWAPPED] != len(s.swapped)):
-            raise AssertionError("queue lengths (running, waiting, swapped) disagree with request statuses")
-        if counts[list(FINISHED_STATUSES)].sum() != self.num_done:
-            raise AssertionError("a request was lost")
-        if s.num_cpu_blocks_used != int(s.swapped_blocks.sum()) or s.num_cpu_blocks_used > self.config.num_cpu_blocks:
-            raise AssertionError("CPU swap space accounting is off")
-        if (s.vtc.counters < self._prev_counters - 1e-9).any():
-            raise AssertionError("a virtual counter decreased")
-        self._prev_counters = s.vtc.counters.copy()
-        sparse = self.recorder.sparse
-        if sparse is not None:
-            # (a lift by the arrivals of the step after a quiet stretch is recorded by that step)
-            recorded = np.ones(self.num_clients, dtype=bool)
-            recorded[s.vtc.lifted] = False
-            if not (np.array_equal(sparse.last_counters[recorded], s.vtc.counters[recorded])
-                    and np.array_equal(sparse.last_service, s.vtc.service)):
-                raise AssertionError("a client's counter or service changed without a sparse trace recording it")
+        """docs/ENGINE.md#invariants (sim/invariants.py); raises AssertionError on a broken state."""
+        self._prev_counters = invariants.check(self, self._prev_counters)
 
 
 @contextlib.contextmanager
