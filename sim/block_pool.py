@@ -19,7 +19,7 @@ every prepend, since only used blocks are prepended and each allocation moves th
 by a cache hit holds a hash: it goes back to the tail).
 
 Without prefix caching no block is shared or taken from the middle, so the free queue alone says which blocks are
-used: ``ref_cnt`` is then derived from it when read instead of being kept up to date on every allocation and free.
+used, and ``ref_cnt`` is derived from it when read (docs/PERFORMANCE.md#the-block-pool-without-prefix-caching).
 """
 
 from __future__ import annotations
@@ -34,8 +34,7 @@ NO_HASH = np.iinfo(np.int64).min  # block_hash sentinel: the block holds no full
 class BlockPool:
     def __init__(self, num_blocks: int, enable_caching: bool = True):
         self.num_blocks = num_blocks
-        # Without prefix caching no block is ever taken from the middle of the queue, so every entry in
-        # [head, tail) is live and the positions need no upkeep.
+        # Without prefix caching every entry in [head, tail) is live: the positions need no upkeep.
         self._track_positions = enable_caching
         self._ref_cnt = np.zeros(num_blocks, dtype=np.int32)  # [num_blocks] int32, 0 = free (kept with caching)
         self.block_hash = np.full(num_blocks, NO_HASH, dtype=np.int64)  # [num_blocks] int64, NO_HASH = uncached
@@ -44,7 +43,7 @@ class BlockPool:
         # takes the oldest still cached, so a copy stays findable after the first is evicted.
         self.cached: dict[int, list[int]] = {}
         # Bumped whenever a prefix group's hash (a negative number, see kv_cache_manager) is cached or evicted: a
-        # lookup of a group's blocks made since is still valid (a 1 M-token prefix is 62,500 lookups a request).
+        # lookup of a group's blocks made since is still valid (docs/PERFORMANCE.md#prefix-cache-lookups).
         self.group_version = 0
         self._capacity = 2 * num_blocks + 64
         self._queue = np.empty(self._capacity, dtype=np.int32)  # [capacity] int32 block ids, see module doc
@@ -196,6 +195,10 @@ class BlockPool:
         self._queue[head : self.num_blocks] = live_ids
         self._queue_pos[live_ids] = np.arange(head, self.num_blocks)
         self._head, self._tail, self._num_stale = head, self.num_blocks, 0
+
+    def cached_free_mask(self) -> np.ndarray:
+        """[num_blocks] bool: free blocks still holding prefix-cache content."""
+        return (self.ref_cnt == 0) & (self.block_hash != NO_HASH)
 
     def free_queue_order(self) -> np.ndarray:
         """Free blocks in hand-out order (head first)."""

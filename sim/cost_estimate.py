@@ -32,7 +32,7 @@ BYTES_PER_REQUEST = 6_000  # the spec, its row of the request table, its events 
 # load_20k_tight, whose requests are preempted, resumed and refused many times)
 BYTES_PER_STEP = 1_300  # one recorded step: the per-step tuple, the schedule's arrays, the final columns
 BYTES_PER_STEP_CLIENT = 200  # one client's six per-step values, recorded and then stacked
-# Past this many clients a run records per-client values sparsely (sim/trace.py, SparseClientRecorder): per step,
+# Past this many clients a run records per-client values sparsely (sim/recorder.py, SparseClientRecorder): per step,
 # an entry for each client with a request running and one for each whose totals changed. Up to it, every client
 # every step: the pages' charts read whole columns, and the dense path is the faster one there (the pages allow
 # this many).

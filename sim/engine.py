@@ -2,6 +2,11 @@
 
 ``simulate(config, requests)`` runs until every request has ended (finished, aborted or rejected with a reason)
 and returns a ``Trace``. Stretches with nothing to do are recorded in bulk: the clock ticks one base step each.
+
+The engine holds the parts and the loop; the steps' work is theirs: the scheduler decides (sim/scheduler.py), the
+executor runs the schedule (sim/execute.py), the one writer records every step (sim/step_record.py), and quiet
+stretches go through sim/fast_forward.py, which reaches the engine only through the quiet-stretch interface below.
+The invariant checks are sim/invariants.py's.
 """
 
 from __future__ import annotations
@@ -13,37 +18,20 @@ import heapq
 import itertools
 from collections import defaultdict, deque
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
-from . import cost_estimate, events, fast_forward
-from .admission import rejection_reasons
-from .block_pool import NO_HASH
-from .config import EngineConfig, cdiv
+from . import cost_estimate, events, fast_forward, invariants
+from .admission import Refusal, rejection_reasons
+from .config import EngineConfig
 from .events import EventKind, FinishReason, RejectReason, describe
+from .execute import Executor
 from .kv_cache_manager import KVCacheManager
-from .npfast import ONE, ONE_I8, distinct
-from .npfast import add_reduce as _sum
-from .request import FINISHED_STATUSES, NO_STEP, RequestSpec, RequestStatus, RequestTable
-from .scheduler import Scheduler, SchedulerOutput
-from .trace import SCHED_DECODE, SCHED_WASTED, ClientRecord, StepRecord, Trace, TraceRecorder
-
-_NO_KIND = np.empty(0, dtype=np.int8)
-
-
-@dataclass(slots=True)
-class _Executed:  # (a NamedTuple costs ~1.5 us a step to make, this ~0.5)
-    emitted: np.ndarray  # rows that generated a token this step
-    finished: np.ndarray  # rows that generated their last token
-    decode: np.ndarray  # [len(out.rows)] bool: decoded one token (else prefill)
-    kind: np.ndarray  # [len(out.rows)] int8 SCHED_* per scheduled row
-    num_decode: int  # rows that decoded one token
-    num_wasted: int  # tokens generated that nobody reads
-    kv_tokens_scheduled: int  # KV tokens held by the scheduled rows after the step
-    # [clients] tokens generated per client (None with one client); for sparse per-client values, (the clients
-    # that generated, ascending; [k] their tokens)
-    client_output_tokens: np.ndarray | tuple[np.ndarray, np.ndarray] | None
+from .recorder import TraceRecorder
+from .request import NO_STEP, RequestSpec, RequestStatus, RequestTable
+from .scheduler import Scheduler
+from .step_record import StepWriter, Totals
+from .trace import Trace
 
 
 class _Limit(int):
@@ -107,6 +95,7 @@ class Engine:
         self.sparse_clients = (self.num_clients > cost_estimate.DENSE_CLIENTS_MAX if sparse_clients is None
                                else bool(sparse_clients))
         self.recorder = TraceRecorder(self.num_clients, sparse=self.sparse_clients)
+        self.writer = StepWriter(config, t, self.scheduler, self.kv, self.recorder)  # the one writer of the steps
         if self.sparse_clients:
             self.scheduler.vtc.lifted = []  # (lifts are the changes of a counter outside a scheduled client's step)
         # The step guard: max_steps, or fewer when the trace of that many steps would pass the memory budget (at the
@@ -143,20 +132,10 @@ class Engine:
         self.num_done = 0
         self._next_step = 0
         # Tokens can be wasted only if some client leaves or some answer runs past what is read.
-        self.may_waste = bool(self._disconnects) or bool((t.target_len > t.useful_len).any())
+        may_waste = bool(self._disconnects) or bool((t.target_len > t.useful_len).any())
+        self.executor = Executor(t, self.scheduler, may_waste=may_waste, sparse_clients=self.sparse_clients)
         self.any_disconnect = False
         self._prev_counters = np.zeros(self.num_clients)
-        # One client and no shared blocks: per-client step values are plain scalars (held == used). Busy and
-        # idle steps must record the same shapes, or the trace's per-client columns cannot be stacked.
-        self._scalar_client_values = (self.num_clients == 1 and not config.enable_prefix_caching
-                                      and not self.sparse_clients)
-        self._no_client_tokens = None if self.num_clients == 1 else np.zeros(self.num_clients, dtype=np.int64)
-        if self.sparse_clients:  # (charge_output_by_client's answer for no rows)
-            self._no_client_tokens = (np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int64))
-        # Read-only per-step arrays of a step in which everybody decodes, handed out as views.
-        self._decode_kind = np.full(config.max_num_seqs, SCHED_DECODE, dtype=np.int8)
-        self._all_true = np.ones(config.max_num_seqs, dtype=bool)
-        self._decode_kind.flags.writeable = self._all_true.flags.writeable = False
 
     # ---- the loop -------------------------------------------------------------------------------------------
     def run(self, until_step: int | None = None) -> Trace:
@@ -184,7 +163,7 @@ class Engine:
                                                  "{limit:,}, with {left}")
                 if next_step > step:
                     last = next_step - 1 if until_step is None else min(next_step - 1, until_step)
-                    self._record_idle(step, last)
+                    self.writer.idle_steps(step, last)
                     step = self._next_step = last + 1
                     continue
             self.arrive(step)  # arrivals come first in every step; the fast-forward decides after them
@@ -238,10 +217,11 @@ class Engine:
         out = self.scheduler.schedule(step)
         if out.events:
             self.recorder.events.extend(out.events)
-        done = self._execute(step, out)
+        done = self.executor.step(step, out)
         # Everybody in the running list ran and generated a token: next step each needs exactly one.
         self.scheduler.all_decoding = out.all_emit and len(out.rows) == len(self.scheduler.running)
-        self._finish_and_record(step, out, done, num_aborted)
+        self.writer.busy_step(step, out, done, num_aborted, self.any_disconnect,
+                              self._snapshot_and_finish if self.snapshot_every_steps else self.finish)
         if not len(out.rows) and self._is_stuck(step):
             this_step = itertools.takewhile(lambda e: e.step == step,
                                             map(events.record, reversed(self.recorder.events)))
@@ -344,66 +324,7 @@ class Engine:
         self.table.finish_reason[row] = reason
         self.num_done += 1
 
-    # ---- execute and finish ---------------------------------------------------------------------------------
-    def _execute(self, step: int, out: SchedulerOutput) -> _Executed:
-        """Advance every scheduled request; each that has computed all its tokens emits one new token."""
-        t, rows, after = self.table, out.rows, out.num_computed_after
-        if not len(rows):
-            return _Executed(rows, rows, np.zeros(0, dtype=bool), _NO_KIND, 0, 0, 0, self._no_client_tokens)
-        t.num_computed_tokens[rows] = after
-        if out.all_decode:  # the commonest step: everybody decodes a token that is not its first
-            n = len(rows)
-            t.num_tokens[rows] = after + ONE
-            num_output = t.num_output_tokens[rows] + ONE
-            t.num_output_tokens[rows] = num_output
-            kind = np.full(n, SCHED_DECODE, dtype=np.int8) if self.may_waste else self._decode_kind[:n]
-            return self._emitted(step, rows, rows, num_output, self._all_true[:n], kind, n, after)
-        # A decode computes exactly the one token generated last step (costed per request, not per token); it
-        # always completes, so it emits. A prefill's last chunk of one token is still prefill.
-        decode = t.is_decoding[rows]
-        if out.all_emit:  # the common step: no row-selection needed
-            emitted, is_emitting = rows, None
-            t.num_tokens[rows] = after + ONE
-        else:
-            is_emitting = after == t.num_tokens[rows]
-            emitted = rows[is_emitting]
-            t.num_tokens[emitted] += 1
-        num_output = t.num_output_tokens[emitted] + ONE
-        t.num_output_tokens[emitted] = num_output
-        num_decode = int(np.count_nonzero(decode))
-        if num_decode < len(emitted):  # prefills that finished this step decode from the next one
-            t.is_decoding[emitted] = True
-        if len(num_output) and num_output[num_output.argmin()] == 1:  # a first token (a recomputed request keeps
-            # its first token's step); argmin is several times cheaper than a min reduction on small arrays
-            t.first_token_step[emitted[num_output == 1]] = step
-        if is_emitting is None:
-            kind = decode.view(np.int8) + ONE_I8  # SCHED_PREFILL_DONE / _DECODE
-        else:
-            kind = is_emitting.view(np.int8) + decode.view(np.int8)  # SCHED_PREFILL / _PREFILL_DONE / _DECODE
-        return self._emitted(step, rows, emitted, num_output, decode, kind, num_decode, after, is_emitting)
-
-    def _emitted(self, step: int, rows: np.ndarray, emitted: np.ndarray, num_output: np.ndarray,
-                 decode: np.ndarray, kind: np.ndarray, num_decode: int, after: np.ndarray,
-                 is_emitting: np.ndarray | None = None) -> _Executed:
-        """The rest of _execute once the tokens are counted: wasted tokens, counter charges, who finished.
-        ``is_emitting`` (None: every scheduled row emitted) maps ``emitted`` back to positions in ``rows``."""
-        t = self.table
-        num_wasted = 0
-        if self.may_waste:
-            is_wasted = (t.disconnect_step[emitted] != NO_STEP) | (num_output > t.useful_len[emitted])
-            wasted = emitted[is_wasted]
-            t.num_wasted_tokens[wasted] += 1
-            num_wasted = len(wasted)
-            kind[is_wasted if is_emitting is None else is_emitting.nonzero()[0][is_wasted]] = SCHED_WASTED
-        if self.sparse_clients:
-            client_output_tokens = self.scheduler.vtc.charge_output_by_client(emitted)
-        else:
-            client_output_tokens = self.scheduler.vtc.charge_output(emitted)
-        self.scheduler.waiting.on_scheduled(rows)
-        finished = emitted[num_output >= t.target_len[emitted]]
-        return _Executed(emitted, finished, decode, kind, num_decode, num_wasted, int(_sum(after)),
-                         client_output_tokens)
-
+    # ---- finish -------------------------------------------------------------------------------------------
     def finish(self, step: int, finished: np.ndarray) -> None:
         if not len(finished):
             return
@@ -417,167 +338,132 @@ class Engine:
             self.recorder.events.append(events.finished(step, row, reason, t.num_output_tokens.item(row)))
         self.scheduler.remove_finished(finished)
 
-    # ---- recording ------------------------------------------------------------------------------------------
-    def _finish_and_record(self, step: int, out: SchedulerOutput, done: _Executed, num_aborted: int) -> None:
-        """Measure the step as it ran, let the requests that finished go (their blocks are free for the next step),
-        and append the step's StepRecord and ClientRecord to the trace."""
-        t, s, kv, cfg = self.table, self.scheduler, self.kv, self.config
-        run = s.running  # (before the finished leave it)
-        num_running, num_waiting, num_swapped, num_scheduled = len(run), len(s.waiting), len(s.swapped), len(out.rows)
-        num_decode_reqs = done.num_decode
-        num_prefill_tokens = out.num_scheduled_tokens - num_decode_reqs
-        swap_ms = cfg.cost.swap_ms(out.num_swap_blocks, cfg.block_bytes) if out.num_swap_blocks else 0.0
-        step_ms = cfg.cost.step_ms(num_prefill_tokens, num_decode_reqs) + swap_ms
-        num_output_tokens, num_wasted_tokens = len(done.emitted), done.num_wasted
-        if num_scheduled == num_running:  # everybody ran: their KV is what they computed
-            kv_tokens = done.kv_tokens_scheduled
-        else:
-            kv_tokens = int(_sum(t.num_computed_tokens[run]))
-        orphan_blocks = orphan_kv_tokens = 0
-        if self.any_disconnect:
-            orphans = run[t.disconnect_step[run] != NO_STEP]
-            orphan_blocks = int(_sum(kv.num_blocks_held[orphans]))
-            orphan_kv_tokens = int(_sum(t.num_computed_tokens[orphans]))
-        used_blocks, cpu_blocks_used = kv.pool.num_used, s.num_cpu_blocks_used
-        num_preempted, num_admitted = out.num_preempted, out.num_admitted
-        if self.sparse_clients:
-            client_record = None
-            self._record_client_entries(step, out, done, num_prefill_tokens)
-        else:
-            client_record = self._client_record(out, done, num_prefill_tokens, used_blocks)
-        if self.snapshot_every_steps and step % self.snapshot_every_steps == 0:
-            self.recorder.snapshots[step] = (kv.owner_map(), self._cached_free_mask())
-        self.finish(step, done.finished)
-        free_blocks_after, num_finished = kv.num_free_blocks, num_aborted + len(done.finished)
-        cached_free_blocks = self._num_cached_free_blocks()
-        # A StepRecord's fields as a plain tuple of the locals named after them, in field order (a test checks the
-        # names): StepRecord(...) by keyword costs ~1 us a step, ~3% of a run, and even positionally ~0.4 us.
-        record = (step_ms, swap_ms, num_running, num_waiting, num_swapped, num_scheduled, num_prefill_tokens,
-                  num_decode_reqs, num_output_tokens, num_wasted_tokens, used_blocks, kv_tokens, orphan_blocks,
-                  orphan_kv_tokens, cpu_blocks_used, num_preempted, num_admitted, free_blocks_after, num_finished,
-                  cached_free_blocks)
-        self.recorder.append(record, client_record, out.rows, out.num_tokens, done.kind)
-
-    def _client_record(self, out: SchedulerOutput, done: _Executed, num_prefill: int,
-                       used_blocks: int) -> ClientRecord:
-        """The step's per-client values, measured before the finished requests leave."""
-        t, s = self.table, self.scheduler
-        run, num_emitted, counters, service = s.running, len(done.emitted), s.vtc.counters, s.vtc.service
-        if self._scalar_client_values:
-            client_blocks, client_running, client_output_tokens = used_blocks, len(run), num_emitted
-            client_prefill_tokens, client_counters, client_service = num_prefill, counters.item(0), service.item(0)
-            return (client_blocks, client_running, client_output_tokens, client_prefill_tokens, client_counters,
-                    client_service)  # (a ClientRecord's fields as a plain tuple, as the StepRecord's above)
-        nc, client_run = self.num_clients, t.client[run]
-        if num_prefill:
-            prefill = ~done.decode
-            prefill_tokens = np.bincount(t.client[out.rows[prefill]], weights=out.num_tokens[prefill], minlength=nc)
-        else:
-            prefill_tokens = np.zeros(nc)
-        output_tokens = np.array([num_emitted]) if done.client_output_tokens is None else done.client_output_tokens
-        return ClientRecord(
-            client_blocks=np.bincount(client_run, weights=self.kv.num_blocks_held[run], minlength=nc),
-            client_running=np.bincount(client_run, minlength=nc), client_output_tokens=output_tokens,
-            client_prefill_tokens=prefill_tokens, client_counters=counters.copy(), client_service=service.copy())
-
-    def _record_client_entries(self, step: int, out: SchedulerOutput, done: _Executed, num_prefill: int) -> None:
-        """The step's per-client values, sparsely: those of the clients with a request running (before the finished
-        leave), and the totals of those whose totals changed (charged for a scheduled request, or lifted)."""
-        t, s, sparse = self.table, self.scheduler, self.recorder.sparse
-        run = s.running
-        lifted = s.vtc.take_lifted()
-        if len(run):
-            client_run = t.client[run]
-            clients = distinct(client_run)  # [k] int32 the clients with a request running, ascending
-            at = np.searchsorted(clients, client_run)  # [running] each request's client's place in clients
-            k = len(clients)
-            values = np.zeros((k, 4), dtype=np.int32)  # ACTIVITY_COLUMNS
-            values[:, 0] = np.bincount(at, weights=self.kv.num_blocks_held[run], minlength=k)
-            values[:, 1] = np.bincount(at, minlength=k)
-            emitted_clients, num_emitted = done.client_output_tokens
-            if len(emitted_clients):
-                values[np.searchsorted(clients, emitted_clients), 2] = num_emitted
-            if num_prefill:
-                prefill = ~done.decode
-                values[:, 3] = np.bincount(np.searchsorted(clients, t.client[out.rows[prefill]]),
-                                           weights=out.num_tokens[prefill], minlength=k)
-            sparse.activity(step, clients, values)
-            # (the clients charged this step have a scheduled request, so a running one)
-            changed = np.union1d(clients, np.array(lifted, dtype=np.int32)) if lifted else clients
-        elif lifted:
-            changed = distinct(np.array(lifted, dtype=np.int32))
-        else:
-            return
-        sparse.changes(step, changed, s.vtc.counters, s.vtc.service)
-
-    def _num_cached_free_blocks(self) -> int:
-        """Free blocks still holding prefix-cache content (0 without prefix caching)."""
-        return int(self._cached_free_mask().sum()) if self.config.enable_prefix_caching else 0
+    def _snapshot_and_finish(self, step: int, finished: np.ndarray) -> None:
+        """A busy step, once measured: the block map's snapshot if one is due, then the finished leave."""
+        if step % self.snapshot_every_steps == 0:
+            self.recorder.snapshots[step] = (self.kv.owner_map(), self._cached_free_mask())
+        self.finish(step, finished)
 
     def _cached_free_mask(self) -> np.ndarray:
-        pool = self.kv.pool
-        return (pool.ref_cnt == 0) & (pool.block_hash != NO_HASH)
+        return self.kv.pool.cached_free_mask()
 
-    def _record_idle(self, first: int, last: int) -> None:
-        """Steps ``first`` to ``last`` with nothing to run: the clock ticks one base step each."""
-        s, kv = self.scheduler, self.kv
-        record = StepRecord(
-            step_ms=self.config.cost.step_base_ms, swap_ms=0.0, num_running=0, num_waiting=0,
-            num_swapped=len(s.swapped), num_scheduled=0, num_prefill_tokens=0, num_decode_reqs=0, num_output_tokens=0,
-            num_wasted_tokens=0, used_blocks=kv.pool.num_used, kv_tokens=0, orphan_blocks=0, orphan_kv_tokens=0,
-            cpu_blocks_used=s.num_cpu_blocks_used, num_preempted=0, num_admitted=0,
-            free_blocks_after=kv.num_free_blocks, num_finished=0,
-            cached_free_blocks=self._num_cached_free_blocks())
-        client_record = None  # (sparse: nobody runs and no total changes, so nothing is recorded per client)
-        if not self.sparse_clients:
-            if self._scalar_client_values:  # (the shapes the busy steps record)
-                none, counters, service = 0, s.vtc.counters.item(0), s.vtc.service.item(0)
-            else:
-                none, counters, service = np.zeros(self.num_clients), s.vtc.counters.copy(), s.vtc.service.copy()
-            client_record = ClientRecord(client_blocks=none, client_running=none, client_output_tokens=none,
-                                         client_prefill_tokens=none, client_counters=counters, client_service=service)
-        self.recorder.append_idle(last - first + 1, record, client_record)
+    # ---- the quiet-stretch interface: all sim/fast_forward.py reads and does (its QuietStretchEngine) ----------
+    @property
+    def running(self) -> np.ndarray:
+        """[r] the running list's rows, in order (read only)."""
+        return self.scheduler.running
+
+    @property
+    def num_waiting(self) -> int:
+        return len(self.scheduler.waiting)
+
+    @property
+    def num_swapped(self) -> int:
+        return len(self.scheduler.swapped)
+
+    @property
+    def num_free_blocks(self) -> int:
+        return self.kv.num_free_blocks
+
+    def batch_decodes(self) -> bool:
+        """Every running request decodes next step: one token each, the one it generated last (a prefill's last
+        chunk of one token is no decode)."""
+        return self.scheduler.all_decoding or bool(self.table.is_decoding[self.scheduler.running].all())
+
+    def next_promotion_step(self) -> int | None:
+        """The first step at which the waiting queue's starvation guard may promote (None: none is due)."""
+        return self.scheduler.waiting.next_promotion_step()
+
+    def waiting_heads(self, num_steps: int, charge: tuple | None = None) -> list[int]:
+        """The head of the waiting queue in each of the next ``num_steps`` steps, nothing arriving or promoted
+        meanwhile: the head now, in each; or, given ``charge`` (``decode_charge``'s, for a queue ordered by the
+        clients' counters, ``head_moves="counters"``, recorded densely), read off the counters' running sums as
+        each step charges it."""
+        waiting = self.scheduler.waiting
+        if charge is None:
+            return [waiting.peek()] * num_steps
+        counters, _ = self.scheduler.vtc.running_totals(charge[1], num_steps)
+        return waiting.heads_over(counters[:-1]).tolist()
+
+    def head_refusal(self, row: int, free_blocks: int) -> Refusal | None:
+        """Why waiting request ``row`` could not start in a step in which the running batch decodes one token each
+        and ``free_blocks`` blocks are free (None: it could). The scheduler's admission check."""
+        s = self.scheduler
+        num_running = len(s.running)
+        return s.admission_check(row, num_running, self.config.max_num_batched_tokens - num_running, free_blocks)[0]
+
+    def batch_refusal(self) -> Refusal | None:
+        """The refusal every waiting request gets while the running batch decodes (no batch slot or no token budget
+        left for it), or None if that leaves room."""
+        num_running = len(self.scheduler.running)
+        return self.scheduler.rules.slot_or_budget(num_running, self.config.max_num_batched_tokens - num_running)
+
+    def decode_charge(self) -> tuple[np.ndarray | None, np.ndarray]:
+        """What one token for each running request adds to the counters, for ``charge_decode_steps`` and
+        ``waiting_heads``: (None, [clients]), or recorded sparsely (the running requests' clients ascending, [k])."""
+        vtc, run = self.scheduler.vtc, self.scheduler.running
+        return vtc.output_charge_by_client(run) if self.sparse_clients else (None, vtc.output_charge(run))
+
+    def promote(self, step: int) -> None:
+        """The starvation guard's promotions due at ``step``, made and logged (the scheduler's ``promote``)."""
+        promoted = self.scheduler.promote(step)
+        if promoted:
+            self.recorder.events.extend(promoted)
+
+    def refuse(self, first_step: int, num_steps: int, rows: list[int], refusals: list[Refusal]) -> None:
+        """Log the waiting queue's head ``rows[i]`` refused (``refusals[i]``) in step ``first_step + i``, for each
+        of the first ``num_steps`` steps."""
+        self.recorder.events.extend([refusal.event(first_step + i, row)
+                                     for i, row, refusal in zip(range(num_steps), rows, refusals, strict=False)])
+
+    def charge_decode_steps(self, first_step: int, num_steps: int,
+                            charge: tuple[np.ndarray | None, np.ndarray]) -> tuple:
+        """Charge ``charge`` (``decode_charge``'s) to the counters once a step, for steps ``first_step`` to
+        ``first_step + num_steps - 1``: each running request's token, in the step loop's order (the same floats).
+        Returns the totals after each step for the record, to pass to ``decode_steps``: (first_step, None, [steps,
+        clients] counters, the same of service); recorded sparsely, of the charged clients and of those lifted
+        since the last record (their lift is recorded in the first step)."""
+        vtc = self.scheduler.vtc
+        clients, per_step = charge
+        counters, service = vtc.charge_steps(per_step, num_steps, clients)
+        lifted = vtc.take_lifted() if clients is not None else None
+        if lifted:
+            changed = np.union1d(clients, np.array(lifted, dtype=np.int32))
+            at = np.searchsorted(changed, clients)
+            counters_now = np.repeat(vtc.counters[changed][None, :], num_steps, axis=0)
+            service_now = np.repeat(vtc.service[changed][None, :], num_steps, axis=0)
+            counters_now[:, at], service_now[:, at] = counters, service
+            return first_step, changed, counters_now, service_now
+        return first_step, clients, counters, service
+
+    def decode_steps(self, first_step: int, num_steps: int, new_blocks: tuple[np.ndarray, np.ndarray, np.ndarray],
+                     free_after: np.ndarray, num_waiting: list[int], totals: Totals) -> None:
+        """Run and record a quiet stretch: every running request decodes one token a step for ``num_steps`` steps
+        from ``first_step``, and those whose last token comes in the last step finish there. ``new_blocks``: (step
+        offset, running-list position, k-th new block of that request) of each block the batch opens, in vLLM's
+        order; ``free_after``: [steps] free blocks after each step's allocation; ``num_waiting``: [steps] the
+        waiting queue's length; ``totals``: ``charge_decode_steps``'s, in step order."""
+        run = self.scheduler.running
+        j_of, pos_of, k_of = new_blocks
+        self.kv.append_blocks(run, pos_of, k_of)
+        computed = self.table.num_computed_tokens[run]  # (a copy: before the stretch)
+        wasted, finished = self.executor.decode_steps(run, num_steps)
+        self.writer.decode_steps(first_step, num_steps, run, computed, (j_of, pos_of), free_after, num_waiting,
+                                 wasted, finished, totals, self.any_disconnect)
+        self.finish(first_step + num_steps - 1, finished)
+        self.scheduler.all_decoding = True  # everybody decoded in every step of the stretch
 
     # ---- invariants -----------------------------------------------------------------------------------------
     def _check_invariants(self) -> None:
-        t, s, kv = self.table, self.scheduler, self.kv
-        kv.check_integrity()
-        run = s.running
-        if len(np.unique(run)) != len(run) or (t.status[run] != RequestStatus.RUNNING).any():
-            raise AssertionError("running list has duplicates or rows not RUNNING")
-        expected = cdiv(t.num_computed_tokens[run], kv.block_size)
-        if not np.array_equal(expected, kv.num_blocks_held[run]):
-            raise AssertionError("a running request holds a block count other than ceil(computed / block_size)")
-        if len(run) > self.config.max_num_seqs:
-            raise AssertionError("more running requests than max_num_seqs")
-        counts = np.bincount(t.status, minlength=len(RequestStatus))
-        waiting = counts[RequestStatus.WAITING] + counts[RequestStatus.PREEMPTED]
-        if (counts[RequestStatus.RUNNING] != len(run) or waiting != len(s.waiting)
-                or counts[RequestStatus.SWAPPED] != len(s.swapped)):
-            raise AssertionError("queue lengths (running, waiting, swapped) disagree with request statuses")
-        if counts[list(FINISHED_STATUSES)].sum() != self.num_done:
-            raise AssertionError("a request was lost")
-        if s.num_cpu_blocks_used != int(s.swapped_blocks.sum()) or s.num_cpu_blocks_used > self.config.num_cpu_blocks:
-            raise AssertionError("CPU swap space accounting is off")
-        if (s.vtc.counters < self._prev_counters - 1e-9).any():
-            raise AssertionError("a virtual counter decreased")
-        self._prev_counters = s.vtc.counters.copy()
-        sparse = self.recorder.sparse
-        if sparse is not None:
-            # (a lift by the arrivals of the step after a quiet stretch is recorded by that step)
-            recorded = np.ones(self.num_clients, dtype=bool)
-            recorded[s.vtc.lifted] = False
-            if not (np.array_equal(sparse.last_counters[recorded], s.vtc.counters[recorded])
-                    and np.array_equal(sparse.last_service, s.vtc.service)):
-                raise AssertionError("a client's counter or service changed without a sparse trace recording it")
+        """docs/ENGINE.md#invariants (sim/invariants.py); raises AssertionError on a broken state."""
+        self._prev_counters = invariants.check(self, self._prev_counters)
 
 
 @contextlib.contextmanager
 def gc_paused() -> Iterator[None]:
     """Pause Python's cyclic garbage collector for a block that makes many containers and no reference cycles (a
-    run: ~5 event tuples a request, holding enum members, which the collector never untracks; the CLI's records).
-    Nothing is left for the collector that it would have freed sooner. Only a caller that found it on turns it back
-    on, so overlapping runs in several threads leave it as they found it."""
+    run; why: docs/PERFORMANCE.md#the-garbage-collector). Only a caller that found it on turns it back on, so
+    overlapping runs in several threads leave it as they found it."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -601,7 +487,7 @@ def simulate(config: EngineConfig, requests: Sequence[RequestSpec], *, name: str
     the trace: the run stops (``StepLimitError``) before it records more steps than fit. ``sparse_clients``: record
     per-client values sparsely (True), densely (False), or by the number of clients (None: past
     ``cost_estimate.DENSE_CLIENTS_MAX``); the trace reads the same."""
-    with gc_paused():  # (the engine's set-up and the trace's assembly too: both make thousands of lists)
+    with gc_paused():  # (the engine's set-up and the trace's assembly too)
         engine = Engine(config, requests, name=name, snapshot_every_steps=snapshot_every_steps,
                         check_invariants=check_invariants, fast_forward=fast_forward, limits=limits,
                         sparse_clients=sparse_clients)

@@ -107,8 +107,8 @@ class KVCacheManager:
         return _request_block_hash(row, j)
 
     def block_hashes(self, row: int, start: int, end: int) -> range | itertools.chain:
-        """``block_hash(row, j)`` for j in [start, end), as ranges (the hashes of consecutive blocks are consecutive
-        numbers): a lookup over a million-token prefix runs at C speed, not a Python call per block."""
+        """``block_hash(row, j)`` for j in [start, end), as ranges: the hashes of consecutive blocks are consecutive
+        numbers (docs/PERFORMANCE.md#prefix-cache-lookups)."""
         group = self._prefix_group.item(row)
         num_shared = self._prefix_len.item(row) // self.block_size if group >= 0 else 0  # blocks hashed by group
         mid = min(max(num_shared, start), end)
@@ -122,8 +122,7 @@ class KVCacheManager:
         """Longest run of leading blocks already in the cache. At least the last token is always computed.
 
         The blocks of a shared prefix are looked up once for all the group's requests while the pool caches and
-        evicts no group block (``pool.group_version``): 1,000 requests behind a 1 M-token prefix would otherwise
-        repeat the same 62,500 lookups each."""
+        evicts no group block (``pool.group_version``; docs/PERFORMANCE.md#prefix-cache-lookups)."""
         pool = self.pool
         if not self.enable_caching or not pool.cached:
             return np.empty(0, dtype=np.int32)
@@ -226,6 +225,16 @@ class KVCacheManager:
             full = num_tokens_known // self.block_size
             for i in np.flatnonzero(full > self.num_hashed_blocks[rows]).tolist():
                 self._hash_full_blocks(int(rows[i]), int(num_tokens_known[i]))
+
+    def append_blocks(self, rows: np.ndarray, positions: np.ndarray, nth: np.ndarray) -> None:
+        """New blocks, from the pool in the order given: request ``rows[positions[i]]`` gets its ``nth[i]``-th
+        (from 0) new block after those it holds (a quiet stretch's blocks, in vLLM's order: sim/fast_forward.py)."""
+        if not len(positions):
+            return
+        blocks = self.pool.allocate(len(positions))
+        growing = rows[positions]
+        self.place(growing, self.num_blocks_held[growing] + nth, blocks)
+        self.num_blocks_held[rows] += np.bincount(positions, minlength=len(rows))
 
     def free(self, row: int) -> None:
         """Release a request's blocks, tail first (so its prefix stays cached longest), and its slot."""

@@ -183,12 +183,10 @@ class VTCQueue(RequestQueue):
     a tie). The counters, their charges and the lift rule are ``sim.vtc.VirtualCounters``'s: this queue says when a
     client joins (the lift's moment) and who left last.
 
-    Only backlogged clients have a queue here, and a heap finds the lowest: a run of thousands of clients (a file
-    run by the CLI) must not look at each of them for every pick. The heap is lazy. Each backlogged client has one
-    live entry (counter, head row, sequence number, client): its key when the entry was pushed. Counters only grow,
-    so a live entry is never above its client's key; a client's key can drop only when its head changes, and then a
-    new live entry replaces the old one. So the first live entry on top that still holds its client's key is the
-    lowest key of all: ``_next_client`` drops the dead entries above it and pushes anew the keys that grew."""
+    Only backlogged clients have a queue here, and a lazy heap finds the lowest: each has one live entry (counter,
+    head row, sequence number, client), its key when pushed; ``_next_client`` drops the dead entries on top and
+    pushes anew the keys that grew (why the first that holds its client's key is the lowest:
+    docs/PERFORMANCE.md#the-vtc-queues-lazy-heap)."""
 
     def __init__(self, table: RequestTable, vtc: VirtualCounters):
         super().__init__()

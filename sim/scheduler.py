@@ -206,9 +206,9 @@ class Scheduler:
         """Admit waiting requests in queue order, stopping at the first that cannot start (its refusal is logged).
         Returns the budget left."""
         t, kv, queue = self.table, self.kv, self.waiting
-        promoted = queue.on_step(self._step)  # (a starvation guard's promotions: usually none)
+        promoted = self.promote(self._step)  # (a starvation guard's promotions: usually none)
         if promoted:
-            out.events.extend(self.promotion_events(self._step, promoted))
+            out.events.extend(promoted)
         rows: list[int] = []
         toks: list[int] = []
         after: list[int] = []
@@ -232,7 +232,7 @@ class Scheduler:
             all_emit = all_emit and computed == num_tokens
             budget -= chunk
         if rows:
-            # (three conversions: cheaper than one of a nested list)
+            # (three conversions: docs/PERFORMANCE.md#small-arrays)
             r, num_tokens, num_computed = np.array(rows, np.int64), np.array(toks, np.int64), np.array(after, np.int64)
             self.running = np.concatenate([self.running, r])
             parts.append((r, num_tokens, num_computed, all_emit, False))
@@ -244,8 +244,9 @@ class Scheduler:
         the rules of ``sim.admission`` with ``free`` free blocks and ``budget`` tokens left, on what the request
         needs once its cached blocks are found."""
         kv, rules = self.kv, self.rules
-        if budget <= 0 or num_running >= rules.max_num_seqs:  # (slot_or_budget's test, inline: a call saved on
-            return rules.slot_or_budget(num_running, budget), _NO_BLOCKS, 0  # each of ~13,000 checks a run)
+        # (slot_or_budget's test, inline: docs/PERFORMANCE.md#admission-checks)
+        if budget <= 0 or num_running >= rules.max_num_seqs:
+            return rules.slot_or_budget(num_running, budget), _NO_BLOCKS, 0
         num_tokens = self.table.num_tokens.item(row)
         if kv.enable_caching:
             hits = kv.find_cached_blocks(row, num_tokens)
@@ -274,9 +275,13 @@ class Scheduler:
             t.num_recomputed_tokens[row] += max(t.computed_at_preemption.item(row) - num_hit_tokens, 0)
         out.events.append(events.admitted(self._step, row, is_resume, t.num_tokens.item(row), chunk, num_hit_tokens))
 
-    def promotion_events(self, step: int, rows: list[int]) -> list[RawEvent]:
-        """The starvation guard's promotions of ``rows`` at ``step``, with how long each waited (the fast-forward
-        logs them too)."""
+    def promote(self, step: int) -> list[RawEvent]:
+        """Let the waiting queue promote the requests its starvation guard says are due at ``step`` (none for other
+        orders), and return the promotions as events, with how long each waited (the step loop's waiting phase and
+        the fast-forward's walk both promote here)."""
+        rows = self.waiting.on_step(step)
+        if not rows:
+            return rows
         wait_start = self.table.wait_start_step
         return [events.promoted(step, row, step - wait_start.item(row)) for row in rows]
 

@@ -9,9 +9,10 @@ empty to non-empty (VTC; LCF has no lift) its counter becomes max(own, the lowes
 with waiting requests), or, with nobody waiting, max(own, the counter of the last client to leave the queue): the
 paper's Algorithm 2.
 
-Who calls: the scheduler charges prompts at admission, the engine charges each step's tokens, the fast-forward
-charges a quiet stretch in bulk, and the VTC/LCF queue asks for the lift and orders clients by ``counters``. Every
-policy keeps the counters (the Fairness lesson draws FCFS's too); only VTC and LCF read them.
+Who calls: the scheduler charges prompts at admission, the executor (sim/execute.py) charges each step's tokens, the
+engine a quiet stretch's in bulk (``Engine.charge_decode_steps``, as the fast-forward walks it), and the VTC/LCF
+queue asks for the lift and orders clients by ``counters``. Every policy keeps the counters (the Fairness lesson
+draws FCFS's too); only VTC and LCF read them.
 
 Invariants: counters and service only grow, and ``counters - service`` is the sum of the lifts. The arrays are
 updated in place, never replaced (the queue holds ``counters``). Float arithmetic: one addition per charge, in the

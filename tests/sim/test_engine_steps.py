@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from sim import RequestStatus
+from sim import Engine, RequestStatus
 from sim.engine import SimulationError
 from sim.events import WaitReason
 from tests.sim.factories import config, event_kinds, events_of, rec, refusal, req, run, schedule
@@ -296,20 +296,20 @@ def test_an_idle_wait_past_max_steps_stops_at_once():
 
 def test_every_step_record_is_filled_by_field_name():
     # StepRecord and ClientRecord (sim/trace.py) declare the trace's per-step columns once. Every path fills them by
-    # field name: by keyword (idle stretches, the fast-forward) or, on the busy-step path where building the record
-    # costs ~3% of a run, as a plain tuple of locals named after the fields, in field order. A column added,
-    # dropped or moved without the engine following fails here.
+    # field name (sim/step_record.py): by keyword (an idle stretch's StepRecord, the per-client rows) or, on the
+    # busy-step path where building the record costs ~3% of a run, as a plain tuple of locals named after the
+    # fields, in field order. A column added, dropped or moved without the writer following fails here.
     import ast
     import inspect
 
-    from sim import engine, fast_forward
+    from sim import engine, fast_forward, step_record
     from sim.trace import ClientRecord, StepRecord
 
     records = {"StepRecord": StepRecord._fields, "ClientRecord": ClientRecord._fields}
-    trees = [ast.parse(inspect.getsource(module)) for module in (engine, fast_forward)]
+    trees = [ast.parse(inspect.getsource(module)) for module in (engine, fast_forward, step_record)]
     nodes = [node for tree in trees for node in ast.walk(tree)]
     calls = [n for n in nodes if isinstance(n, ast.Call) and getattr(n.func, "id", None) in records]
-    assert len(calls) >= 3  # the idle stretch's two, the fast-forward's
+    assert len(calls) >= 2  # the idle stretch's StepRecord, the per-client rows' ClientRecord
     for call in calls:
         assert not call.args and tuple(k.arg for k in call.keywords) == records[call.func.id], ast.unparse(call)
     tuples = {fields[0]: [n for n in nodes if isinstance(n, ast.Tuple) and isinstance(n.ctx, ast.Load) and n.elts
@@ -317,3 +317,80 @@ def test_every_step_record_is_filled_by_field_name():
     for fields in records.values():
         [record] = tuples[fields[0]]  # the busy step's one tuple of each
         assert tuple(getattr(e, "id", None) for e in record.elts) == fields, ast.unparse(record)
+
+
+# The recorders' methods that append a step's record (sim/recorder.py): per-step columns and schedule, and a sparse
+# run's per-client entries.
+_STEP_APPENDS = {"TraceRecorder": ("append", "append_idle", "append_block"),
+                 "SparseClientRecorder": ("activity", "activity_block", "changes", "changes_block")}
+
+
+def test_no_code_but_the_one_writer_appends_a_steps_record():
+    # Read: in sim/, a call of a recorder's step appends is made only inside sim/step_record.py's StepWriter.write
+    # (and the helpers it calls).
+    import ast
+
+    from tests.conftest import REPO_ROOT
+
+    names = {name for methods in _STEP_APPENDS.values() for name in methods}
+    callers = set()
+    for path in sorted((REPO_ROOT / "sim").glob("*.py")):
+        if path.name == "recorder.py":  # (where they are defined)
+            continue
+        tree = ast.parse(path.read_text())
+        for function in [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]:
+            for call in ast.walk(function):
+                if (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr in names
+                        and ast.unparse(call.func.value).endswith(("recorder", "sparse"))):
+                    callers.add((path.name, function.name))
+    assert callers == {("step_record.py", "write"), ("step_record.py", "_write_sparse_clients")}, callers
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("num_clients", [1, 3])
+@pytest.mark.parametrize("policy", ["fcfs", "vtc"])
+def test_every_step_is_written_through_the_one_writer(monkeypatch, sparse, num_clients, policy):
+    # Run: every step of a run that has busy steps, an idle stretch and quiet stretches (one client or several,
+    # recorded densely or sparsely, a bulk walk or a counters walk) reaches the recorders only from inside
+    # StepWriter.write, which is handed each step once.
+    from sim import recorder as recorder_module
+    from sim.step_record import StepWriter
+
+    inside = []  # the write calls under way
+    written = []  # the steps each write was given
+    paths = {"busy_step": 0, "idle_steps": 0, "decode_steps": 0}
+
+    def writer(original):
+        def write(self, first_step, num_steps, *args):
+            inside.append(first_step)
+            written.extend(range(first_step, first_step + num_steps))
+            try:
+                return original(self, first_step, num_steps, *args)
+            finally:
+                inside.pop()
+        return write
+
+    def counted(name, original):
+        def path(self, *args):
+            paths[name] += 1
+            return original(self, *args)
+        return path
+
+    def guarded(name, original):
+        def append(self, *args):
+            assert inside, f"{name} called outside StepWriter.write"
+            return original(self, *args)
+        return append
+
+    monkeypatch.setattr(StepWriter, "write", writer(StepWriter.write))
+    for name in paths:
+        monkeypatch.setattr(StepWriter, name, counted(name, getattr(StepWriter, name)))
+    for cls, methods in _STEP_APPENDS.items():
+        for name in methods:
+            monkeypatch.setattr(getattr(recorder_module, cls), name,
+                                guarded(name, getattr(getattr(recorder_module, cls), name)))
+    reqs = [req("a", 0, 8, 60, client_id="c0"), req("b", 2, 8, 40, client_id=f"c{1 % num_clients}"),
+            req("c", 5, 8, 30, client_id=f"c{2 % num_clients}"), req("d", 300, 8, 40, client_id="c0")]
+    trace = Engine(config(num_blocks=64, max_num_seqs=2, policy=policy), reqs, sparse_clients=sparse).run()
+    assert written == list(range(trace.num_steps))
+    assert all(paths.values()), paths  # (each path ran)

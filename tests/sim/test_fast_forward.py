@@ -168,3 +168,42 @@ def test_counter_order_head_that_fits_ends_the_quiet_stretch_where_it_takes_the_
     assert admitted == {"b1": 0, "a1": 55, "b2": 106, "a2": 355}
     a, b = trace.client_ids.index("A"), trace.client_ids.index("B")
     assert trace.clients["client_counters"][104, a] == trace.clients["client_counters"][104, b] == 100.0
+
+
+def test_the_fast_forward_reaches_the_engine_only_through_its_interface():
+    # sim/fast_forward.py reads the engine and acts on it only through QuietStretchEngine, the members its module
+    # docstring lists and the Engine implements (with the same parameters): no engine attribute outside it, no part
+    # of the engine (scheduler, pool, queue, counters, recorder) reached through it, the engine under no other name.
+    import ast
+    import inspect
+
+    from sim import fast_forward
+
+    tree = ast.parse(inspect.getsource(fast_forward))
+    [protocol] = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "QuietStretchEngine"]
+    methods = {n.name: n for n in protocol.body if isinstance(n, ast.FunctionDef)}
+    members = {n.target.id for n in protocol.body if isinstance(n, ast.AnnAssign)} | set(methods)
+    outside = [n for n in tree.body if n is not protocol]
+    nodes = [node for top in outside for node in ast.walk(top)]
+    used = {n.attr for n in nodes if isinstance(n, ast.Attribute) and getattr(n.value, "id", None) == "engine"}
+    assert used <= members, f"engine attributes outside QuietStretchEngine: {sorted(used - members)}"
+    parts = {"scheduler", "kv", "pool", "waiting", "vtc", "recorder", "sparse", "executor", "writer", "rules"}
+    reached = {n.attr for n in nodes if isinstance(n, ast.Attribute)} & parts
+    assert not reached, f"the fast-forward reaches into the engine's parts: {sorted(reached)}"
+    aliases = [ast.unparse(n) for n in nodes if isinstance(n, ast.Assign | ast.NamedExpr)
+               and isinstance(n.value, ast.Name) and n.value.id == "engine"]
+    assert not aliases, aliases
+    for function in (n for n in nodes if isinstance(n, ast.FunctionDef)):
+        for arg in function.args.args:
+            if arg.arg == "engine":
+                assert ast.unparse(arg.annotation) == "QuietStretchEngine", function.name
+    engine = Engine(EngineConfig(num_blocks=64, max_num_seqs=2), [RequestSpec("a", 0, 4, 4)])
+    for name in sorted(members):
+        assert hasattr(engine, name), f"Engine lacks QuietStretchEngine.{name}"
+        assert f"``{name}" in fast_forward.__doc__, f"the module docstring does not list {name}"
+    for name, node in methods.items():
+        implemented = inspect.getattr_static(type(engine), name)
+        if isinstance(implemented, property):
+            assert any(getattr(d, "id", None) == "property" for d in node.decorator_list), name
+            continue
+        assert [a.arg for a in node.args.args] == list(inspect.signature(implemented).parameters), name
