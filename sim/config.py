@@ -313,6 +313,11 @@ class EngineConfig:
     client_weights: tuple[tuple[str, float], ...] = _help("VTC share weights per client", default=())
     rate_limit_max_requests: int = _help("accepted requests per client per window (0 = no limit)", default=0)
     rate_limit_window_steps: int = _help("rate-limit window, steps", default=1000)
+    max_num_queued_reqs: int | None = _help("refuse an arrival when unfinished requests (waiting + running) plus it "
+                                            "would pass this (None = no cap, vLLM's default)", default=None)
+    max_num_queued_tokens: int | None = _help("refuse an arrival while the prompts of requests still in prefill add "
+                                              "up to this many tokens or more (None = no cap, vLLM's default)",
+                                              default=None)
     seed: int = _help("seed for the length-prediction error", default=0)
     model: ModelSpec = _help("model whose KV footprint sizes the blocks", default_factory=ModelSpec)
     cost: CostModel = _help("step duration model", default_factory=CostModel)
@@ -346,6 +351,8 @@ class EngineConfig:
         object.__setattr__(self, "client_weights", _normalise_client_weights(self.client_weights))
         check_int("rate_limit_max_requests", self.rate_limit_max_requests, 0)
         check_int("rate_limit_window_steps", self.rate_limit_window_steps, 1)
+        for name in ("max_num_queued_reqs", "max_num_queued_tokens"):  # (vLLM: int | None, ge=0)
+            _check_cap(name, getattr(self, name))
         check_int("seed", self.seed, 0)
         check_int("max_steps", self.max_steps, 1, 10_000_000)  # (a trace keeps ~200 bytes a step: 2 GB at most)
         if not isinstance(self.model, ModelSpec):
@@ -400,6 +407,16 @@ class EngineConfig:
 
     def replace(self, **changes: Any) -> EngineConfig:
         return dataclasses.replace(self, **changes)
+
+
+def _check_cap(name: str, value: Any) -> None:
+    """An admission cap: null (no cap) or a whole number from 0 (vLLM's ``int | None``, ``ge=0``; 0 refuses every
+    request)."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise FieldError(name, f"must be a whole number >= 0, or null for no cap, got {value!r}", value=value, lo=0)
+    check_int(name, value, 0)
 
 
 def _normalise_client_weights(value: Any) -> tuple[tuple[str, float], ...]:

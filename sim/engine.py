@@ -16,7 +16,7 @@ import contextlib
 import gc
 import heapq
 import itertools
-from collections import defaultdict, deque
+from collections import defaultdict
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -24,6 +24,7 @@ import numpy as np
 from . import cost_estimate, events, fast_forward, invariants
 from .admission import Refusal, rejection_reasons
 from .config import EngineConfig
+from .door import Door
 from .events import EventKind, FinishReason, RejectReason, describe
 from .execute import Executor
 from .kv_cache_manager import KVCacheManager
@@ -126,14 +127,13 @@ class Engine:
         self._detections: dict[int, list[int]] = defaultdict(list)
         self._detection_steps: list[int] = []  # heap of the keys of _detections
         self._disconnect_reason: dict[int, FinishReason] = {}
-        # client -> the steps of its accepted arrivals in the window (made at a client's first arrival: a run may
-        # have thousands of clients)
-        self._rate_windows: defaultdict[int, deque[int]] = defaultdict(deque)
+        self.door = Door.of(config, t)  # the rate limit and vLLM's caps at arrival (None: neither is on)
         self.num_done = 0
         self._next_step = 0
         # Tokens can be wasted only if some client leaves or some answer runs past what is read.
         may_waste = bool(self._disconnects) or bool((t.target_len > t.useful_len).any())
         self.executor = Executor(t, self.scheduler, may_waste=may_waste, sparse_clients=self.sparse_clients)
+        self.executor.door = self.door if self.door is not None and self.door.counts else None  # (first tokens)
         self.any_disconnect = False
         self._prev_counters = np.zeros(self.num_clients)
 
@@ -265,31 +265,21 @@ class Engine:
 
     # ---- arrivals and disconnects ---------------------------------------------------------------------------
     def arrive(self, step: int) -> None:
-        t, steps = self.table, self._arrival_steps
+        t, steps, door = self.table, self._arrival_steps, self.door
         while self._next_arrival < len(steps) and steps[self._next_arrival] == step:
             row = self._arrival_rows[self._next_arrival]
             self._next_arrival += 1
-            why = self.rejection[row] or self._rate_limited(row, step)
+            why = self.rejection[row] or (door.refusal(row, step) if door is not None else None)
             if why:
                 self._end(row, step, RequestStatus.REJECTED, why)
                 self.recorder.events.append(events.rejected(step, row, why))
                 continue
+            if door is not None:
+                door.enter(row, step)
             t.status[row] = RequestStatus.WAITING
             t.wait_start_step[row] = step
             self.scheduler.waiting.add(row)
             self.recorder.events.append(events.arrived(step, row))
-
-    def _rate_limited(self, row: int, step: int) -> RejectReason | None:
-        cfg = self.config
-        if not cfg.rate_limit_max_requests:
-            return None
-        window = self._rate_windows[self.table.client.item(row)]
-        while window and window[0] <= step - cfg.rate_limit_window_steps:
-            window.popleft()
-        if len(window) >= cfg.rate_limit_max_requests:
-            return RejectReason.RATE_LIMITED
-        window.append(step)
-        return None
 
     def _disconnect(self, step: int) -> int:
         """Mark clients that left at ``step``; abort those the server notices now. Returns how many aborted."""
@@ -319,6 +309,8 @@ class Engine:
         return num_aborted
 
     def _end(self, row: int, step: int, status: RequestStatus, reason: RejectReason | FinishReason) -> None:
+        if self.door is not None and status != RequestStatus.REJECTED:
+            self.door.leave(row)
         self.table.status[row] = status
         self.table.finish_step[row] = step
         self.table.finish_reason[row] = reason

@@ -42,6 +42,10 @@ class RejectReason(StrEnum):
     EXCEEDS_TOKEN_BUDGET = "exceeds_token_budget"  # prompt over max_num_batched_tokens, chunked prefill off
     EXCEEDS_MAX_MODEL_LEN = "exceeds_max_model_len"  # prompt longer than max_model_len
     RATE_LIMITED = "rate_limited"  # its client is over the per-client rate limit
+    # vLLM's admission control at the door (async_llm.py, check_admission; both answer HTTP 503), named as vLLM's
+    # rejection counter names them
+    MAX_NUM_QUEUED_REQS = "max_num_queued_reqs"  # unfinished requests (waiting + running) at the cap
+    MAX_NUM_QUEUED_TOKENS = "max_num_queued_tokens"  # prompts of the requests still in prefill at the cap
 
 
 class FinishReason(StrEnum):
@@ -273,6 +277,20 @@ def over_rate_limit() -> str:
     return "the client is over its rate limit"
 
 
+def over_queued_reqs(config: EngineConfig) -> str:
+    """``max_num_queued_reqs``: the unfinished requests (waiting or running) already fill vLLM's cap."""
+    cap = config.max_num_queued_reqs or 0
+    return (f"the server's unfinished requests (waiting or running) are at its cap (max_num_queued_reqs: "
+            f"{counted(cap, 'request')}): HTTP 503, for a load balancer to retry it elsewhere")
+
+
+def over_queued_tokens(config: EngineConfig) -> str:
+    """``max_num_queued_tokens``: the prompts of the requests still in prefill already fill vLLM's cap."""
+    cap = config.max_num_queued_tokens or 0
+    return (f"the prompts of the requests still in prefill add up to its cap or more (max_num_queued_tokens: "
+            f"{counted(cap, 'token')}): HTTP 503, for a load balancer to retry it elsewhere")
+
+
 def refusal(reason: RejectReason, config: EngineConfig, *, num_blocks: int | None = None,
             prompt_len: int | None = None, output_len: int | None = None, who: str = "it",
             many: bool = False) -> str:
@@ -284,6 +302,10 @@ def refusal(reason: RejectReason, config: EngineConfig, *, num_blocks: int | Non
         return over_token_budget(config, prompt_len, who=who, many=many)
     if reason is RejectReason.EXCEEDS_MAX_MODEL_LEN:
         return over_max_model_len(config, prompt_len, who=who, many=many)
+    if reason is RejectReason.MAX_NUM_QUEUED_REQS:
+        return over_queued_reqs(config)
+    if reason is RejectReason.MAX_NUM_QUEUED_TOKENS:
+        return over_queued_tokens(config)
     return over_rate_limit()
 
 

@@ -10,6 +10,7 @@ it lies past the answer's useful length. Both kinds of execute apply it; the tra
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -18,6 +19,9 @@ from .npfast import add_reduce as _sum
 from .request import NO_STEP, RequestTable
 from .scheduler import Scheduler, SchedulerOutput
 from .trace import SCHED_DECODE, SCHED_WASTED
+
+if TYPE_CHECKING:
+    from .door import Door
 
 _NO_KIND = np.empty(0, dtype=np.int8)
 
@@ -53,6 +57,7 @@ class Executor:
         self.scheduler = scheduler
         self.may_waste = may_waste  # some client leaves or some answer runs past what is read: look for waste
         self.sparse_clients = sparse_clients  # charge only the clients that generated (what a sparse record reads)
+        self.door: Door | None = None  # told of first tokens when vLLM's caps count prefills (sim/door.py)
         num_clients = len(table.client_ids)
         self._no_client_tokens = None if num_clients == 1 else np.zeros(num_clients, dtype=np.int64)
         if sparse_clients:  # (charge_output_by_client's answer for no rows)
@@ -94,7 +99,10 @@ class Executor:
             t.is_decoding[emitted] = True
         if len(num_output) and num_output[num_output.argmin()] == 1:  # a first token (a recomputed request keeps
             # its first token's step); argmin: docs/PERFORMANCE.md#small-arrays
-            t.first_token_step[emitted[num_output == 1]] = step
+            first = emitted[num_output == 1]
+            t.first_token_step[first] = step
+            if self.door is not None:
+                self.door.first_tokens(first)
         if is_emitting is None:
             kind = decode.view(np.int8) + ONE_I8  # SCHED_PREFILL_DONE / _DECODE
         else:

@@ -1,6 +1,7 @@
 """The engine's invariants, checked after every step in the tests (docs/ENGINE.md#invariants): block accounting and
 ownership, one block per ``block_size`` computed tokens, the batch size, queue lengths against statuses, no request
-lost, swap space, counters that only grow, and a sparse trace that recorded every change of the totals."""
+lost, swap space, counters that only grow, the door's counts (sim/door.py), and a sparse trace that recorded every
+change of the totals."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .config import cdiv
-from .request import FINISHED_STATUSES, RequestStatus
+from .request import FINISHED_STATUSES, NO_STEP, RequestStatus
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -37,6 +38,13 @@ def check(engine: Engine, prev_counters: np.ndarray) -> np.ndarray:
         raise AssertionError("a request was lost")
     if s.num_cpu_blocks_used != int(s.swapped_blocks.sum()) or s.num_cpu_blocks_used > engine.config.num_cpu_blocks:
         raise AssertionError("CPU swap space accounting is off")
+    door = engine.door
+    if door is not None and door.counts:
+        unfinished = (t.status >= RequestStatus.WAITING) & (t.status <= RequestStatus.PREEMPTED)
+        prefilling = unfinished & (t.first_token_step == NO_STEP)
+        tokens = int(t.prompt_len[prefilling].sum())
+        if door.num_unfinished != int(unfinished.sum()) or door.num_prefill_tokens != tokens:
+            raise AssertionError("the door's counts (unfinished requests, prompt tokens in prefill) are off")
     if (s.vtc.counters < prev_counters - 1e-9).any():
         raise AssertionError("a virtual counter decreased")
     sparse = engine.recorder.sparse

@@ -1,7 +1,8 @@
 """Hypothesis strategies: small random workloads and engine configurations covering every knob.
 
 Pools are tiny (8..32 blocks of 1..8 tokens) so preemption, swapping, prefix-cache reuse and rejections all happen
-often; requests that can never fit are rejected by the engine with a reason, which the properties check too.
+often; requests that can never fit are rejected by the engine with a reason, which the properties check too. vLLM's
+admission caps are drawn too.
 """
 
 from __future__ import annotations
@@ -70,6 +71,9 @@ def configs(draw, policies: tuple[str, ...] = ALL_POLICIES) -> EngineConfig:
         client_weights=draw(st.sampled_from([(), (("a", 2.0),), (("b", 0.5), ("c", 3.0))])),
         rate_limit_max_requests=draw(st.sampled_from([0, 0, 0, 1, 3])),
         rate_limit_window_steps=draw(st.integers(1, 20)),
+        # vLLM's caps at the door (often off)
+        max_num_queued_reqs=draw(st.sampled_from([None, None, None, 0, 1, 2, 4, 8])),
+        max_num_queued_tokens=draw(st.sampled_from([None, None, None, 1, 12, 40])),
         seed=draw(st.integers(0, 3)),
         max_steps=5000,
     )

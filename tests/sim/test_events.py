@@ -211,9 +211,15 @@ def test_a_cached_trace_is_left_out_of_the_garbage_collectors_passes():
     (RejectReason.EXCEEDS_MAX_MODEL_LEN, {},
      "it has a prompt longer than the longest sequence the engine accepts (max_model_len: 100 tokens)"),
     (RejectReason.RATE_LIMITED, {}, "the client is over its rate limit"),
+    (RejectReason.MAX_NUM_QUEUED_REQS, {},
+     "the server's unfinished requests (waiting or running) are at its cap (max_num_queued_reqs: 3 requests): HTTP "
+     "503, for a load balancer to retry it elsewhere"),
+    (RejectReason.MAX_NUM_QUEUED_TOKENS, {},
+     "the prompts of the requests still in prefill add up to its cap or more (max_num_queued_tokens: 1,000 tokens): "
+     "HTTP 503, for a load balancer to retry it elsewhere"),
 ])
 def test_refusal_words_each_reason_with_its_figures(reason, figures, words):
-    cfg = config(max_model_len=100)
+    cfg = config(max_model_len=100, max_num_queued_reqs=3, max_num_queued_tokens=1000)
     assert refusal(reason, cfg, **figures) == words
 
 

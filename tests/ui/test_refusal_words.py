@@ -61,8 +61,11 @@ def test_every_surface_says_the_reasons_one_sentence(reason, config, spec, figur
 
 def test_every_reason_an_engine_can_never_run_has_a_case_here():
     assert {c[0] for c in CASES} == set(NEVER_RUNS)
-    assert set(RejectReason) - set(NEVER_RUNS) == {RejectReason.RATE_LIMITED}  # (said only by the event: pinned in
-    # tests/sim/test_events.py; a rate limit's rejections are the Fairness lesson's subject, in its own words)
+    # The others are about when the request came, not what it asks: said only by the event (pinned in
+    # tests/sim/test_events.py). A rate limit's rejections are the Fairness lesson's subject, in its own words; vLLM's
+    # door caps (sim/door.py) are a lesson's subject too.
+    assert set(RejectReason) - set(NEVER_RUNS) == {RejectReason.RATE_LIMITED, RejectReason.MAX_NUM_QUEUED_REQS,
+                                                   RejectReason.MAX_NUM_QUEUED_TOKENS}
 
 
 def test_several_requests_rejected_for_one_reason_are_said_with_the_largest_figures():
