@@ -57,9 +57,21 @@ def _run(args: argparse.Namespace) -> int:
     except OSError as e:  # a full disk, a device that refuses writes: found only now, after the run
         print(f"error: --out {args.out}: could not write the result: {e.strerror}", file=sys.stderr)
         return 2
-    s = result["summary"]
-    return _print(f"{sc.name}: {s['num_requests']} requests, {s['num_steps']} steps, {s['num_preemptions']} "
-                  f"preemptions, mean finish {s['finish_steps']['mean']:.1f} steps -> {args.out}", "the summary")
+    return _print(f"{summary_line(sc, result['summary'])} -> {args.out}", "the summary")
+
+
+def summary_line(sc: scenario.Scenario, s: dict[str, Any]) -> str:
+    """The line ``run --out`` prints: requests, steps, preemptions, mean finish; with SLO targets, how many met
+    them and the goodput; with vLLM's admission caps on, how many were turned away."""
+    cfg = sc.config
+    line = (f"{sc.name}: {s['num_requests']} requests, {s['num_steps']} steps, {s['num_preemptions']} preemptions, "
+            f"mean finish {s['finish_steps']['mean']:.1f} steps")
+    if cfg.ttft_slo_ms or cfg.tbt_slo_ms:
+        line += f", {s['num_slo_met']} met the SLOs (goodput {s['slo_goodput_req_s']:.2f} requests/s)"
+    if cfg.max_num_queued_reqs is not None or cfg.max_num_queued_tokens is not None:
+        door = sum(s["rejected_by_reason"].get(cap, 0) for cap in ("max_num_queued_reqs", "max_num_queued_tokens"))
+        line += f", {door} turned away at the door (HTTP 503)"
+    return line
 
 
 MAX_PROBLEMS = 100  # problems one call prints at most

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 MAX_CPU_BLOCKS = 100_000_000  # the most CPU swap blocks a config may have (num_cpu_blocks)
+MAX_SLO_MS = 3_600_000.0  # the longest SLO target, ms (an hour)
 
 
 class Policy(enum.StrEnum):
@@ -318,6 +319,8 @@ class EngineConfig:
     max_num_queued_tokens: int | None = _help("refuse an arrival while the prompts of requests still in prefill add "
                                               "up to this many tokens or more (None = no cap, vLLM's default)",
                                               default=None)
+    ttft_slo_ms: float = _help("time-to-first-token target, ms (0 = none)", default=0.0)
+    tbt_slo_ms: float = _help("target for every gap between two tokens of a request, ms (0 = none)", default=0.0)
     seed: int = _help("seed for the length-prediction error", default=0)
     model: ModelSpec = _help("model whose KV footprint sizes the blocks", default_factory=ModelSpec)
     cost: CostModel = _help("step duration model", default_factory=CostModel)
@@ -353,6 +356,8 @@ class EngineConfig:
         check_int("rate_limit_window_steps", self.rate_limit_window_steps, 1)
         for name in ("max_num_queued_reqs", "max_num_queued_tokens"):  # (vLLM: int | None, ge=0)
             _check_cap(name, getattr(self, name))
+        for name in ("ttft_slo_ms", "tbt_slo_ms"):
+            check_float(name, getattr(self, name), 0.0, MAX_SLO_MS)
         check_int("seed", self.seed, 0)
         check_int("max_steps", self.max_steps, 1, 10_000_000)  # (a trace keeps ~200 bytes a step: 2 GB at most)
         if not isinstance(self.model, ModelSpec):

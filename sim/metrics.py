@@ -10,6 +10,11 @@ Conventions (steps are whole engine steps, ms come from the cost model):
   request to the end of the step that produced its next (1 step while it decodes every step; a stall, a long step
   or a preemption between two tokens shows as a larger gap).
 Latency statistics cover *served* requests: finished (stop or length) with the client still there.
+
+SLOs (the config's ``ttft_slo_ms`` and ``tbt_slo_ms``, 0 = no target; ``request_slo``): a request meets the TTFT
+target when it is served with its TTFT at most the target, the TBT target when it is served with its largest time
+between two tokens at most the target; goodput (DistServe's) counts the requests that meet both, per second of the
+run, and their tokens read.
 """
 
 from __future__ import annotations
@@ -125,6 +130,59 @@ def request_tbt(trace: Trace, gaps: TokenGaps | None = None) -> dict[str, np.nda
     return out
 
 
+def request_slo(trace: Trace, latencies: dict[str, np.ndarray] | None = None,
+                gaps: TokenGaps | None = None) -> dict[str, np.ndarray]:
+    """Per request, [requests] bool, against the config's SLO targets (``ttft_slo_ms``, ``tbt_slo_ms``):
+
+    - ``slo``: the targets apply to it (its ``slo``; false for traffic without a latency target, batch);
+    - ``ttft_slo_met``: served, with its TTFT in ms (``request_latencies``: from the start of its arrival step to the
+      end of its first token's step) at most ``ttft_slo_ms``;
+    - ``tbt_max_slo_met``: served, with its largest time between two tokens read in ms (``request_tbt``'s
+      ``max_ms``; the max of its gaps, not a percentile) at most ``tbt_slo_ms``; with fewer than two tokens read it
+      has no gap, and meets it;
+    - ``slo_met``: both: what goodput counts.
+
+    A target of 0, or a request the targets do not apply to, is met by being served. A request not served (rejected
+    at arrival, aborted, its client gone) meets none. ``latencies``, ``gaps``: already computed, if at hand."""
+    cfg, n = trace.config, trace.num_requests
+    served = served_mask(trace)
+    applies = np.ones(n, dtype=bool) if trace.slo is None else trace.slo
+    ttft_met, tbt_met = served.copy(), served.copy()
+    if cfg.ttft_slo_ms:
+        ttft = (request_latencies(trace) if latencies is None else latencies)["ttft_ms"]
+        ttft_met &= ~applies | (ttft <= cfg.ttft_slo_ms)
+    if cfg.tbt_slo_ms:
+        largest = request_tbt(trace, gaps)["max_ms"]
+        tbt_met &= ~applies | ~(largest > cfg.tbt_slo_ms)  # (NaN, no gap: not above the target)
+    return {"slo": applies, "ttft_slo_met": ttft_met, "tbt_max_slo_met": tbt_met, "slo_met": ttft_met & tbt_met}
+
+
+def slo_summary(trace: Trace, latencies: dict[str, np.ndarray] | None = None,
+                gaps: TokenGaps | None = None) -> dict[str, Any]:
+    """The run's SLO figures (``request_slo``): requests the targets apply to, how many met the TTFT target, the TBT
+    target and both, each as a count and a share of all requests (those rejected included), and goodput:
+    the requests meeting both per second of the run (``slo_goodput_req_s``) and their tokens read per second
+    (``slo_goodput_tok_s``), beside the served requests per second (``throughput_req_s``)."""
+    r, n = trace.requests, trace.num_requests
+    met = request_slo(trace, latencies, gaps)
+    makespan_ms = float(trace.steps["time_ms"][-1]) if trace.num_steps else 0.0
+    seconds = makespan_ms / 1000.0 if makespan_ms else float("nan")
+    tokens_read = r["num_output_tokens"] - r["num_wasted_tokens"]
+    counts = {key: int(met[key].sum()) for key in ("ttft_slo_met", "tbt_max_slo_met", "slo_met")}
+    return {
+        "num_slo_requests": int(met["slo"].sum()),
+        "num_ttft_slo_met": counts["ttft_slo_met"],
+        "num_tbt_max_slo_met": counts["tbt_max_slo_met"],
+        "num_slo_met": counts["slo_met"],
+        "ttft_slo_share": counts["ttft_slo_met"] / n,
+        "tbt_max_slo_share": counts["tbt_max_slo_met"] / n,
+        "slo_share": counts["slo_met"] / n,
+        "throughput_req_s": int(served_mask(trace).sum()) / seconds,
+        "slo_goodput_req_s": counts["slo_met"] / seconds,
+        "slo_goodput_tok_s": int(tokens_read[met["slo_met"]].sum()) / seconds,
+    }
+
+
 def tbt_stats(trace: Trace, gaps: TokenGaps | None = None) -> dict[str, dict[str, float]]:
     """``tbt_steps`` and ``tbt_ms``: ``stats`` over every gap of the served requests (p50 and p99 of all gaps
     pooled, not of per-request means: one stall in eight streams is eight gaps)."""
@@ -168,6 +226,7 @@ def summary(trace: Trace) -> dict[str, Any]:
     output_tokens = int(r["num_output_tokens"].sum())
     wasted = int(r["num_wasted_tokens"].sum())
     rejected = status == RequestStatus.REJECTED
+    gaps = token_gaps(trace)
     reasons: dict[str, int] = {}
     for i in np.flatnonzero(rejected):
         reasons[trace.finish_reason[i]] = reasons.get(trace.finish_reason[i], 0) + 1
@@ -188,13 +247,14 @@ def summary(trace: Trace) -> dict[str, Any]:
         "queue_ms": stats(lat["queue_ms"][served]),
         "ttft_steps": stats(lat["ttft_steps"][served]),
         "ttft_ms": stats(lat["ttft_ms"][served]),
-        **tbt_stats(trace),
+        **tbt_stats(trace, gaps),
         "output_tokens": output_tokens,
         "wasted_tokens": wasted,
         "useful_tokens": output_tokens - wasted,
         "wasted_gpu_ms": wasted_gpu_ms(trace),
         "throughput_tok_s": output_tokens / seconds,
         "goodput_tok_s": (output_tokens - wasted) / seconds,
+        **slo_summary(trace, lat, gaps),
         "recomputed_tokens": int(r["num_recomputed_tokens"].sum()),
         "cached_tokens": int(r["num_cached_tokens"].sum()),
         "swap_ms": float(s["swap_ms"].sum()),

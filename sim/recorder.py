@@ -146,6 +146,7 @@ class TraceRecorder:
             sched_kind=join(self._sched_kind, np.int8),
             sched_offsets=offsets,
             snapshots=self.snapshots,
+            slo=table.slo.copy(),
         )
 
 

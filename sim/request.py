@@ -75,6 +75,7 @@ class RequestSpec:
     prefix_len: int = 0
     max_tokens: int | None = None
     stop_type: StopType = StopType.TOKEN
+    slo: bool = True  # the config's SLO targets apply to it (False: batch traffic, no latency target)
 
     def __post_init__(self) -> None:
         # (specs_from_columns checks these rules a column at a time for scenario files: change both together)
@@ -100,6 +101,8 @@ class RequestSpec:
             object.__setattr__(self, "stop_type", StopType(self.stop_type))
         except ValueError:
             raise ValueError(f"{where}: stop_type must be 'token' or 'string', got {self.stop_type!r}") from None
+        if not isinstance(self.slo, bool):
+            raise ValueError(f"{where}: slo must be true or false, got {self.slo!r}")
 
     @property
     def limit_tokens(self) -> int:
@@ -166,7 +169,7 @@ def specs_from_columns(num_requests: int, columns: dict[str, list[Any]]) -> list
         and all(a is None or (type(a) is int and s <= a <= MAX_VALUE)
                 for a, s in zip(c["abort_step"], arrival, strict=True))
         and all(m is None or (type(m) is int and 1 <= m <= MAX_LEN_TOKENS) for m in c["max_tokens"])
-        and None not in stop
+        and None not in stop and set(map(type, c["slo"])) <= {bool}
     )
     if not plain:
         return None
@@ -204,10 +207,11 @@ class RequestTable:
         client_index = {c: i for i, c in enumerate(client_ids)}
         # Static, [n] int64 unless noted. RequestSpec's length rules, for all requests at once (tests compare).
         fields = np.array([(s.arrival_step, s.prompt_len, s.output_len, -1 if s.max_tokens is None else s.max_tokens,
-                            s.priority, s.prefix_len, s.stop_type is StopType.STRING) for s in specs],
-                          dtype=np.int64).reshape(n, 7)
-        self.arrival_step, self.prompt_len, output_len, max_tokens, self.priority, self.prefix_len, is_string = (
+                            s.priority, s.prefix_len, s.stop_type is StopType.STRING, s.slo) for s in specs],
+                          dtype=np.int64).reshape(n, 8)
+        self.arrival_step, self.prompt_len, output_len, max_tokens, self.priority, self.prefix_len, is_string, slo = (
             np.ascontiguousarray(col) for col in fields.T)
+        self.slo = slo.astype(bool)  # [n] bool: the config's SLO targets apply to it
         limit_tokens = np.where(max_tokens < 0, output_len, max_tokens)
         self.ends_on_stop = limit_tokens > output_len  # [n] bool
         self.useful_len = np.minimum(output_len, limit_tokens)

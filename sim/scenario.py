@@ -49,7 +49,7 @@ _TOP_KEYS = {"name", "description", "config", "requests", "workload"}
 _REQUEST_KEYS = {
     "id": "request_id", "arrival_step": "arrival_step", "prompt_len": "prompt_len", "output_len": "output_len",
     "client": "client_id", "priority": "priority", "abort_step": "abort_step", "prefix_group": "prefix_group",
-    "prefix_len": "prefix_len", "max_tokens": "max_tokens", "stop": "stop_type",
+    "prefix_len": "prefix_len", "max_tokens": "max_tokens", "stop": "stop_type", "slo": "slo",
 }
 _REQUIRED_REQUEST_KEYS = ("id", "arrival_step", "prompt_len", "output_len")
 _REQUIRED_KEY_SET = frozenset(_REQUIRED_REQUEST_KEYS)
@@ -140,6 +140,7 @@ def request_to_dict(r: RequestSpec) -> dict[str, Any]:
     optional = {
         "priority": (r.priority, 0), "abort_step": (r.abort_step, None), "prefix_group": (r.prefix_group, None),
         "prefix_len": (r.prefix_len, 0), "max_tokens": (r.max_tokens, None), "stop": (r.stop_type.value, "token"),
+        "slo": (r.slo, True),
     }
     out.update({k: v for k, (v, default) in optional.items() if v != default})
     return out

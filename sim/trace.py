@@ -194,6 +194,10 @@ class Trace:
     sched_kind: np.ndarray  # SCHED_* per entry
     sched_offsets: np.ndarray  # [num_steps + 1]
     snapshots: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)  # step -> (owner, cached)
+    # [requests] bool: the config's SLO targets apply to it (a request's ``slo``); None: to every request (a
+    # hand-made trace). Beside ``requests`` rather than in it, so that its set of arrays (which the reference digests
+    # of scripts/trace_digests.py hash) stays what it was before SLOs.
+    slo: np.ndarray | None = None
 
     @functools.cached_property
     def events(self) -> list[Event]:
@@ -231,7 +235,8 @@ class Trace:
         clients = self.clients.arrays() if isinstance(self.clients, SparseClients) else [*self.clients.values()]
         return [*self.steps.values(), *clients, *self.requests.values(), self.sched_rows,
                 self.sched_tokens, self.sched_kind, self.sched_offsets,
-                *(a for snapshot in self.snapshots.values() for a in snapshot)]
+                *(a for snapshot in self.snapshots.values() for a in snapshot),
+                *([] if self.slo is None else [self.slo])]
 
     @property
     def is_sparse(self) -> bool:

@@ -37,6 +37,7 @@ class ClientSpec:
     prompt_median: int | None = None  # overrides of the workload's lengths
     output_median: int | None = None
     priority: int = 0
+    slo: bool = True  # its requests' ``slo``: False for batch traffic, which has no latency target
     start_step: int = 0
     stop_step: int | None = None  # sends nothing from this step on
     on_steps: int = 0  # on/off pattern (0 = always on)
@@ -54,6 +55,8 @@ class ClientSpec:
             if getattr(self, name) is not None:
                 check_int(name, getattr(self, name), 1, 1_000_000, **where)
         check_int("priority", self.priority, -(10**9), 10**9, **where)
+        if not isinstance(self.slo, bool):
+            raise FieldError("slo", f"must be true or false, got {self.slo!r}", value=self.slo, **where)
         check_int("start_step", self.start_step, 0, 10_000_000, **where)  # (no run lasts longer: config.max_steps)
         if self.stop_step is not None:
             check_int("stop_step", self.stop_step, self.start_step + 1, **where)
@@ -254,6 +257,7 @@ def generate(spec: WorkloadSpec) -> list[RequestSpec]:
             abort_step=abort,
             prefix_group=f"{c.client_id}-system" if spec.prefix_len else None,
             prefix_len=spec.prefix_len,
+            slo=c.slo,
         ))
     return requests
 

@@ -129,7 +129,7 @@ def downloads(scenario: Scenario, trace: Trace, name: str, key: str) -> None:
 def requests_csv(scenario: Scenario, trace: Trace) -> str:
     """One row per request: what it asked for, what happened to it, and its latencies in steps and ms as the
     metrics table counts them, its time between tokens (TBT) included (blank where it never happened: a rejected
-    request has no TTFT, a one-token answer no TBT). Step lists are
+    request has no TTFT, a one-token answer no TBT), and whether it met the SLO targets. Step lists are
     space-separated numbers; steps are whole numbers even where some rows are blank."""
     requests = trace.to_frames()["requests"]
     for col in ("preempted_at_steps", "resumed_at_steps", "swapped_out_at_steps"):
@@ -146,6 +146,9 @@ def requests_csv(scenario: Scenario, trace: Trace) -> str:
     tbt = metrics.request_tbt(trace)
     requests["tbt_mean_ms"], requests["tbt_max_ms"] = np.round(tbt["mean_ms"], 3), np.round(tbt["max_ms"], 3)
     requests["tbt_max_steps"] = pd.array(tbt["max_steps"], dtype="Float64").round().astype("Int64")
+    # Against the config's SLO targets (sim.metrics.request_slo: TBT's on the largest gap, tbt_max_ms)
+    for key, met in metrics.request_slo(trace, latencies).items():
+        requests[key] = met
     for col in ("first_scheduled_step", "first_token_step", "finish_step", "disconnect_step"):
         requests[col] = pd.array(requests[col], dtype="Int64")
     return requests.to_csv(index=False)

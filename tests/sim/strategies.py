@@ -2,7 +2,7 @@
 
 Pools are tiny (8..32 blocks of 1..8 tokens) so preemption, swapping, prefix-cache reuse and rejections all happen
 often; requests that can never fit are rejected by the engine with a reason, which the properties check too. vLLM's
-admission caps are drawn too.
+admission caps and SLO targets are drawn too.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ def requests(draw, max_requests: int = 10, max_arrival: int = 6, clients: str = 
             prefix_len=draw(st.integers(prompt // 2, prompt)) if group else 0,
             max_tokens=draw(st.one_of(st.none(), st.integers(1, 30))),
             stop_type=draw(st.sampled_from(["token", "string"])),
+            slo=draw(st.sampled_from([True, True, True, False])),
         ))
     return out
 
@@ -71,9 +72,11 @@ def configs(draw, policies: tuple[str, ...] = ALL_POLICIES) -> EngineConfig:
         client_weights=draw(st.sampled_from([(), (("a", 2.0),), (("b", 0.5), ("c", 3.0))])),
         rate_limit_max_requests=draw(st.sampled_from([0, 0, 0, 1, 3])),
         rate_limit_window_steps=draw(st.integers(1, 20)),
-        # vLLM's caps at the door (often off)
+        # vLLM's caps at the door (often off), SLO targets in ms (a step is ~6 ms with the default costs)
         max_num_queued_reqs=draw(st.sampled_from([None, None, None, 0, 1, 2, 4, 8])),
         max_num_queued_tokens=draw(st.sampled_from([None, None, None, 1, 12, 40])),
+        ttft_slo_ms=draw(st.sampled_from([0.0, 0.0, 15.0, 40.0, 120.0])),
+        tbt_slo_ms=draw(st.sampled_from([0.0, 0.0, 8.0, 30.0])),
         seed=draw(st.integers(0, 3)),
         max_steps=5000,
     )

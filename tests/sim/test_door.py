@@ -213,6 +213,9 @@ def test_the_invariant_check_catches_door_counts_gone_wrong():
      "must be a whole number >= 0, or null for no cap, got 2.5"),
     ({"max_num_queued_tokens": True}, "max_num_queued_tokens",
      "must be a whole number >= 0, or null for no cap, got True"),
+    ({"ttft_slo_ms": -5}, "ttft_slo_ms", "must be >= 0.0 and <= 3600000.0, got -5"),
+    ({"tbt_slo_ms": "100"}, "tbt_slo_ms", "must be a finite number, got '100'"),
+    ({"tbt_slo_ms": float("inf")}, "tbt_slo_ms", "must be a finite number, got inf"),
 ])
 def test_a_bad_setting_is_named_with_what_is_allowed(changes, field, words):
     with pytest.raises(FieldError) as e:
@@ -224,10 +227,23 @@ def test_a_bad_setting_is_named_with_what_is_allowed(changes, field, words):
     assert str(e.value) == f"config.{field}: {words}"
 
 
+def test_a_requests_slo_must_be_true_or_false():
+    data = {"config": {"num_blocks": 100}, "requests": [{"id": "a", "arrival_step": 0, "prompt_len": 4,
+                                                          "output_len": 4, "slo": 1}]}
+    with pytest.raises(scenario.ScenarioError) as e:
+        scenario.scenario_from_dict(data)
+    assert str(e.value) == "requests[0]: request 'a': slo must be true or false, got 1"
+
+
 def test_the_new_keys_load_and_dump_back():
-    data = {"name": "door", "config": {"num_blocks": 100, "max_num_queued_reqs": 8, "max_num_queued_tokens": 0},
-            "requests": [{"id": "a", "arrival_step": 0, "prompt_len": 4, "output_len": 4}]}
+    data = {"name": "door", "config": {"num_blocks": 100, "max_num_queued_reqs": 8, "max_num_queued_tokens": 0,
+                                       "ttft_slo_ms": 2000, "tbt_slo_ms": 100.5},
+            "requests": [{"id": "a", "arrival_step": 0, "prompt_len": 4, "output_len": 4, "slo": False},
+                         {"id": "b", "arrival_step": 0, "prompt_len": 4, "output_len": 4}]}
     sc = scenario.scenario_from_dict(data)
     assert (sc.config.max_num_queued_reqs, sc.config.max_num_queued_tokens) == (8, 0)
+    assert [r.slo for r in sc.requests] == [False, True]
     assert scenario.loads(scenario.dumps(sc)) == sc
     assert "max_num_queued_reqs" not in scenario.scenario_to_dict(sc.with_config(max_num_queued_reqs=None))["config"]
+    assert scenario.scenario_to_dict(sc)["requests"][0]["slo"] is False
+    assert "slo" not in scenario.scenario_to_dict(sc)["requests"][1]

@@ -58,7 +58,7 @@ def long_answers(draw) -> tuple[EngineConfig, list[RequestSpec]]:
                     client_id=r.client_id, priority=r.priority,
                     abort_step=None if r.abort_step is None else r.abort_step * 7, prefix_group=r.prefix_group,
                     prefix_len=r.prefix_len, max_tokens=None if r.max_tokens is None else r.max_tokens * 4,
-                    stop_type=r.stop_type)
+                    stop_type=r.stop_type, slo=r.slo)
         for r in draw(requests(max_requests=8))
     ]
     cfg = draw(configs())
