@@ -62,15 +62,15 @@ def _run(args: argparse.Namespace) -> int:
 
 def summary_line(sc: scenario.Scenario, s: dict[str, Any]) -> str:
     """The line ``run --out`` prints: requests, steps, preemptions, mean finish; with SLO targets, how many met
-    them and the goodput; with vLLM's admission caps on, how many were turned away."""
+    them and the goodput; with vLLM's admission caps or shedding on, how many were turned away or shed."""
     cfg = sc.config
     line = (f"{sc.name}: {s['num_requests']} requests, {s['num_steps']} steps, {s['num_preemptions']} preemptions, "
             f"mean finish {s['finish_steps']['mean']:.1f} steps")
     if cfg.ttft_slo_ms or cfg.tbt_slo_ms:
         line += f", {s['num_slo_met']} met the SLOs (goodput {s['slo_goodput_req_s']:.2f} requests/s)"
-    if cfg.max_num_queued_reqs is not None or cfg.max_num_queued_tokens is not None:
+    if cfg.max_num_queued_reqs is not None or cfg.max_num_queued_tokens is not None or cfg.shed_past_ttft_slo:
         door = sum(s["rejected_by_reason"].get(cap, 0) for cap in ("max_num_queued_reqs", "max_num_queued_tokens"))
-        line += f", {door} turned away at the door (HTTP 503)"
+        line += f", {door} turned away at the door (HTTP 503), {s['num_shed']} shed"
     return line
 
 

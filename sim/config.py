@@ -321,6 +321,8 @@ class EngineConfig:
                                               default=None)
     ttft_slo_ms: float = _help("time-to-first-token target, ms (0 = none)", default=0.0)
     tbt_slo_ms: float = _help("target for every gap between two tokens of a request, ms (0 = none)", default=0.0)
+    shed_past_ttft_slo: bool = _help("drop a waiting request whose TTFT target has passed (with ttft_slo_ms 0 "
+                                     "there is no target to pass)", default=False)
     seed: int = _help("seed for the length-prediction error", default=0)
     model: ModelSpec = _help("model whose KV footprint sizes the blocks", default_factory=ModelSpec)
     cost: CostModel = _help("step duration model", default_factory=CostModel)
@@ -336,7 +338,7 @@ class EngineConfig:
             self, "preemption_mode", choice(PreemptionMode, self.preemption_mode, "preemption_mode")
         )
         object.__setattr__(self, "stop_check", choice(StopCheck, self.stop_check, "stop_check"))
-        for name in ("enable_prefix_caching", "chunked_prefill", "abort_on_disconnect"):
+        for name in ("enable_prefix_caching", "chunked_prefill", "abort_on_disconnect", "shed_past_ttft_slo"):
             if not isinstance(getattr(self, name), bool):
                 raise FieldError(name, f"must be true or false, got {getattr(self, name)!r}", value=getattr(self, name))
         # (vLLM's range, [0, 1): near 1 nothing is admitted while anything runs, which the runs then show)

@@ -109,6 +109,19 @@ def max_recorded_steps(num_clients: int, limits: Limits = CLI_LIMITS, num_active
     return max(1, num_steps + num_idle + max(left, 0) // bytes_per_step(num_clients, num_active))
 
 
+class StepLimit(int):
+    """A run's step limit, as the step guard's message says it: formats as ``max_steps=N`` (``{:,}`` too), or as a
+    plain number (``prefix`` '') when the memory budget set it."""
+
+    def __new__(cls, value: int, prefix: str):
+        self = super().__new__(cls, value)
+        self.prefix = prefix
+        return self
+
+    def __format__(self, spec: str) -> str:
+        return self.prefix + format(int(self), spec)
+
+
 def client_entries(config: EngineConfig, num_clients: int, num_requests: int, num_steps: int, num_tokens: int,
                    num_request_steps: int) -> int:
     """The entries a sparse run records, at most: a client with a request running costs an activity entry and a

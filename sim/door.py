@@ -98,7 +98,7 @@ class Door:
         self.num_prefill_tokens -= int(self.table.prompt_len[rows].sum())
 
     def leave(self, row: int) -> None:
-        """Request ``row``, accepted earlier, ended (finished or aborted)."""
+        """Request ``row``, accepted earlier, ended (finished, aborted or shed)."""
         if self.counts:
             self.num_unfinished -= 1
             if self.table.first_token_step.item(row) == NO_STEP:

@@ -31,20 +31,9 @@ from .kv_cache_manager import KVCacheManager
 from .recorder import TraceRecorder
 from .request import NO_STEP, RequestSpec, RequestStatus, RequestTable
 from .scheduler import Scheduler
+from .shedding import Shedder
 from .step_record import StepWriter, Totals
 from .trace import Trace
-
-
-class _Limit(int):
-    """A step limit that formats as ``max_steps=N`` (``{:,}`` too) or as a plain number."""
-
-    def __new__(cls, value: int, prefix: str):
-        self = super().__new__(cls, value)
-        self.prefix = prefix
-        return self
-
-    def __format__(self, spec: str) -> str:
-        return self.prefix + format(int(self), spec)
 
 
 class SimulationError(RuntimeError):
@@ -128,6 +117,9 @@ class Engine:
         self._detection_steps: list[int] = []  # heap of the keys of _detections
         self._disconnect_reason: dict[int, FinishReason] = {}
         self.door = Door.of(config, t)  # the rate limit and vLLM's caps at arrival (None: neither is on)
+        self.shedder = Shedder.of(config, t)  # deadline-aware shedding (None: off); its clock follows the record
+        self.writer.clock = None if self.shedder is None else self.shedder.clock
+        self._on_enter = [part.enter for part in (self.door, self.shedder) if part is not None]
         self.num_done = 0
         self._next_step = 0
         # Tokens can be wasted only if some client leaves or some answer runs past what is read.
@@ -195,7 +187,7 @@ class Engine:
         max_steps, or the memory budget of the trace when that stops the run first."""
         n = len(self.table)
         by_memory = self.max_steps < self.config.max_steps
-        limit = _Limit(self.max_steps, "" if by_memory else "max_steps=")
+        limit = cost_estimate.StepLimit(self.max_steps, "" if by_memory else "max_steps=")
         what = what.format(limit=limit, left=f"{n - self.num_done} of {n} requests unfinished")
         if by_memory:
             message = (f"{what}: the trace of more steps with {self.num_clients:,} client(s) would pass "
@@ -214,6 +206,8 @@ class Engine:
     def step(self, step: int) -> None:
         """One engine step, after ``advance`` has queued the step's arrivals."""
         num_aborted = self._disconnect(step)
+        if self.shedder is not None:
+            num_aborted += self._shed(step)
         out = self.scheduler.schedule(step)
         if out.events:
             self.recorder.events.extend(out.events)
@@ -274,8 +268,8 @@ class Engine:
                 self._end(row, step, RequestStatus.REJECTED, why)
                 self.recorder.events.append(events.rejected(step, row, why))
                 continue
-            if door is not None:
-                door.enter(row, step)
+            for enter in self._on_enter:  # (the door's counts, shedding's candidates)
+                enter(row, step)
             t.status[row] = RequestStatus.WAITING
             t.wait_start_step[row] = step
             self.scheduler.waiting.add(row)
@@ -307,6 +301,15 @@ class Engine:
                 self.recorder.events.append(events.aborted(step, row, self._disconnect_reason[row], num_blocks))
                 num_aborted += 1
         return num_aborted
+
+    def _shed(self, step: int) -> int:
+        """Shed the waiting requests whose TTFT target has passed (sim/shedding.py). Returns how many."""
+        rows = self.shedder.due(step)
+        for row in rows:
+            self.scheduler.remove(row)
+            self._end(row, step, RequestStatus.FINISHED_ABORTED, FinishReason.DEADLINE_PASSED)
+            self.recorder.events.append(events.aborted(step, row, FinishReason.DEADLINE_PASSED, 0))
+        return len(rows)
 
     def _end(self, row: int, step: int, status: RequestStatus, reason: RejectReason | FinishReason) -> None:
         if self.door is not None and status != RequestStatus.REJECTED:
@@ -361,6 +364,12 @@ class Engine:
         """Every running request decodes next step: one token each, the one it generated last (a prefill's last
         chunk of one token is no decode)."""
         return self.scheduler.all_decoding or bool(self.table.is_decoding[self.scheduler.running].all())
+
+    def first_shed_step(self, first_step: int, num_steps: int) -> int | None:
+        """The first of ``num_steps`` steps from ``first_step`` that could shed a waiting request while the batch
+        decodes (None: none, or shedding is off)."""
+        s = self.shedder
+        return None if s is None else s.first_due(first_step, num_steps, len(self.running), self.next_arrival_step())
 
     def next_promotion_step(self) -> int | None:
         """The first step at which the waiting queue's starvation guard may promote (None: none is due)."""

@@ -53,6 +53,7 @@ class FinishReason(StrEnum):
     LENGTH = "length"  # reached its length limit
     CLIENT_DISCONNECTED = "client_disconnected"  # aborted: the client closed the connection
     TIMEOUT = "timeout"  # aborted: the client's timeout ran out
+    DEADLINE_PASSED = "deadline_passed"  # shed: its TTFT target passed while it waited (the simulator's own)
 
 
 class WaitReason(StrEnum):
@@ -225,7 +226,8 @@ def join_and(items: Sequence[str]) -> str:
 # 'a'): ") and advice (which setting to change); the reason's words are these. The engine's figures come from
 # ``config``; the request's are optional, as not every caller has them (a ``reject`` event carries none): a
 # sentence without them says the same rule. ``who`` is its subject ("it", "they", "2 requests"); ``many``: it is
-# about several requests, and the figures given are the largest of theirs ("up to").
+# about several requests, and the figures given are the largest of theirs ("up to"). The sentence of a waiting
+# request shed past its TTFT target (``shed``, an abort's) lives here too.
 def _verb(many: bool, one: str, several: str) -> str:
     return several if many else one
 
@@ -289,6 +291,12 @@ def over_queued_tokens(config: EngineConfig) -> str:
     cap = config.max_num_queued_tokens or 0
     return (f"the prompts of the requests still in prefill add up to its cap or more (max_num_queued_tokens: "
             f"{counted(cap, 'token')}): HTTP 503, for a load balancer to retry it elsewhere")
+
+
+def shed(config: EngineConfig) -> str:
+    """``deadline_passed``: a waiting request dropped because its TTFT target had passed (the simulator's own)."""
+    return (f"shed: its time-to-first-token target (ttft_slo_ms: {config.ttft_slo_ms:,g} ms) passed while it waited, "
+            f"so it left the waiting queue")
 
 
 def refusal(reason: RejectReason, config: EngineConfig, *, num_blocks: int | None = None,
@@ -392,5 +400,5 @@ def describe(event: Event, request_ids: Sequence[str], config: EngineConfig) -> 
     if kind is EventKind.PROMOTE:
         return _promoted(event, config)
     if kind is EventKind.ABORT:
-        return "aborted: slot and KV blocks freed now"
+        return shed(config) if event.reason is FinishReason.DEADLINE_PASSED else "aborted: slot and KV blocks freed now"
     return "joined the waiting queue"  # arrive

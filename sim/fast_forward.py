@@ -5,7 +5,8 @@ A stretch of steps starting at ``step`` is quiet when, in each of its steps:
 - every running request is decoding (one token to compute) and they all fit in the token budget;
 - nobody finishes before the last step (the stretch ends with the step of the first requests' last token);
 - the blocks the batch grows into fit in the free pool, so nothing is preempted;
-- the head of the waiting queue is refused (there are no swapped requests and no prefix caching).
+- the head of the waiting queue is refused (there are no swapped requests and no prefix caching);
+- no waiting request's TTFT target passes (with deadline-aware shedding: sim/shedding.py).
 Arrivals may come: ``_walk`` goes through the stretch from one arrival (or starvation promotion) to the next for
 the cheap part (arrivals, promotions, the head's refusal, counter charges), exactly as the step loop would, and
 stops before the first step whose head could be admitted. The engine then runs and records the whole stretch with a
@@ -16,12 +17,12 @@ The engine is reached only through ``QuietStretchEngine`` (``Engine`` implements
 touches nothing else). What a quiet stretch may read: ``config``, ``table`` (request state, read only),
 ``running``, ``num_waiting``, ``num_swapped``, ``num_free_blocks``, ``max_steps``, ``snapshot_every_steps``,
 ``sparse_clients``, ``quiet_retry_step`` (its own, written here), ``batch_decodes()``, ``next_arrival_step()``,
-``next_promotion_step()``, ``next_disconnect_step(after)``, ``waiting_heads(num_steps, charge)``,
-``head_refusal(row, free_blocks)``, ``batch_refusal()``, ``decode_charge()``. The actions it may take, each the
-step loop's own: ``arrive(step)`` (admit arrivals to the waiting queue, or reject them), ``promote(step)``,
-``refuse(first_step, num_steps, rows, refusals)`` (log the head's refusals), ``charge_decode_steps(first_step,
-num_steps, charge)`` (charge the counters) and ``decode_steps(...)`` (allocate the stretch's blocks, advance the
-tokens, record the steps through the one writer, finish who is done).
+``next_promotion_step()``, ``next_disconnect_step(after)``, ``first_shed_step(first_step, num_steps)``,
+``waiting_heads(num_steps, charge)``, ``head_refusal(row, free_blocks)``, ``batch_refusal()``, ``decode_charge()``.
+The actions it may take, each the step loop's own: ``arrive(step)`` (admit arrivals to the waiting queue, or
+reject them), ``promote(step)``, ``refuse(first_step, num_steps, rows, refusals)`` (log the head's refusals),
+``charge_decode_steps(first_step, num_steps, charge)`` (charge the counters) and ``decode_steps(...)`` (allocate the
+stretch's blocks, advance the tokens, record the steps through the one writer, finish who is done).
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ class QuietStretchEngine(Protocol):
     def next_arrival_step(self) -> int | None: ...
     def next_promotion_step(self) -> int | None: ...
     def next_disconnect_step(self, after: int) -> int | None: ...
+    def first_shed_step(self, first_step: int, num_steps: int) -> int | None: ...
     def waiting_heads(self, num_steps: int, charge: tuple | None = None) -> list[int]: ...
     def head_refusal(self, row: int, free_blocks: int) -> Refusal | None: ...
     def batch_refusal(self) -> Refusal | None: ...
@@ -108,7 +110,10 @@ def quiet_steps(engine: QuietStretchEngine, step: int, until_step: int | None) -
         return 0
     if not engine.batch_decodes():
         return 0
-    return d
+    shed = engine.first_shed_step(step, d)  # (the stretch ends before a step that could shed a waiting request)
+    if shed is not None and shed - step < MIN_STEPS:
+        return 0
+    return d if shed is None else shed - step
 
 
 def _block_events(engine: QuietStretchEngine, d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

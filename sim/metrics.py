@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from .events import FinishReason
 from .request import NO_STEP, RequestStatus
 from .trace import SCHED_DECODE, SCHED_PREFILL, SCHED_PREFILL_DONE, SCHED_WASTED, Trace
 
@@ -143,7 +144,7 @@ def request_slo(trace: Trace, latencies: dict[str, np.ndarray] | None = None,
     - ``slo_met``: both: what goodput counts.
 
     A target of 0, or a request the targets do not apply to, is met by being served. A request not served (rejected
-    at arrival, aborted, its client gone) meets none. ``latencies``, ``gaps``: already computed, if at hand."""
+    at arrival, shed, aborted, its client gone) meets none. ``latencies``, ``gaps``: already computed, if at hand."""
     cfg, n = trace.config, trace.num_requests
     served = served_mask(trace)
     applies = np.ones(n, dtype=bool) if trace.slo is None else trace.slo
@@ -160,7 +161,7 @@ def request_slo(trace: Trace, latencies: dict[str, np.ndarray] | None = None,
 def slo_summary(trace: Trace, latencies: dict[str, np.ndarray] | None = None,
                 gaps: TokenGaps | None = None) -> dict[str, Any]:
     """The run's SLO figures (``request_slo``): requests the targets apply to, how many met the TTFT target, the TBT
-    target and both, each as a count and a share of all requests (those rejected included), and goodput:
+    target and both, each as a count and a share of all requests (those rejected or shed included), and goodput:
     the requests meeting both per second of the run (``slo_goodput_req_s``) and their tokens read per second
     (``slo_goodput_tok_s``), beside the served requests per second (``throughput_req_s``)."""
     r, n = trace.requests, trace.num_requests
@@ -237,6 +238,7 @@ def summary(trace: Trace) -> dict[str, Any]:
         "num_aborted": int((status == RequestStatus.FINISHED_ABORTED).sum()),
         "num_rejected": int(rejected.sum()),
         "rejected_by_reason": reasons,
+        "num_shed": trace.finish_reason.count(FinishReason.DEADLINE_PASSED),
         "num_preemptions": int(r["num_preemptions"].sum()),
         "num_swaps": sum(map(len, trace.swapped_out_at_steps)),
         "num_steps": trace.num_steps,

@@ -75,7 +75,7 @@ class RequestSpec:
     prefix_len: int = 0
     max_tokens: int | None = None
     stop_type: StopType = StopType.TOKEN
-    slo: bool = True  # the config's SLO targets apply to it (False: batch traffic, no latency target)
+    slo: bool = True  # the config's SLO targets apply to it (False: batch traffic, no target; never shed)
 
     def __post_init__(self) -> None:
         # (specs_from_columns checks these rules a column at a time for scenario files: change both together)

@@ -27,10 +27,12 @@ from .npfast import distinct
 from .recorder import TraceRecorder
 from .request import NO_STEP, RequestTable
 from .scheduler import Scheduler, SchedulerOutput
+from .shedding import Clock
 from .trace import SCHED_DECODE, SCHED_WASTED, STEP_COLUMNS, ClientRecord, StepRecord
 
 _COLUMN = {name: i for i, name in enumerate(StepRecord._fields)}  # a StepRecord field's place (column) in a step
 _PREFILL, _OUTPUT, _USED = _COLUMN["num_prefill_tokens"], _COLUMN["num_output_tokens"], _COLUMN["used_blocks"]
+_STEP_MS = _COLUMN["step_ms"]
 
 # Per-client inputs of ``StepWriter.write``:
 # - output: tokens generated per client, as the step's counter charge returned them ([clients], or for a sparse
@@ -50,6 +52,7 @@ class StepWriter:
         self.config, self.table, self.scheduler, self.kv, self.recorder = config, table, scheduler, kv, recorder
         self.sparse = recorder.sparse
         self.num_clients = recorder.num_clients
+        self.clock: Clock | None = None  # told every step's duration, when shedding reads the clock mid-run
         # One client and no shared blocks, recorded densely: per-client step values are plain numbers (the client
         # holds every used block; docs/PERFORMANCE.md#the-busy-step). Busy and idle steps must record the same
         # shapes, or the trace's per-client columns cannot be stacked.
@@ -81,6 +84,8 @@ class StepWriter:
                              client_counters, client_service)  # (ClientRecord's fields, as a plain tuple)
         else:
             client_values = self._dense_clients(num_steps, values, running, held, output, prefill, totals, block)
+        if self.clock is not None:
+            self.clock.record(values[:, _STEP_MS] if block else values[_STEP_MS], num_steps)
         if block:
             self.recorder.append_block(values, client_values, *schedule)
         elif schedule is None:

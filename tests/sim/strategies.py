@@ -2,7 +2,7 @@
 
 Pools are tiny (8..32 blocks of 1..8 tokens) so preemption, swapping, prefix-cache reuse and rejections all happen
 often; requests that can never fit are rejected by the engine with a reason, which the properties check too. vLLM's
-admission caps and SLO targets are drawn too.
+admission caps and deadline-aware shedding are drawn too (short targets, so that waiting requests are shed).
 """
 
 from __future__ import annotations
@@ -72,11 +72,12 @@ def configs(draw, policies: tuple[str, ...] = ALL_POLICIES) -> EngineConfig:
         client_weights=draw(st.sampled_from([(), (("a", 2.0),), (("b", 0.5), ("c", 3.0))])),
         rate_limit_max_requests=draw(st.sampled_from([0, 0, 0, 1, 3])),
         rate_limit_window_steps=draw(st.integers(1, 20)),
-        # vLLM's caps at the door (often off), SLO targets in ms (a step is ~6 ms with the default costs)
+        # vLLM's caps at the door (often off), SLO targets in ms (a step is ~6 ms with the default costs) and shedding
         max_num_queued_reqs=draw(st.sampled_from([None, None, None, 0, 1, 2, 4, 8])),
         max_num_queued_tokens=draw(st.sampled_from([None, None, None, 1, 12, 40])),
         ttft_slo_ms=draw(st.sampled_from([0.0, 0.0, 15.0, 40.0, 120.0])),
         tbt_slo_ms=draw(st.sampled_from([0.0, 0.0, 8.0, 30.0])),
+        shed_past_ttft_slo=draw(st.booleans()),
         seed=draw(st.integers(0, 3)),
         max_steps=5000,
     )

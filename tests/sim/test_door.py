@@ -216,6 +216,7 @@ def test_the_invariant_check_catches_door_counts_gone_wrong():
     ({"ttft_slo_ms": -5}, "ttft_slo_ms", "must be >= 0.0 and <= 3600000.0, got -5"),
     ({"tbt_slo_ms": "100"}, "tbt_slo_ms", "must be a finite number, got '100'"),
     ({"tbt_slo_ms": float("inf")}, "tbt_slo_ms", "must be a finite number, got inf"),
+    ({"shed_past_ttft_slo": "yes"}, "shed_past_ttft_slo", "must be true or false, got 'yes'"),
 ])
 def test_a_bad_setting_is_named_with_what_is_allowed(changes, field, words):
     with pytest.raises(FieldError) as e:
@@ -237,7 +238,7 @@ def test_a_requests_slo_must_be_true_or_false():
 
 def test_the_new_keys_load_and_dump_back():
     data = {"name": "door", "config": {"num_blocks": 100, "max_num_queued_reqs": 8, "max_num_queued_tokens": 0,
-                                       "ttft_slo_ms": 2000, "tbt_slo_ms": 100.5},
+                                       "ttft_slo_ms": 2000, "tbt_slo_ms": 100.5, "shed_past_ttft_slo": True},
             "requests": [{"id": "a", "arrival_step": 0, "prompt_len": 4, "output_len": 4, "slo": False},
                          {"id": "b", "arrival_step": 0, "prompt_len": 4, "output_len": 4}]}
     sc = scenario.scenario_from_dict(data)

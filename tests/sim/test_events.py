@@ -131,10 +131,14 @@ def test_preemption_words_name_who_needed_the_block():
      "for 50 steps of running"),
     (Event(3, EventKind.ABORT, 0, FinishReason.CLIENT_DISCONNECTED, num_blocks=3),
      "aborted: slot and KV blocks freed now"),
+    (Event(3, EventKind.ABORT, 0, FinishReason.DEADLINE_PASSED),
+     "shed: its time-to-first-token target (ttft_slo_ms: 2,000 ms) passed while it waited, so it left the waiting "
+     "queue"),
     (Event(3, EventKind.ARRIVE, 0), "joined the waiting queue"),
 ])
 def test_describe_words_each_kind(event, words):
-    cfg = config(max_num_seqs=2, watermark=0.25, disconnect_detect_delay_steps=5, starvation_threshold_steps=1000)
+    cfg = config(max_num_seqs=2, watermark=0.25, disconnect_detect_delay_steps=5, starvation_threshold_steps=1000,
+                 ttft_slo_ms=2000)
     assert describe(event, ["A", "B"], cfg) == words
 
 

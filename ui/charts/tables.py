@@ -38,6 +38,7 @@ METRIC_COLUMNS: dict[str, tuple[str, str, int | None]] = {
     "wasted_gpu": ("wasted GPU time (ms)", "wasted_gpu_ms", 1),
     "aborted": ("aborted (requests)", "num_aborted", None),
     "rejected": ("rejected (requests)", "num_rejected", None),
+    "shed": ("shed past their TTFT target (requests)", "num_shed", None),
     "peak_kv": ("peak KV (blocks)", "peak_used_blocks", None),
 }
 
