@@ -13,7 +13,7 @@ style, preset, base = lp.style, lp.preset, lp.base
 engine = lp.panel("Engine", f"{lesson.LESSON}.engine", knobs.engine_knobs(base.config))
 config = knobs.apply_engine(base.config, engine)
 workload, config = clients.client_settings(lp, config)
-own = lp.panel("Policies", lesson.LESSON, lesson.knobs(preset, base.config))
+own = lp.panel("Policies", lesson.LESSON, lesson.knobs(preset, base, lp.is_uploaded))
 lp.show_changes()
 config = page.guarded(lambda: lesson.apply(config, own))
 st.sidebar.caption(knobs.pool_caption(config))
@@ -21,7 +21,7 @@ unit = own["unit"]
 
 scenario = page.guarded(lambda: lesson.in_client_order(knobs.scenario_with(base, config, workload)))
 # (labels are the preset's: one whose numbers the knobs or an uploaded file changed says what it runs now)
-variants = lesson.variants(preset, scenario, own["policies"], preset.scenario.config, lift=own.get("lift", True))
+variants = lesson.variants(preset, scenario, own)
 # A preset with a sweep makes its point there: its runs start on the other cores with the policies'.
 limit_values = weight_values = None
 if "limit_sweep" in preset.knobs and "limit" in own:
@@ -33,7 +33,7 @@ limit_runs = page.guarded(lambda: lesson.limit_sweep_runs(scenario, limit_values
 weight_runs = page.guarded(lambda: lesson.weight_sweep_runs(vtc_scenario, weight_values)) if weight_values else []
 runs = run_variants(variants, make=lesson.run_maker(runner.measure), ahead=[*limit_runs, *weight_runs])
 
-page.cards([lesson.headline(run) for run in runs])  # the numbers first: one column per policy
+page.cards([lesson.headline(run, unit) for run in runs])  # the numbers first: one column per policy
 
 # The sweep's curve comes first, and its sentences join the notice once every point is in (ui.sweeps: the page
 # draws the points ready now, and the rest fill in without holding up the rerun).
@@ -42,12 +42,12 @@ if limit_runs:
     limit_sweep = page.guarded(lambda: sweeps.Sweep(limit_runs, lesson.sweep_point, lp.started_s))
 if weight_runs:
     weight_sweep = page.guarded(lambda: sweeps.Sweep(weight_runs, lesson.sweep_point, lp.started_s))
-page.notice(lesson.notices(
+page.notice(lesson.sweep_notices(
     runs,
     page.guarded(lambda: lesson.limit_sweep(scenario, limit_values, runner.measure))
     if limit_sweep and limit_sweep.is_complete else None,
     page.guarded(lambda: lesson.weight_sweep(vtc_scenario, weight_values, runner.measure))
-    if weight_sweep and weight_sweep.is_complete else None))
+    if weight_sweep and weight_sweep.is_complete else None) + lesson.notices(runs, unit))
 
 if limit_sweep is not None:
     st.subheader("Rate limits: throughput against the limit")

@@ -103,8 +103,10 @@ def _variant_configs(preset: Preset, config: EngineConfig) -> list[EngineConfig]
     return [config.replace(**overrides) for _, overrides in preset.variants]
 
 
-def knobs(preset: Preset, config: EngineConfig) -> list[Knob]:
-    """The lesson's own knobs, each shown only where a variant of this preset responds to it."""
+def knobs(preset: Preset, base: Scenario, uploaded: bool) -> list[Knob]:
+    """The lesson's own knobs, each shown only where a variant of this preset responds to it; defaults from
+    ``base``'s config."""
+    config = base.config
     labels = [label for label, _ in preset.variants]
     configs = _variant_configs(preset, config)
     policies = {c.policy for c in configs}
@@ -323,21 +325,22 @@ def in_client_order(scenario: Scenario) -> Scenario:
 
 
 # ---- variants and runs ------------------------------------------------------------------------------------------
-def variants(preset: Preset, base: Scenario, chosen: Sequence[str], reference: EngineConfig,
-             lift: bool = True) -> list[tuple[str, Scenario]]:
-    """The chosen variants on ``base`` (knobs applied). ``reference`` is the config before the knobs, so a label
-    whose numbers the knobs changed says what it runs now ("VTC 1:2 (weights A 1 : B 3)")."""
-    ids = [c.client_id for c in base.workload.clients] if base.workload else sorted({r.client_id for r in
-                                                                                     base.requests})
+def variants(preset: Preset, scenario: Scenario, values: dict[str, Any]) -> list[tuple[str, Scenario]]:
+    """The variants chosen in ``values["policies"]`` on ``scenario`` (knobs applied); VTC runs as LCF when the lift
+    toggle is off. A label whose numbers the knobs changed from the preset's says what it runs now ("VTC 1:2
+    (weights A 1 : B 3)")."""
+    ids = [c.client_id for c in scenario.workload.clients] if scenario.workload else \
+        sorted({r.client_id for r in scenario.requests})
+    reference, lift = preset.scenario.config, values.get("lift", True)  # (the config before the knobs)
     out = []
     for label, overrides in preset.variants:
-        if label not in chosen:
+        if label not in values["policies"]:
             continue
-        scenario = base.with_config(**overrides)
-        if not lift and scenario.config.policy is Policy.VTC:
-            scenario = scenario.with_config(policy=Policy.LCF)
-        change = _vtc_change(reference.replace(**overrides), scenario.config, ids)
-        out.append((f"{label} ({change})" if change else label, scenario))
+        run = scenario.with_config(**overrides)
+        if not lift and run.config.policy is Policy.VTC:
+            run = run.with_config(policy=Policy.LCF)
+        change = _vtc_change(reference.replace(**overrides), run.config, ids)
+        out.append((f"{label} ({change})" if change else label, run))
     return out
 
 
@@ -480,8 +483,9 @@ def gap_inputs(runs: Sequence[Run]) -> dict[str, tuple[np.ndarray, float, float]
     return {run.label: (run.stats["difference"], run.stats["gap"], run.stats["bound"]) for run in runs}
 
 
-def headline(run: Run) -> Card:
-    """A policy's headline number: its total throughput, and the clients' finish times and fairness under it."""
+def headline(run: Run, unit: str) -> Card:
+    """A policy's headline number: its total throughput, and the clients' finish times (ms) and fairness under
+    it."""
     return Card(f"{run.label}: total throughput", f"{run.summary['throughput_tok_s']:,.0f} tokens/s",
                 run_caption(run), "Output tokens generated over the whole run, per second of simulated GPU time.")
 
@@ -564,9 +568,9 @@ def _pct_change(a: float, b: float) -> str:
     return pct_change(a, b) if np.isfinite(a) and np.isfinite(b) and a > 0 else ""
 
 
-def notices(runs: Sequence[Run], limit_sweep_: dict | None = None, weight_sweep_: dict | None = None) -> list[str]:
-    """Sentences about these runs (and sweeps), each computed from the numbers on the page; a sweep's first (a
-    preset with a sweep makes its point there, and the page shows three sentences before "more")."""
+def sweep_notices(runs: Sequence[Run], limit_sweep_: dict | None, weight_sweep_: dict | None) -> list[str]:
+    """The sweeps' sentences (a complete sweep, or None), which go before ``notices``': a preset with a sweep makes
+    its point there, and the page shows three sentences before "more"."""
     if not runs:
         return []
     out: list[str] = []
@@ -574,6 +578,15 @@ def notices(runs: Sequence[Run], limit_sweep_: dict | None = None, weight_sweep_
         out += _limit_sweep_notice(limit_sweep_, runs)
     if weight_sweep_:
         out += _weight_sweep_notice(weight_sweep_, runs)
+    return out
+
+
+def notices(runs: Sequence[Run], unit: str) -> list[str]:
+    """Sentences about these runs, each computed from the numbers on the page (times in ms whatever ``unit``: the
+    clients' finish times are compared in ms)."""
+    if not runs:
+        return []
+    out: list[str] = []
     out += _light_client_notice(runs)
     out += _throughput_notice(runs)
     out += _lift_notice(runs)

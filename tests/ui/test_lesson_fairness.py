@@ -90,7 +90,7 @@ def article() -> dict[str, lesson.Run]:
 
 def _runs(preset, scenario, chosen=None, lift=True) -> list[lesson.Run]:
     chosen = chosen or [label for label, _ in preset.variants]
-    variants = lesson.variants(preset, scenario, chosen, preset.scenario.config, lift=lift)
+    variants = lesson.variants(preset, scenario, {"policies": chosen, "lift": lift})
     make = lesson.run_maker(_measure)  # the records the page builds, without Streamlit
     return [make(label, sc, _run(sc), _measure(sc, metrics.summary)) for label, sc in variants]
 
@@ -172,7 +172,7 @@ def _values(knobs, **changes) -> dict:
 
 
 def test_knobs_show_only_what_the_preset_uses():
-    keys = {key: [k.key for k in lesson.knobs(p, p.scenario.config)]
+    keys = {key: [k.key for k in lesson.knobs(p, p.scenario, False)]
             for key, p in presets.all_presets().items() if p.lesson == "fairness"}
     assert {"limit", "limit_window", "w_in", "w_out", "lift"} <= set(keys["article_fairness"])
     assert "lift" not in keys["returning_idle"] and "limit" not in keys["returning_idle"]
@@ -233,16 +233,16 @@ def test_as_shares_converts_rates_to_the_same_arrivals():
 def test_variant_labels_say_what_the_knobs_changed():
     p = presets.get("weighted_vtc")
     base = p.scenario.with_config(client_weights=(("B", 3.0),), output_weight=4.0)
-    labels = [label for label, _ in lesson.variants(p, base, ["VTC 1:2", "VTC 1:1", "FCFS"], p.scenario.config)]
+    labels = [label for label, _ in lesson.variants(p, base, {"policies": ["VTC 1:2", "VTC 1:1", "FCFS"]})]
     assert labels == ["VTC 1:2 (weights A 1 : B 3, in 1 : out 4)", "VTC 1:1 (in 1 : out 4)", "FCFS"]
     a = presets.get("article_fairness")
-    off = lesson.variants(a, a.scenario, ["VTC"], a.scenario.config, lift=False)
+    off = lesson.variants(a, a.scenario, {"policies": ["VTC"], "lift": False})
     assert off[0][0] == "VTC (no lift)" and off[0][1].config.policy is Policy.LCF
 
 
 def test_apply_sets_the_limit_and_the_charges():
     p = presets.get("article_fairness")
-    cfg = lesson.apply(p.scenario.config, _values(lesson.knobs(p, p.scenario.config), limit=4, limit_window=50,
+    cfg = lesson.apply(p.scenario.config, _values(lesson.knobs(p, p.scenario, False), limit=4, limit_window=50,
                                                   w_in=0.5, w_out=3.0))
     assert (cfg.rate_limit_max_requests, cfg.rate_limit_window_steps) == (4, 50)
     assert (cfg.input_weight, cfg.output_weight) == (0.5, 3.0)
@@ -251,7 +251,7 @@ def test_apply_sets_the_limit_and_the_charges():
 # ---- notices and tables -------------------------------------------------------------------------------------------
 def test_article_notices_quote_the_runs(article):
     runs = list(article.values())
-    text = " ".join(lesson.notices(runs))
+    text = " ".join(lesson.notices(runs, "steps"))
     fcfs_b, vtc_b = _client(article["FCFS"], "B")["mean_finish_ms"], _client(article["VTC"], "B")["mean_finish_ms"]
     assert f"from {fcfs_b:,.0f} ms to {vtc_b:,.0f} ms" in text
     t0, t1 = article["FCFS"].summary["throughput_tok_s"], article["Rate limit"].summary["throughput_tok_s"]
@@ -260,7 +260,7 @@ def test_article_notices_quote_the_runs(article):
 
 
 def _paper_sentence(runs) -> list[str]:
-    return [t for t in lesson.notices(runs) if t.startswith("The VTC paper measured")]
+    return [t for t in lesson.notices(runs, "steps") if t.startswith("The VTC paper measured")]
 
 
 def test_article_notice_sets_the_papers_figure_beside_the_simulators(article):
@@ -284,7 +284,7 @@ def test_article_notice_sets_the_papers_figure_beside_the_simulators(article):
 def test_papers_figure_only_beside_the_papers_setting(changes, shown):
     p = presets.get("article_fairness")
     runs = _runs(p, p.scenario.with_config(**changes), chosen=["FCFS", "Rate limit"])
-    assert any("throughput fell from" in t for t in lesson.notices(runs))  # (the limit still costs throughput)
+    assert any("throughput fell from" in t for t in lesson.notices(runs, "steps"))  # (the limit still costs throughput)
     assert bool(_paper_sentence(runs)) is shown
 
 
@@ -292,7 +292,7 @@ def test_papers_figure_not_beside_another_workload():
     p = presets.get("article_fairness")
     fewer = dataclasses.replace(p.scenario, requests=p.scenario.requests[:-1])
     runs = _runs(p, fewer, chosen=["FCFS", "Rate limit"])
-    assert any("throughput fell from" in t for t in lesson.notices(runs))
+    assert any("throughput fell from" in t for t in lesson.notices(runs, "steps"))
     assert _paper_sentence(runs) == []
     # The rate_limits preset runs the same setting at its default limit: the same runs, so the same sentence.
     r = presets.get("rate_limits")
@@ -302,7 +302,7 @@ def test_papers_figure_not_beside_another_workload():
 def test_returning_notice_compares_the_lift_with_lcf():
     p = presets.get("returning_idle")
     runs = _runs(p, p.scenario)
-    text = " ".join(lesson.notices(runs))
+    text = " ".join(lesson.notices(runs, "steps"))
     lcf, vtc = runs[0].stats["longest_starvation_steps"][0], runs[1].stats["longest_starvation_steps"][0]
     assert lcf > 3 * vtc
     assert f"none admitted for up to {lcf:,} steps, against {vtc:,} under VTC (lift)" in text
@@ -325,7 +325,7 @@ def test_light_client_notice_quotes_the_other_clients_requests_pooled():
     pooled = float(metrics.request_latencies(t)["finish_ms"][others].mean())
     means = [row["mean_finish_ms"] for row in fcfs.clients if row["client"] != "C"]
     assert f"{pooled:,.0f}" != f"{sum(means) / 2:,.0f}"  # (the two readings differ here)
-    sentence = lesson.notices([fcfs])[0]
+    sentence = lesson.notices([fcfs], "steps")[0]
     assert sentence.startswith("Under FCFS, C sends only") and f"the other clients' ({pooled:,.0f} ms)" in sentence
 
 
@@ -339,16 +339,16 @@ def test_notices_quote_no_finish_time_when_nothing_was_served():
         weights = sorted({0.5, 16.0, runs[0].config.output_weight})
         vtc = next(r for r in runs if r.config.policy is Policy.VTC)
         sweep = lesson.weight_sweep(vtc.scenario, weights, _measure) if key == "prefill_vs_decode" else None
-        text = " ".join(lesson.notices(runs, None, sweep))
+        text = " ".join(lesson.sweep_notices(runs, None, sweep) + lesson.notices(runs, "steps"))
         assert "—" not in text and "mean finish time" not in text and "they took" not in text, key
 
 
 def test_notices_survive_a_single_run_and_one_client():
     p = presets.get("article_fairness")
-    assert lesson.notices(_runs(p, p.scenario, chosen=["VTC"]))  # no FCFS baseline: still something to say
+    assert lesson.notices(_runs(p, p.scenario, chosen=["VTC"]), "steps")  # no FCFS baseline: still something to say
     single = dataclasses.replace(p.scenario, requests=tuple(r for r in p.scenario.requests if r.client_id == "A"))
     runs = _runs(p, single)
-    lesson.notices(runs)  # must not raise
+    lesson.notices(runs, "steps")  # must not raise
     assert lesson.light_client(runs[0]) is None
 
 
