@@ -31,7 +31,7 @@ if story is not None:
         page.cards(lesson.story_metrics(story), columns=4)
 page.cards([lesson.headline(run, unit) for run in runs])
 
-page.notice(lesson.notices(runs, story, unit))
+page.notice(lesson.notices(runs, unit))
 
 st.subheader("KV memory: who is it for?")
 page.show_chart(cancel_charts.kv_for_nobody({run.label: run.trace for run in runs}, style, x_unit=unit),

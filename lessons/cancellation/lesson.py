@@ -9,6 +9,7 @@ so 1,000 tokens = 131 MB); block-granular figures count whole blocks of ``block_
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,7 +57,7 @@ def _compares_aborts(preset: Preset) -> bool:
     return any("abort_on_disconnect" in ov for _, ov in preset.variants)
 
 
-def knobs(preset: Preset, base: Scenario, uploaded: bool = False) -> list[Knob]:
+def knobs(preset: Preset, base: Scenario, uploaded: bool) -> list[Knob]:
     """The lesson's own knobs, each only where it changes something: request-level knobs only on the preset's own
     requests (not on an uploaded scenario), abandonment only on a generated workload."""
     labels = tuple(label for label, _ in preset.variants)
@@ -147,9 +148,9 @@ def _stop_marked(r: RequestSpec, index: int, max_tokens: int, marker: str) -> Re
     return dataclasses.replace(r, max_tokens=max_tokens, stop_type=StopType(stop))
 
 
-def variants(preset: Preset, base: Scenario, values: dict[str, Any]) -> list[tuple[str, Scenario]]:
-    """The chosen servers, each the base scenario with its overrides; the late server gets the delay knob and a
-    label that says it ("notices after 120 steps")."""
+def variants(preset: Preset, scenario: Scenario, values: dict[str, Any]) -> list[tuple[str, Scenario]]:
+    """The servers chosen in ``values["servers"]``, each ``scenario`` with its overrides; the late server gets the
+    delay knob and a label that says it ("notices after 120 steps")."""
     out = []
     for label, overrides in preset.variants:
         if label not in values["servers"]:
@@ -158,7 +159,7 @@ def variants(preset: Preset, base: Scenario, values: dict[str, Any]) -> list[tup
         if changes.get("disconnect_detect_delay_steps", 0) > 0 and "delay" in values:
             changes["disconnect_detect_delay_steps"] = int(values["delay"])
             label = f"notices after {int(values['delay']):,} steps"
-        out.append((label, base.with_config(**changes)))
+        out.append((label, scenario.with_config(**changes)))
     return out
 
 
@@ -302,11 +303,13 @@ def run_caption(run: Run, unit: str) -> str:
 
 
 # ---- what to notice -------------------------------------------------------------------------------------------------
-def notices(runs: list[Run], story: Story | None, unit: str = "steps") -> list[str]:
-    """Sentences computed from the runs: the article's numbers, waste, goodput, others' waiting, KV held for nobody,
-    late detection, timeouts and stop checks."""
+def notices(runs: Sequence[Run], unit: str) -> list[str]:
+    """Sentences computed from the runs: the article's numbers (``abandon_story``, when the runs tell it), waste,
+    goodput, others' waiting, KV held for nobody, late detection, timeouts and stop checks."""
     if not runs:
         return []
+    runs = list(runs)
+    story = abandon_story(runs)
     out = []
     if story is not None:  # the story already gives the waste and the KV of the one abandoned request
         out.extend(_story_sentences(story))

@@ -112,7 +112,7 @@ def test_article_kv_is_freed_on_the_very_next_step(article):
 
 
 def test_article_notices(article):
-    text = " ".join(lesson.notices(article, lesson.abandon_story(article)))
+    text = " ".join(lesson.notices(article, "steps"))
     assert "generated 700 tokens for nobody after the user left at token 300" in text
     assert "1,000 tokens = 131 MB (63 blocks of 16 tokens)" in text
     assert "300 tokens of KV it held (39 MB) were freed at step 300, the very next step" in text
@@ -134,7 +134,7 @@ def test_no_story_when_the_user_reads_the_whole_answer():
     runs = runs_of("article_abandon", leave_after_tokens=1000)  # disconnects at step 1000, the answer ended at 999
     assert lesson.abandon_story(runs) is None
     assert all(run.summary["wasted_tokens"] == 0 for run in runs)
-    assert "No server generated a token nobody read" in " ".join(lesson.notices(runs, None))
+    assert "No server generated a token nobody read" in " ".join(lesson.notices(runs, "steps"))
 
 
 # ---- goodput -----------------------------------------------------------------------------------------------------
@@ -157,7 +157,7 @@ def test_impatient_users_order_waste_goodput_and_waiting(impatient):
     assert prompt["wasted_gpu_ms"] == 0 < late["wasted_gpu_ms"] < never["wasted_gpu_ms"]
     assert prompt["goodput_tok_s"] > late["goodput_tok_s"] > never["goodput_tok_s"]
     assert prompt["queue_steps"]["mean"] < late["queue_steps"]["mean"] < never["queue_steps"]["mean"]
-    text = " ".join(lesson.notices(impatient, lesson.abandon_story(impatient)))
+    text = " ".join(lesson.notices(impatient, "steps"))
     assert "A server that notices after 50 steps kept" in text and "at most 50 each" in text
     assert "The waiting time others lose" in text
 
@@ -188,13 +188,13 @@ def test_timeouts_remove_waiting_requests():
     assert (waiting[49], waiting[50], aborting.trace.num_steps) == (2, 0, 51)
     assert lesson.timed_out(aborting).tolist() == [True, True, True]
     assert keeping.summary["wasted_tokens"] == 250 and keeping.summary["num_served"] == 0
-    text = " ".join(lesson.notices([aborting, keeping], None))
+    text = " ".join(lesson.notices([aborting, keeping], "steps"))
     assert ("With a 50-step client timeout, 3 users gave up under abort at once: 2 still queued, 1 after waiting "
             "0 steps before starting; it dropped them from the queue and the batch at once.") in text
     assert "3 users gave up under no abort: 2 still queued, 1 after waiting 0 steps before starting" in text
     assert "without an abort it still generated their answers for nobody" in text
     # One user alone, queued: the sentence speaks of one.
-    one = lesson.notices(run_scenario(config, requests[:2], {"abort at once": {}}), None)
+    one = lesson.notices(run_scenario(config, requests[:2], {"abort at once": {}}), "steps")
     assert "With a 50-step client timeout, 2 users gave up under abort at once: 1 still queued, 1 after " \
            "waiting 0 steps before starting" in " ".join(one)
 
@@ -216,7 +216,7 @@ def test_timeout_knob_reaches_every_server():
     assert (r["status"][gone] != RequestStatus.FINISHED_ABORTED).all() and (r["num_wasted_tokens"][gone] > 0).all()
     # FCFS under overload: the oldest request is admitted first, so users time out soon after they start, having
     # waited most of the timeout in the queue (the notice says how long).
-    text = " ".join(lesson.notices(runs, None))
+    text = " ".join(lesson.notices(runs, "steps"))
     assert re.search(r"43 users gave up under abort at once, all after waiting \d+ steps on average before "
                      r"starting", text)
     assert re.search(r"108 users gave up under no abort: 77 still queued, 31 after waiting \d+ steps on average "
@@ -237,7 +237,7 @@ def test_waiting_time_is_compared_over_the_users_who_stayed_under_every_server()
     a = metrics.request_latencies(prompt.trace)["queue_steps"][every].mean()
     b = metrics.request_latencies(never.trace)["queue_steps"][every].mean()
     assert b - a > never.summary["queue_steps"]["mean"] - prompt.summary["queue_steps"]["mean"] + 20  # unpaired: less
-    text = " ".join(lesson.notices(runs, None))
+    text = " ".join(lesson.notices(runs, "steps"))
     assert (f"the {every.sum()} users who stayed to the end under every server waited {b:,.0f} steps on average in "
             f"the queue under no abort, against {a:,.0f} under abort at once ({round(b) - round(a):,} steps more "
             f"each)") in text  # (the difference of the numbers shown, so that they subtract)
@@ -257,7 +257,7 @@ def test_stops_preset_numbers(stops):
     every, at_max = stops
     assert every.summary["wasted_tokens"] == 12  # the 12 stop-string answers, one token each
     assert at_max.summary["wasted_tokens"] == 8316  # sum of 512 - natural length, natural = 60 + (37 i mod 240)
-    text = " ".join(lesson.notices(stops, None))
+    text = " ".join(lesson.notices(stops, "steps"))
     assert "the 12 answers ending on a stop string each ran one token past their end" in text
     assert "the 12 ending on a stop token wasted 0" in text
     assert "still runs to max_tokens (512): 8,316 tokens past the ends of 24 answers" in text
@@ -268,7 +268,7 @@ def test_stop_sentences_speak_only_of_answers_that_ran():
     # "still runs to max_tokens" (the sentences used to say so, with "0 tokens").
     runs = runs_of("stops", engine={"num_blocks": 8})
     assert all(r.summary["num_rejected"] == 24 for r in runs)
-    text = " ".join(lesson.notices(runs, None))
+    text = " ".join(lesson.notices(runs, "steps"))
     assert "ran one token past" not in text and "still runs to max_tokens" not in text
 
 
