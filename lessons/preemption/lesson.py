@@ -135,10 +135,11 @@ def _plain(value: Any) -> Any:
     return getattr(value, "value", value)
 
 
-def knobs(preset: Preset, config: EngineConfig, uploaded: bool = False) -> list[Knob]:
+def knobs(preset: Preset, base: Scenario, uploaded: bool) -> list[Knob]:
     """The lesson's own knobs: variants to compare, then the policy, preemption mode and prefix caching unless
-    the variants compare them, then the time axis. ``uploaded``: ``config`` is an uploaded scenario's, whose
-    settings come first."""
+    the variants compare them, then the time axis. ``uploaded``: ``base`` is an uploaded scenario, whose settings
+    come first."""
+    config = base.config
     out = []
     if len(preset.variants) > 1:
         labels = tuple(label for label, _ in preset.variants)
@@ -188,37 +189,50 @@ def swap_knobs(config: EngineConfig) -> list[Knob]:
     ]
 
 
-def apply(config: EngineConfig, engine: dict[str, Any], own: dict[str, Any], swap: dict[str, Any]) -> EngineConfig:
-    """The config the knob values describe (compared fields are left to the variants)."""
-    model = MODELS.get(engine["model"], config.model)
-    block_size = int(engine["block_size"])
-    changes: dict[str, Any] = {
-        "model": model, "block_size": block_size,
-        "num_blocks": max(1, num_blocks_for_gib(float(engine["pool_gib"]), model, block_size)),
-        "max_num_seqs": int(engine["max_num_seqs"]), "max_num_batched_tokens": int(engine["max_num_batched_tokens"]),
-        # (capped at the engine's limit: a toy model's few bytes a block make GiBs into billions of blocks, more
-        # than any victim can fill)
-        "num_cpu_blocks": (min(num_blocks_for_gib(float(swap["cpu_swap_gib"]), model, block_size), MAX_CPU_BLOCKS)
-                           if swap["cpu_swap_gib"] > 0 else 0),
-        "cost": dataclasses.replace(config.cost, swap_bandwidth_gb_s=float(swap["swap_bandwidth_gb_s"]),
-                                    swap_overhead_per_block_us=float(swap["swap_overhead_us"])),
-    }
-    changes.update({k: own[k] for k in ("policy", "preemption_mode", "enable_prefix_caching") if k in own})
-    return config.replace(**changes)
+def apply_engine(config: EngineConfig, values: dict[str, Any]) -> EngineConfig:
+    """The engine panel's values (``engine_knobs``): the model, the block size, the pool from GiB to blocks, the
+    batch slots and the token budget."""
+    model = MODELS.get(values["model"], config.model)
+    block_size = int(values["block_size"])
+    return config.replace(model=model, block_size=block_size,
+                          num_blocks=max(1, num_blocks_for_gib(float(values["pool_gib"]), model, block_size)),
+                          max_num_seqs=int(values["max_num_seqs"]),
+                          max_num_batched_tokens=int(values["max_num_batched_tokens"]))
 
 
-def variants(preset: Preset, base: Scenario, chosen: Sequence[str] | None) -> list[tuple[str, Scenario]]:
-    """The chosen variants: the base scenario with each variant's setting of the compared fields."""
+def apply_swap(config: EngineConfig, values: dict[str, Any]) -> EngineConfig:
+    """The swap panel's values (``swap_knobs``): the CPU swap space from GiB to blocks (of ``config``'s model and
+    block size: after ``apply_engine``), the copy bandwidth and overhead."""
+    gib = float(values["cpu_swap_gib"])
+    # (capped at the engine's limit: a toy model's few bytes a block make GiBs into billions of blocks, more than
+    # any victim can fill)
+    return config.replace(
+        num_cpu_blocks=min(num_blocks_for_gib(gib, config.model, config.block_size), MAX_CPU_BLOCKS) if gib > 0 else 0,
+        cost=dataclasses.replace(config.cost, swap_bandwidth_gb_s=float(values["swap_bandwidth_gb_s"]),
+                                 swap_overhead_per_block_us=float(values["swap_overhead_us"])))
+
+
+def apply(config: EngineConfig, values: dict[str, Any]) -> EngineConfig:
+    """The lesson's panel (``knobs``): the victim policy, the preemption mode and prefix caching where shown
+    (compared fields are left to the variants)."""
+    return config.replace(**{k: values[k] for k in ("policy", "preemption_mode", "enable_prefix_caching")
+                             if k in values})
+
+
+def variants(preset: Preset, scenario: Scenario, values: dict[str, Any]) -> list[tuple[str, Scenario]]:
+    """The variants chosen in ``values["compare"]`` (every one when the preset has a single variant, which has no
+    such knob): ``scenario`` with each variant's setting of the compared fields."""
     axes = compared(preset)
+    chosen = values.get("compare")
     out = []
     for label, overrides in preset.variants:
         if chosen is not None and label not in chosen:
             continue
-        scenario = base.with_config(**{k: v for k, v in overrides.items() if k in axes})
+        run = scenario.with_config(**{k: v for k, v in overrides.items() if k in axes})
         # A setting the variant names but a knob now sets (one-variant presets): say what actually runs.
-        moved = [_setting_text(k, getattr(scenario.config, k)) for k, v in overrides.items()
-                 if k not in axes and _plain(v) != _plain(getattr(scenario.config, k))]
-        out.append((", ".join(moved) if moved else label, scenario))
+        moved = [_setting_text(k, getattr(run.config, k)) for k, v in overrides.items()
+                 if k not in axes and _plain(v) != _plain(getattr(run.config, k))]
+        out.append((", ".join(moved) if moved else label, run))
     return out
 
 
@@ -590,7 +604,7 @@ def _merged(per_run: Sequence[tuple[str, list[str]]]) -> list[str]:
     return [s for _, sentences in per_run for s in sentences]
 
 
-def notices(runs: Sequence[Run]) -> list[str]:
+def notices(runs: Sequence[Run], unit: str) -> list[str]:
     """The sentences, most important first (the page shows three, the rest under "more"): what the runs compare,
     prefix caching or recompute vs swap, when they differ in it, and what bringing victims back cost; else who was
     evicted, who waited behind the victim, and the cost."""

@@ -25,7 +25,7 @@ STYLE = ChartStyle()
 def runs_of(key: str, **config) -> list[lesson.Run]:
     p = presets.get(key)
     out = []
-    for label, sc in lesson.variants(p, p.scenario.with_config(**config), None):
+    for label, sc in lesson.variants(p, p.scenario.with_config(**config), {}):
         trace = simulate(sc.config, sc.requests)
         out.append(lesson.Run(label, sc, trace, metrics.summary(trace)))
     return out
@@ -48,7 +48,7 @@ def test_fcfs_evicts_the_last_admitted_and_puts_it_at_the_head_of_the_queue():
     sc = fcfs.scenario
     assert queues_after_step(sc.config, sc.requests, 113)["waiting"] == ["D", "E"]
     assert fcfs.trace.request_records()[4]["first_scheduled_step"] == 200
-    text = " ".join(lesson.notices([fcfs]))
+    text = " ".join(lesson.notices([fcfs], "steps"))
     assert "evicted D, the last request in the running list" in text
     assert "D went back to the head of the waiting queue" in text and "E (1 block) waited behind it" in text
     # Its whole wait, 113 to 200: C (preempted at 145) went in front of it, so only 31 of those steps at the head.
@@ -62,7 +62,7 @@ def test_priority_evicts_the_lowest_priority_and_requeues_it_by_priority():
     assert [(p.request_id, p.step) for p in prio.preempted] == [("C", 113), ("A", 131)]
     sc = prio.scenario
     assert queues_after_step(sc.config, sc.requests, 113)["waiting"] == ["E", "C"]
-    text = " ".join(lesson.notices([prio]))
+    text = " ".join(lesson.notices([prio], "steps"))
     assert "evicted C, the running request with the lowest priority (priority 2" in text
     assert "E (priority 0) went ahead of it" in text
 
@@ -83,7 +83,7 @@ def test_recompute_vs_swap_preset_numbers_come_from_the_run():
     rec, swp = (r.preempted[0] for r in runs)
     assert (rec.kind, rec.num_tokens, rec.num_resume_tokens) == ("recompute", 2000, 2001)
     assert (swp.kind, swp.num_blocks, swp.num_resume_tokens) == ("swap", 125, 0)
-    text = " ".join(lesson.notices(runs))
+    text = " ".join(lesson.notices(runs, "steps"))
     assert "2,000 tokens of prefill to rebuild: 32.0 ms of GPU time" in text
     assert "1 swap copied 262 MB to CPU memory (and back), 11.7 ms of copies in all" in text
     assert "the same number of steps" in text
@@ -165,11 +165,11 @@ def _values(preset_key: str, **changes):
     p = presets.get(preset_key)
     c = p.scenario.config
     engine = {k.key: k.default for k in lesson.engine_knobs(c)}
-    own = {k.key: k.default for k in lesson.knobs(p, c)}
+    own = {k.key: k.default for k in lesson.knobs(p, p.scenario, False)}
     swap = {k.key: k.default for k in lesson.swap_knobs(c)}
     for d in (engine, own, swap):
         d.update({k: v for k, v in changes.items() if k in d})
-    return p, lesson.apply(c, engine, own, swap)
+    return p, lesson.apply(lesson.apply_swap(lesson.apply_engine(c, engine), swap), own)
 
 
 def test_knob_defaults_reproduce_the_preset():
@@ -193,12 +193,12 @@ def test_the_pool_is_memory_block_size_and_model_change_the_block_count():
 
 def test_compared_fields_are_left_to_the_variants():
     p = presets.get("recompute_vs_swap")
-    keys = {k.key for k in lesson.knobs(p, p.scenario.config)}
+    keys = {k.key for k in lesson.knobs(p, p.scenario, False)}
     assert "preemption_mode" not in keys and {"policy", "enable_prefix_caching", "compare"} <= keys
     sizing = presets.get("sizing")  # one variant: nothing compared, every knob shown
     assert {"policy", "preemption_mode", "enable_prefix_caching"} <= {k.key for k in lesson.knobs(
-        sizing, sizing.scenario.config)}
-    modes = [sc.config.preemption_mode.value for _, sc in lesson.variants(p, p.scenario, ["swap"])]
+        sizing, sizing.scenario, False)}
+    modes = [sc.config.preemption_mode.value for _, sc in lesson.variants(p, p.scenario, {"compare": ["swap"]})]
     assert modes == ["swap"]
 
 
@@ -298,12 +298,12 @@ def test_sizing_sweep_assembled_point_by_point_equals_the_whole_sweep():
 def test_notices_put_what_the_runs_compare_first():
     # The page shows three sentences: on the prefix-cache preset the cache's hits lead, not who was evicted.
     off, on = runs_of("prefix_cache")
-    first_three = lesson.notices([off, on])[:3]
+    first_three = lesson.notices([off, on], "steps")[:3]
     assert first_three[0].startswith("prefix caching off: the 10 re-admissions prefilled all")
     assert first_three[1].startswith("prefix caching on: the 9 re-admissions found")
     assert "threw away KV that cost" in first_three[2]
     # one run, nothing compared: the victim first
-    assert lesson.notices([off])[0].startswith("prefix caching off: the pool filled at step 33")
+    assert lesson.notices([off], "steps")[0].startswith("prefix caching off: the pool filled at step 33")
 
 
 def test_the_mode_sentence_needs_a_victim():
@@ -311,7 +311,7 @@ def test_the_mode_sentence_needs_a_victim():
     # blocks either way" (the sentence used to say so beside "nothing was preempted").
     runs = runs_of("recompute_vs_swap", num_blocks=290)
     assert all(r.summary["num_preemptions"] == 0 for r in runs)
-    text = " ".join(lesson.notices(runs))
+    text = " ".join(lesson.notices(runs, "steps"))
     assert "nothing was preempted" in text and "A victim waits" not in text
 
 
@@ -328,7 +328,7 @@ def test_the_sweep_and_cache_sentences_count_in_words_that_fit():
     workload = p.scenario.workload.replace(num_requests=10)
     runs = []
     for label, sc in lesson.variants(p, dataclasses.replace(p.scenario, workload=workload,
-                                                            requests=tuple(generate(workload))), None):
+                                                            requests=tuple(generate(workload))), {}):
         trace = simulate(sc.config, sc.requests)
         runs.append(lesson.Run(label, sc, trace, metrics.summary(trace)))
     text = " ".join(lesson.cache_notices(runs))
