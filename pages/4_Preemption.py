@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from lessons.preemption import lesson
+from lessons.preemption import lesson, sizing
 from ui import knobs, page, sweeps
 from ui import preemption_sections as sections
 from ui.charts import preemption as charts
@@ -58,10 +58,10 @@ def show_sweep() -> None:
     if "pool_sweep_blocks" not in preset.knobs or lp.is_uploaded:
         return
     st.subheader("Sizing: KV pool size x max_num_seqs")
-    pools, seqs = lesson.sweep_axes(preset)
-    points = lesson.sizing_points(runs[0].scenario, pools, seqs)  # (coarse first: the grid fills in as they run)
-    live = page.guarded(lambda: sweeps.Sweep([sc for _, _, sc in points], lesson.sizing_point, lp.started_s))
-    sweeps.show(live, lambda measure: sections.sizing_heatmaps(lesson.sizing_from(points, pools, seqs, measure),
+    pools, seqs = sizing.sweep_axes(preset)
+    points = sizing.sizing_points(runs[0].scenario, pools, seqs)  # (coarse first: the grid fills in as they run)
+    live = page.guarded(lambda: sweeps.Sweep([sc for _, _, sc in points], sizing.sizing_point, lp.started_s))
+    sweeps.show(live, lambda measure: sections.sizing_heatmaps(sizing.sizing_from(points, pools, seqs, measure),
                                                                config, style))
 
 
