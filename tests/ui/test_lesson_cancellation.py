@@ -11,7 +11,7 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from lessons.cancellation import lesson
+from lessons.cancellation import lesson, measures
 from sim import EngineConfig, RequestSpec, metrics, presets
 from sim.engine import simulate
 from sim.request import NO_STEP, RequestStatus, StopType
@@ -74,27 +74,27 @@ def stops() -> list[lesson.Run]:
 
 # ---- the article: a 1,000-token answer abandoned at token 300 -------------------------------------------------------
 def test_article_story_numbers(article):
-    story = lesson.abandon_story(article)
+    story = measures.abandon_story(article)
     assert story is not None and story.request_id == "long" and story.waiter_id == "waiting"
     # Tokens 1..300 at steps 0..299; the user leaves after token 300, the server aborts at the start of step 300.
     assert (story.tokens_read, story.abort_step) == (300, 300)
     # Without an abort: tokens 301..1000 for nobody; KV after the last step = 1 prompt + 999 fed back = 1,000 tokens.
     assert story.wasted_tokens == 700
     assert story.end_kv_tokens == 1000 and story.end_blocks == 63  # ceil(1000 / 16)
-    assert round(lesson.mb(story.end_kv_tokens, story.config)) == 131  # 131,072,000 B
+    assert round(measures.mb(story.end_kv_tokens, story.config)) == 131  # 131,072,000 B
     # With an abort: the 1 + 299 = 300 tokens it held (19 blocks) go back at step 300.
     assert story.freed_kv_tokens == 300 and story.freed_blocks == 19
-    assert round(lesson.mb(story.freed_kv_tokens, story.config)) == 39  # 39,321,600 B
+    assert round(measures.mb(story.freed_kv_tokens, story.config)) == 39  # 39,321,600 B
     # The waiting request (arrived at step 1) starts at step 300 with the abort, at 1,000 without.
     assert (story.waiter_start_abort, story.waiter_start_no_abort, story.earlier_steps) == (300, 1000, 700)
 
 
 def test_article_story_metrics_are_the_numbers_on_screen(article):
-    values = {card.label: card.value for card in lesson.story_metrics(lesson.abandon_story(article))}
+    values = {card.label: card.value for card in measures.story_metrics(measures.abandon_story(article))}
     assert values == {"Generated for nobody, no abort": "700 tokens", "Its KV at the end, no abort": "131 MB",
                       "Freed by the abort at step 300": "39 MB",
                       "'waiting' starts sooner by": "700 steps"}
-    captions = " ".join(card.caption for card in lesson.story_metrics(lesson.abandon_story(article)))
+    captions = " ".join(card.caption for card in measures.story_metrics(measures.abandon_story(article)))
     assert "63 blocks = 132 MB allocated" in captions and "19 blocks = 40 MB allocated" in captions  # 2 MiB blocks
     assert "step 299" in captions  # the user's last token
 
@@ -124,15 +124,15 @@ def test_article_notices(article):
 @pytest.mark.parametrize(("leave", "freed_mb", "earlier"), [(500, 66, 500), (100, 13, 900)])
 def test_article_knobs_move_the_numbers(leave, freed_mb, earlier):
     # Leaving after token k: k tokens of KV (1 prompt + k - 1 fed back) freed at step k, the waiter starts at k.
-    story = lesson.abandon_story(runs_of("article_abandon", leave_after_tokens=leave))
+    story = measures.abandon_story(runs_of("article_abandon", leave_after_tokens=leave))
     assert (story.abort_step, story.freed_kv_tokens, story.wasted_tokens) == (leave, leave, 1000 - leave)
-    assert round(lesson.mb(story.freed_kv_tokens, story.config)) == freed_mb
+    assert round(measures.mb(story.freed_kv_tokens, story.config)) == freed_mb
     assert story.earlier_steps == earlier
 
 
 def test_no_story_when_the_user_reads_the_whole_answer():
     runs = runs_of("article_abandon", leave_after_tokens=1000)  # disconnects at step 1000, the answer ended at 999
-    assert lesson.abandon_story(runs) is None
+    assert measures.abandon_story(runs) is None
     assert all(run.summary["wasted_tokens"] == 0 for run in runs)
     assert "No server generated a token nobody read" in " ".join(lesson.notices(runs, "steps"))
 
@@ -186,7 +186,7 @@ def test_timeouts_remove_waiting_requests():
     # B and C wait through step 49; step 50 (the last) drops all three before scheduling, so nothing runs.
     waiting = aborting.trace.steps["num_waiting"]
     assert (waiting[49], waiting[50], aborting.trace.num_steps) == (2, 0, 51)
-    assert lesson.timed_out(aborting).tolist() == [True, True, True]
+    assert measures.timed_out(aborting).tolist() == [True, True, True]
     assert keeping.summary["wasted_tokens"] == 250 and keeping.summary["num_served"] == 0
     text = " ".join(lesson.notices([aborting, keeping], "steps"))
     assert ("With a 50-step client timeout, 3 users gave up under abort at once: 2 still queued, 1 after waiting "
@@ -204,15 +204,15 @@ def test_timeout_knob_reaches_every_server():
     prompt, late, never = runs
     for run in runs:
         assert run.scenario.config.timeout_steps == 300
-        assert lesson.timed_out(run).any()
+        assert measures.timed_out(run).any()
     # Aborting at once, a user who times out is gone at the deadline, queued or not; never aborting, the server
     # still finishes every timed-out answer, for nobody.
     r = prompt.trace.requests
-    gone = lesson.timed_out(prompt)
+    gone = measures.timed_out(prompt)
     assert (r["status"][gone] == RequestStatus.FINISHED_ABORTED).all()
     assert (r["finish_step"][gone] == r["arrival_step"][gone] + 300).all()
     r = never.trace.requests
-    gone = lesson.timed_out(never)
+    gone = measures.timed_out(never)
     assert (r["status"][gone] != RequestStatus.FINISHED_ABORTED).all() and (r["num_wasted_tokens"][gone] > 0).all()
     # FCFS under overload: the oldest request is admitted first, so users time out soon after they start, having
     # waited most of the timeout in the queue (the notice says how long).
@@ -228,7 +228,7 @@ def test_waiting_time_is_compared_over_the_users_who_stayed_under_every_server()
     # stay, so each run's own average would flatter it. The sentences and the chart take the same users.
     runs = runs_of("impatient_users", timeout=300)
     prompt, late, never = runs
-    every = lesson.stayed_under_every_server(runs)
+    every = measures.stayed_under_every_server(runs)
     served = [metrics.served_mask(r.trace) for r in runs]
     # Served to the end: 97 users under abort at once, 79 when it notices late, 32 under no abort (its queue is
     # clogged by work for nobody, so most users time out), and those 32 under the other two servers as well.
@@ -241,7 +241,7 @@ def test_waiting_time_is_compared_over_the_users_who_stayed_under_every_server()
     assert (f"the {every.sum()} users who stayed to the end under every server waited {b:,.0f} steps on average in "
             f"the queue under no abort, against {a:,.0f} under abort at once ({round(b) - round(a):,} steps more "
             f"each)") in text  # (the difference of the numbers shown, so that they subtract)
-    waits = lesson.waiting_of_the_same_users(runs)
+    waits = measures.waiting_of_the_same_users(runs)
     assert waits["no abort"]["queue_steps"]["mean"] == pytest.approx(b)
     assert {w["num_served"] for w in waits.values()} == {int(every.sum())}
 
@@ -249,7 +249,7 @@ def test_waiting_time_is_compared_over_the_users_who_stayed_under_every_server()
 def test_a_user_leaving_before_the_timeout_is_not_counted_as_a_timeout():
     config = EngineConfig(num_blocks=100, max_num_seqs=1, timeout_steps=50)
     (run,) = run_scenario(config, [RequestSpec("A", 0, 4, 100, abort_step=20)], {"abort at once": {}})
-    assert lesson.timed_out(run).tolist() == [False]
+    assert measures.timed_out(run).tolist() == [False]
 
 
 # ---- stops -------------------------------------------------------------------------------------------------------
@@ -369,7 +369,7 @@ def test_run_caption_when_nobody_stayed():
 
 
 def test_gantt_notes_and_columns(article, impatient):
-    story = lesson.abandon_story(article)
+    story = measures.abandon_story(article)
     assert lesson.gantt_notes(article[1], story) == {"long": "user left at step 300", "waiting": "starts at step 1,000"}
     assert lesson.gantt_notes(impatient[0], None) == {}
     assert lesson.gantt_columns(article) == 1 and lesson.gantt_columns(impatient) == 2
