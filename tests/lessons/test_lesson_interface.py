@@ -19,7 +19,7 @@ def test_every_lesson_module_has_the_interface(lesson):
     assert lesson.id == module.LESSON
 
 
-def test_the_interface_is_the_one_the_brief_names():
+def test_the_interface_has_the_members_every_page_calls():
     assert list(members()) == ["LESSON", "QUESTION", "knobs", "apply", "variants", "headline", "notices"]
     shown = {name: list(sig.parameters) for name, sig in members().items() if sig is not None}
     assert shown == {"knobs": ["preset", "base", "uploaded"], "apply": ["config", "values"],
