@@ -30,6 +30,10 @@ _DISPLAY_KNOBS = [
     Knob("export", "Figure download format", "choice", "png", options=("png", "svg"),
          labels={"png": "PNG (3x, print resolution)", "svg": "SVG (vector)"}, widget="select",
          help="What each chart's camera button saves."),
+    Knob("theme", "Chart theme", "choice", "screen", options=("screen", "print"),
+         labels={"screen": "Screen", "print": "Print (course notes)"}, widget="select",
+         help="Print: figures of a fixed size for half a page (larger text, thicker lines), titles that name the "
+              "lesson and preset; the camera button saves that size."),
 ]
 
 # Presentation mode: larger text; a metric's larger number ("4,081 tokens/s") needs 18 rem before its row wraps.
@@ -89,7 +93,8 @@ def setup(title: str) -> ChartStyle:
     # each page with the sidebar closed (its arrow opens it).
     st.set_page_config(initial_sidebar_state="collapsed" if values["present"] else "auto")
     st.html(_LAYOUT_CSS + (_PRESENTATION_CSS if values["present"] else ""))  # (style only: takes no space)
-    return ChartStyle(presentation=values["present"], export_format=values["export"])
+    return ChartStyle(presentation=values["present"], export_format=values["export"],
+                      printed=values["theme"] == "print")
 
 
 def show_chart(fig: go.Figure, name: str, style: ChartStyle, key: str | None = None, *,
@@ -101,9 +106,11 @@ def show_chart(fig: go.Figure, name: str, style: ChartStyle, key: str | None = N
     if cursor_runs:
         cursor = {"runs": list(cursor_runs), "unit": x_unit, **({"axes": list(cursor_axes)} if cursor_axes else {})}
         fig.update_layout(meta={"cursor": cursor})
+    # The print theme's figures have a fixed size: the camera button saves that, not the width shown.
+    size = (fig.layout.width, fig.layout.height) if style.width is not None and fig.layout.height else None
     # theme=None: the figure's own fonts and colours (Streamlit's theme would grey and shrink the tick labels).
-    st.plotly_chart(fig, config=plotly_config(file_slug(style.file_prefix, name), style), key=key or f"chart-{name}",
-                    theme=None)
+    st.plotly_chart(fig, config=plotly_config(file_slug(style.file_prefix, name), style, size),
+                    key=key or f"chart-{name}", theme=None)
 
 
 def panel_axes(count: int) -> list[str]:
