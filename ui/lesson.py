@@ -84,6 +84,8 @@ class LessonPage:
     def footer(self, runs: Sequence[Run]) -> None:
         """The end of every lesson page: each run's scenario and trace to download; then the step player."""
         lesson = self.preset.lesson
+        if st.session_state.get(page.NOTES_EXPORT):  # the course notes' export (ui/notes) links each run's scenario
+            st.session_state[page.NOTES_RUNS] = [(run.label, run.scenario) for run in runs]
         st.subheader("Take it with you")
         for run in runs:
             st.caption(run.label)
