@@ -75,6 +75,11 @@ def client_color(index: int) -> str:
     return CLIENT_COLORS[index % len(CLIENT_COLORS)]
 
 
+# A client's line in the print theme: a dash as a second cue beside its colour (grey print, colour-blind readers);
+# no dotted line, which the charts keep for "all clients".
+CLIENT_DASHES = ("solid", "dash", "dashdot", "longdash", "longdashdot")
+
+
 def request_color(row: int) -> str:
     return REQUEST_COLORS[row % len(REQUEST_COLORS)]
 
@@ -140,6 +145,10 @@ class ChartStyle:
     def width(self) -> int | None:
         """A figure's fixed width in px (the print theme's), or None: as wide as its place on the page."""
         return PRINT_WIDTH if self.printed else None
+
+    def client_dash(self, index: int) -> str:
+        """A client's line: solid on screen (its colour tells it apart), a dash of its own in print."""
+        return CLIENT_DASHES[index % len(CLIENT_DASHES)] if self.printed else "solid"
 
     def height(self, base: int) -> int:
         """A figure's height for its builder's ``base`` px: larger text needs more; a print figure also has the

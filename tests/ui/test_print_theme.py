@@ -8,6 +8,7 @@ from sim import metrics, presets
 from sim.engine import simulate
 from ui import charts
 from ui.charts import cancellation
+from ui.charts import fairness as fairness_charts
 from ui.charts.layout import MIN_TITLE_SIZE, styled_layout
 from ui.theme import PRINT_TITLE_EXTRA, PRINT_WIDTH, ChartStyle, plotly_config
 
@@ -66,3 +67,13 @@ def test_the_waste_panels_stack_in_print_and_stay_side_by_side_on_screen():
     screen = cancellation.waste_bars(summaries, ChartStyle(), styles=styles).layout
     assert printed.yaxis.domain[0] > printed.yaxis3.domain[1]  # panels one above the other
     assert screen.xaxis.domain[1] < screen.xaxis3.domain[0]  # side by side
+
+
+def test_in_print_each_clients_line_has_a_dash_of_its_own():
+    p = presets.get("article_fairness")
+    traces = {label: simulate(p.scenario.config.replace(**over), p.scenario.requests) for label, over in p.variants}
+    for build in (fairness_charts.counters_by_policy, fairness_charts.client_rates_by_policy):
+        def dashes(style, build=build):
+            return {t.name: t.line.dash for t in build(traces, style).data if t.name and t.name.startswith("client")}
+        assert dashes(PRINT) == {"client A": "solid", "client B": "dash"}
+        assert set(dashes(ChartStyle()).values()) == {"solid"}
