@@ -8,6 +8,7 @@ a fixed size for half a page and titles that name the lesson and preset.
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 
 # Okabe-Ito.
@@ -140,6 +141,15 @@ class ChartStyle:
     def chars_per_line(self, size: int) -> int:
         """About how many characters of text at ``size`` px fit across a print figure (0: no fixed width)."""
         return int((self.width - 24) / (0.52 * size)) if self.width else 0
+
+    @property
+    def subtitle_px(self) -> int:
+        """The height the print theme's line(s) under a title take (the lesson and preset): room a figure with
+        fixed margins keeps above its plot; 0 on screen."""
+        if not (self.printed and self.figure_label):
+            return 0
+        lines = len(textwrap.wrap(self.figure_label, self.chars_per_line(self.font_size - 3)))
+        return int(lines * (self.font_size - 3) * 1.45) + 10
 
     @property
     def width(self) -> int | None:

@@ -77,3 +77,12 @@ def test_in_print_each_clients_line_has_a_dash_of_its_own():
             return {t.name: t.line.dash for t in build(traces, style).data if t.name and t.name.startswith("client")}
         assert dashes(PRINT) == {"client A": "solid", "client B": "dash"}
         assert set(dashes(ChartStyle()).values()) == {"solid"}
+
+
+def test_in_print_a_long_x_axis_title_takes_two_lines_and_the_heatmap_keeps_room_for_the_label():
+    layout = styled_layout(PRINT, title="t", x_title="VTC output weight (charge per output token; input weight 1, "
+                           "log scale)", y_title="mean finish time (ms)")
+    assert layout["xaxis"]["title"]["text"].count("<br>") == 1
+    assert "<br>" not in styled_layout(ChartStyle(), title="t", x_title="a" * 90, y_title=None)["xaxis"]["title"][
+        "text"]
+    assert PRINT.subtitle_px > 0 and ChartStyle().subtitle_px == 0

@@ -98,8 +98,13 @@ def styled_layout(
     out = _merged(new, layout or {})
     if style.width is not None:
         out["width"] = style.width
-    if style.width is not None:  # (a fixed width: a long title gets smaller text rather than run off the figure)
+    if style.width is not None:  # (a fixed width: a long title gets smaller text rather than run off the figure,
+        # a long x axis title a second line)
         out["title"]["font"]["size"] = _fitting_size(out["title"]["text"], style)
+        for name in x_axes:
+            title = out[name]["title"]
+            if title.get("text"):
+                title["text"] = _wrapped(title["text"], int(0.9 * style.chars_per_line(style.font_size)))
     if style.printed and style.figure_label:
         _add_subtitle(out["title"], style.figure_label, style.font_size - 3, style.chars_per_line(style.font_size - 3))
     return out
