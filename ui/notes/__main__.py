@@ -38,9 +38,10 @@ def main(argv: list[str] | None = None) -> int:
                                                          "screen (the page's own sizes)")
     args = parser.parse_args(argv)
 
-    from streamlit import logger  # (after the arguments: --help needs neither Streamlit nor plotly)
+    from streamlit import config, logger  # (after the arguments: --help needs neither Streamlit nor plotly)
 
-    # The pages run without a server, and Streamlit warns so at every import and run ("No runtime found"): expected.
+    # The pages run without a server, and Streamlit warns so at every import ("No runtime found"): expected.
+    config.set_option("logger.level", "error")
     logger.set_log_level("error")
     from . import export, render
 

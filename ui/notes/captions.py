@@ -7,8 +7,10 @@ HTML too).
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import html
+import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -109,12 +111,12 @@ def _names(word: str, label: str) -> bool:
 
 
 def config_settings(scenario: Scenario) -> dict[str, Any]:
-    """The scenario's engine settings as its JSON file writes them (the keys it sets), sub-objects flattened
-    (``model.name``)."""
+    """The scenario's engine settings as its JSON file writes them (the keys it sets), its sub-objects flattened
+    (``model.name``, ``cost.step_base_ms``)."""
     config = scenario_io.scenario_to_dict(scenario)["config"]
     flat: dict[str, Any] = {}
     for key, value in config.items():
-        if isinstance(value, Mapping):
+        if isinstance(value, Mapping) and dataclasses.is_dataclass(getattr(scenario.config, key, None)):
             flat.update({f"{key}.{k}": v for k, v in value.items()})
         else:
             flat[key] = value
@@ -123,25 +125,24 @@ def config_settings(scenario: Scenario) -> dict[str, Any]:
 
 def config_value(scenario: Scenario, key: str) -> Any:
     """One setting's value as the scenario file would write it, whether or not the file sets it (a default)."""
+    written = config_settings(scenario)
+    if key in written:
+        return written[key]
     value: Any = scenario.config
     for part in key.split("."):
         value = getattr(value, part)
-    return value.value if isinstance(value, enum.Enum) else value
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, tuple) and all(isinstance(v, tuple) and len(v) == 2 for v in value):
+        return dict(value)  # (client_weights: the file writes {"A": 1.0, ...})
+    return value
 
 
 def setting(key: str, value: Any) -> str:
-    """``key=value`` as the scenario file writes the value (true/false, a list as JSON)."""
-    if isinstance(value, bool):
-        value = "true" if value else "false"
-    elif isinstance(value, (list, tuple)):
-        value = "[" + ", ".join(setting_value(v) for v in value) + "]"
+    """``key=value`` as the scenario file writes the value (true/false, an object or a list as JSON)."""
+    if isinstance(value, (bool, Mapping, list, tuple)):
+        value = json.dumps(value, separators=(", ", ": "))
     return f"`{key}={value}`"
-
-
-def setting_value(value: Any) -> str:
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(setting_value(v) for v in value) + "]"
-    return str(value)
 
 
 def run_differences(runs: Sequence[tuple[str, Scenario]]) -> dict[str, list[str]]:

@@ -63,7 +63,7 @@ class Capture:
     charts: list[Chart]
     notices: list[str]  # every "what to notice" sentence, in page order (the box, "more", a section's own box)
     cards: list[Card]  # the headline numbers
-    metrics: pd.DataFrame | None  # the metrics table, as shown (formatted text)
+    tables: list[pd.DataFrame]  # the Metrics section's tables, as shown
     runs: list[tuple[str, Scenario]]  # (label, scenario) of each run compared, as the page's downloads give them
     warnings: list[str] = field(default_factory=list)  # what the page warned about (e.g. requests it rejected)
     query: dict[str, str] = field(default_factory=dict)  # the page's URL settings for this view
@@ -79,11 +79,9 @@ def page_query(preset: Preset, theme: str = "print") -> dict[str, str]:
 
 def capture(lesson: lessons.Lesson, preset: Preset, theme: str = "print") -> Capture:
     """Run ``lesson``'s page on ``preset`` and read what it shows; a PageError if it shows an error."""
-    from streamlit import logger
     from streamlit.testing.v1 import AppTest  # (Streamlit's testing API: imported when a page is run)
 
-    # A bare run warns that there is no server ("No runtime found", "missing ScriptRunContext"): true, expected.
-    logger.set_log_level("error")
+    quiet_streamlit()
 
     query = page_query(preset, theme)
     at = AppTest.from_file(str(APP), default_timeout=PAGE_TIMEOUT_S)
@@ -108,7 +106,7 @@ def capture(lesson: lessons.Lesson, preset: Preset, theme: str = "print") -> Cap
     charts: list[Chart] = []
     notices: list[str] = []
     cards: list[Card] = []
-    metrics: list[pd.DataFrame] = []
+    tables: list[pd.DataFrame] = []
     section: list[str] = [""]
     context: list[str] = []
     about: list[str | None] = [None]  # the kind of chart the captions in ``context`` are about (the first after them)
@@ -133,7 +131,7 @@ def capture(lesson: lessons.Lesson, preset: Preset, theme: str = "print") -> Cap
         elif kind == "info":
             notices.extend(_sentences(node.value))
         elif kind == "dataframe" and section[0] == "Metrics":
-            metrics.append(node.value)
+            tables.append(node.value)
         elif kind == "column":
             _cards(node, cards)
             in_columns = True
@@ -141,7 +139,7 @@ def capture(lesson: lessons.Lesson, preset: Preset, theme: str = "print") -> Cap
             visit(node.children[key], in_columns)
 
     visit(at.main, False)
-    return Capture(lesson, preset, charts, notices, cards, metrics[0] if metrics else None, list(runs),
+    return Capture(lesson, preset, charts, notices, cards, tables, list(runs),
                    [w.value for w in at.warning], query)
 
 
@@ -169,3 +167,13 @@ def _cards(column: Any, cards: list[Card]) -> None:
         return
     caption = next((c.value for c in children if getattr(c, "type", "") == "caption"), "")
     cards.append(Card(metric.label, metric.value, caption))
+
+
+def quiet_streamlit() -> None:
+    """Streamlit warns at every import and run without a server ("No runtime found", "missing ScriptRunContext"):
+    true and expected here, so it logs errors only. (Its config option, not only its loggers: each AppTest run
+    reads the config again and sets the loggers' level from it.)"""
+    from streamlit import config, logger
+
+    config.set_option("logger.level", "error")
+    logger.set_log_level("error")

@@ -8,6 +8,7 @@ the metrics table. Nothing in them depends on the time or the machine: the same 
 from __future__ import annotations
 
 import html
+import numbers
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -48,13 +49,14 @@ class Block:
     extra: dict = field(default_factory=dict)
 
 
-def blocks(lesson_title: str, question: str, summary: str, command: str, presets: Sequence[PresetNotes]) -> list[Block]:
+def blocks(lesson_title: str, question: str, summary: str, command: str, presets: Sequence[PresetNotes],
+           theme: str = "print") -> list[Block]:
     out = [Block("heading", f"{lesson_title}: course notes", level=1, anchor="top"),
            Block("text", f"*{question}* {summary}"),
            Block("text", f"Exported by `{command}` from Scheduler Lab. Every figure, sentence and number below is the "
-                         f"one the {lesson_title} page draws on that preset (run headless, in the print theme); the "
-                         "same command on the same commit writes the same files. The `python -m sim run` lines run "
-                         "in a Scheduler Lab checkout, from this folder."),
+                         f"one the {lesson_title} page draws on that preset (run headless, in the {theme} theme); "
+                         "the same command on the same commit writes the same files. The `python -m sim run` lines "
+                         "run in a Scheduler Lab checkout, from this folder."),
            Block("list", items=tuple(f"{captions.md_escape(p.capture.preset.title)} (`{p.capture.preset.key}`)"
                                      for p in presets), extra={"links": [_anchor(p) for p in presets]})]
     number = 0
@@ -78,9 +80,9 @@ def blocks(lesson_title: str, question: str, summary: str, command: str, presets
                 out.append(Block("heading", captions.md_escape(section or "Figures"), level=3))
             number += 1
             out.append(Block("figure", captions.caption(number, figure.chart, cap), figure=figure))
-        if cap.metrics is not None:
+        if cap.tables:
             out.append(Block("heading", "Metrics", level=3))
-            out.append(Block("table", rows=_table(cap.metrics)))
+            out.extend(Block("table", rows=_table(table)) for table in cap.tables)
     return out
 
 
@@ -111,16 +113,21 @@ def _card(card: Card) -> str:
 
 
 def _table(frame: pd.DataFrame) -> tuple[tuple[str, ...], ...]:
-    head = (str(frame.index.name or ""), *(str(c) for c in frame.columns))
+    """A table as the page shows it: its index as the first column when it has a name (the metrics tables), the
+    page's text as it is, numbers with thousands separators and no float noise."""
+    named = frame.index.name is not None
+    head = ((str(frame.index.name),) if named else ()) + tuple(str(c) for c in frame.columns)
     rows = [tuple(captions.md_escape(c) for c in head)]
     for index, row in frame.iterrows():
-        rows.append((captions.md_escape(str(index)), *(_cell(v) for v in row)))
+        rows.append(((captions.md_escape(str(index)),) if named else ()) + tuple(_cell(v) for v in row))
     return tuple(rows)
 
 
 def _cell(value: object) -> str:
-    if isinstance(value, float):
-        return f"{value:,.3f}".rstrip("0").rstrip(".")
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return f"{value:,}"
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return "—" if value != value else f"{value:,.3f}".rstrip("0").rstrip(".")  # (NaN: no value)
     return captions.md_escape(str(value))
 
 

@@ -125,7 +125,7 @@ def export(jobs: Sequence[Job], out: Path, formats: Sequence[str] = FORMATS, the
     count.expect(sum(len(job.presets) for job in jobs) + len(jobs), "starting Chromium")
     written = []
     with render.Renderer() as renderer:
-        pending: list[tuple[Job, list[tuple[Capture, list[tuple[document.Figure, dict[str, Future[bytes]]]]]]]] = []
+        pending: list[tuple[Job, list[tuple[Capture, list[Drawing]]]]] = []
         for job in jobs:
             folder = out / job.lesson.id
             (folder / "scenarios").mkdir(parents=True, exist_ok=True)
@@ -133,18 +133,24 @@ def export(jobs: Sequence[Job], out: Path, formats: Sequence[str] = FORMATS, the
             for preset in job.presets:
                 count.tell(f"{job.lesson.id}/{preset.key}: running the page")
                 cap = capture(job.lesson, preset, theme)
+                # (its words first: a page whose notes cannot be written fails now, not after every figure is drawn)
+                document.blocks(job.lesson.title, "", "", "", [document.PresetNotes(
+                    cap, [document.Figure(chart, {}) for chart in cap.charts], [])])
                 count.step(f"{job.lesson.id}/{preset.key}: drawing {len(cap.charts)} charts")
                 count.expect(len(cap.charts) * len(formats), f"{job.lesson.id}/{preset.key}: drawing")
-                figures = [_draw(renderer, chart, folder, theme, formats, count) for chart in cap.charts]
+                figures = [_draw(renderer, chart, folder, formats, count) for chart in cap.charts]
                 per_preset.append((cap, figures))
             pending.append((job, per_preset))
         for job, per_preset in pending:
-            written.append(_write_notes(job, per_preset, out, formats, command_for(job, formats, theme), count))
+            written.append(_write_notes(job, per_preset, out, formats, theme, count))
     return written
 
 
-def _draw(renderer: render.Renderer, chart: document.Chart, folder: Path, theme: str, formats: Sequence[str],
-          count: _Count) -> tuple[document.Figure, dict[str, Future[bytes]]]:
+Drawing = tuple[document.Figure, dict[str, Future[bytes]]]  # a figure and its files being drawn, by format
+
+
+def _draw(renderer: render.Renderer, chart: document.Chart, folder: Path, formats: Sequence[str],
+          count: _Count) -> Drawing:
     """Start drawing ``chart`` (its SVG always: the HTML notes inline it); write its interactive HTML now."""
     figure = render.prepared(chart.figure)
     width, height = chart.size
@@ -159,8 +165,8 @@ def _draw(renderer: render.Renderer, chart: document.Chart, folder: Path, theme:
     return document.Figure(chart, files), futures
 
 
-def _write_notes(job: Job, per_preset: list, out: Path, formats: Sequence[str], command: str,
-                 count: _Count) -> Path:
+def _write_notes(job: Job, per_preset: list[tuple[Capture, list[Drawing]]], out: Path, formats: Sequence[str],
+                 theme: str, count: _Count) -> Path:
     """Wait for the lesson's figures, write them, its scenarios and its notes pages."""
     folder = out / job.lesson.id
     notes = []
@@ -182,7 +188,8 @@ def _write_notes(job: Job, per_preset: list, out: Path, formats: Sequence[str], 
             (folder / "scenarios" / f"{name}.json").write_text(scenario_io.dumps(scenario), encoding="utf-8")
             scenarios.append((label, f"{job.lesson.id}/scenarios/{name}.json"))
         notes.append(document.PresetNotes(cap, done, scenarios))
-    items = document.blocks(job.lesson.title, job.lesson.question, job.lesson.summary, command, notes)
+    items = document.blocks(job.lesson.title, job.lesson.question, job.lesson.summary,
+                            command_for(job, formats, theme), notes, theme)
     page = out / f"{job.lesson.id}.md"
     page.write_text(document.markdown(items), encoding="utf-8")
     (out / f"{job.lesson.id}.html").write_text(document.page_html(items, f"{job.lesson.title}: course notes"),
