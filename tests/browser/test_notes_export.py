@@ -98,7 +98,7 @@ def test_every_link_of_the_notes_resolves(notes):
     for target in targets:
         assert (notes / target).is_file(), target
     html = (notes / f"{LESSON.id}.html").read_text()
-    for target in re.findall(r'href="([^"#][^"]*)"', html):
+    for target in re.findall(r'<a href="([^"#][^"]*)"', html):
         assert (notes / target).is_file(), target
     assert "<svg" in html and "src=" not in html  # (self-contained: the figures inline, no script or image fetched)
 
