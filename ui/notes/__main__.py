@@ -73,6 +73,9 @@ def main(argv: list[str] | None = None) -> int:
         except (render.RenderError, export.PageError) as e:
             bar.close()
             _fail(str(e), 1)
+        except KeyboardInterrupt:
+            bar.close()
+            _fail("interrupted (the files written so far are left as they are)", 130)
     elapsed = time.perf_counter() - started
     print(f"Wrote {', '.join(str(p) for p in pages)} (and .html beside each) in {elapsed:.1f} s.")
     return 0
