@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from anywhere: the repo root on the path
 
-from lessons.preemption import lesson as preemption  # noqa: E402
+from lessons.preemption import sizing  # noqa: E402
 from sim import presets  # noqa: E402
 
 TARGET_S = 2.0
@@ -34,12 +34,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="runs of the whole sweep (>= 1; best is reported)")
     args = parser.parse_args(argv)
     preset = presets.get("sizing")
-    pools, seqs = preemption.sweep_axes(preset)
+    pools, seqs = sizing.sweep_axes(preset)
     walls, cpus = [], []
     for _ in range(args.repeat):
         gc.collect()
         wall, cpu = time.perf_counter(), time.process_time()
-        sweep = preemption.sizing_sweep(preset.scenario, pools, seqs)
+        sweep = sizing.sizing_sweep(preset.scenario, pools, seqs)
         walls.append(time.perf_counter() - wall)
         cpus.append(time.process_time() - cpu)
     runs, steps = sweep.preemptions.size, int(sweep.num_steps.sum())

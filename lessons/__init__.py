@@ -6,8 +6,8 @@ tests' page parameters.
 A lesson is a package ``lessons/<id>/`` with three modules of fixed names, loaded by name when first needed (so the
 command line's problems never import the Streamlit side):
 
-- ``lesson.py``: the free page's logic, the :class:`LessonModule` interface (its knobs, variants, headline cards and
-  "what to notice" sentences; no Streamlit calls),
+- ``lesson.py``: the free page's logic, the ``LessonModule`` interface of ``lessons/interface.py`` (its knobs,
+  variants, headline cards and "what to notice" sentences, the same signatures in every lesson; no Streamlit calls),
 - ``guide.py``: the guided path, ``STEPS`` (``lessons/guided.py``'s ``Step`` records),
 - ``problems.py``: the seeded problems, ``KINDS`` (``lessons/problems.py``),
 

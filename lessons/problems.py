@@ -188,8 +188,8 @@ def check_seed(seed: object) -> int:
 
 
 def problem_for(lesson: str, seed: int) -> Problem:
-    """The problem ``seed`` of ``lesson`` (one of ``LESSONS``): the same on every machine. A ValueError names a bad
-    lesson (and the allowed ones) or a bad seed."""
+    """The problem ``seed`` of ``lesson`` (an id of ``lessons.LESSONS``): the same on every machine. A ValueError
+    names a bad lesson (and the allowed ones) or a bad seed."""
     kinds = lesson_of(lesson).problem_kinds  # (lessons/<lesson>/problems.py's KINDS)
     seed = check_seed(seed)
     return kinds[seed % len(kinds)](random.Random(seed), seed)

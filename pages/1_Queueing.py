@@ -10,7 +10,7 @@ lp = open_lesson(lesson.LESSON, "Queueing: who waits, and in what order", lesson
 style, preset, base = lp.style, lp.preset, lp.base
 engine = lp.panel("Engine", f"{lesson.LESSON}.engine", knobs.engine_knobs(base.config))
 workload = lp.workload(lesson.LESSON)
-own = lp.panel("Policies", lesson.LESSON, lesson.knobs(preset, base.config))
+own = lp.panel("Policies", lesson.LESSON, lesson.knobs(preset, base, lp.is_uploaded))
 lp.show_changes()
 config = lesson.apply(knobs.apply_engine(base.config, engine), own)
 st.sidebar.caption(knobs.pool_caption(config))
@@ -20,7 +20,7 @@ scenario = page.guarded(lambda: knobs.scenario_with(base, config, workload))
 sweeping = "sigma_sweep" in preset.knobs and not lp.is_uploaded
 sigmas = preset.knobs["sigma_sweep"] if sweeping else ()
 sigma_sweep_runs = lesson.sigma_sweep_runs(scenario, sigmas) if sweeping else []
-runs = run_variants(lesson.variants(preset, scenario, own["policies"]), ahead=sigma_sweep_runs)
+runs = run_variants(lesson.variants(preset, scenario, own), ahead=sigma_sweep_runs)
 
 page.cards([lesson.headline(run, unit) for run in runs])  # the numbers first: one column per policy
 

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from lessons.cancellation import lesson
+from lessons.cancellation import lesson, measures
 from ui import charts, knobs, page
 from ui.charts import cancellation as cancel_charts
 from ui.lesson import open_lesson, run_variants
@@ -20,7 +20,7 @@ unit = own["unit"]
 scenario = page.guarded(lambda: lesson.apply_requests(
     knobs.scenario_with(base, config, lesson.apply_workload(workload, own)), own))
 runs = run_variants(lesson.variants(preset, scenario, own), what="server")
-story = lesson.abandon_story(runs)
+story = measures.abandon_story(runs)
 styles = cancel_charts.server_styles({run.label: run.scenario.config for run in runs})
 summaries = {run.label: run.summary for run in runs}
 
@@ -28,10 +28,10 @@ if story is not None:
     with st.container(border=True):
         st.markdown(f"**The article's example, measured:** the user of request '{story.request_id}' leaves after "
                     f"token {story.tokens_read:,} of {story.tokens_read + story.wasted_tokens:,}.")
-        page.cards(lesson.story_metrics(story), columns=4)
+        page.cards(measures.story_metrics(story), columns=4)
 page.cards([lesson.headline(run, unit) for run in runs])
 
-page.notice(lesson.notices(runs, story, unit))
+page.notice(lesson.notices(runs, unit))
 
 st.subheader("KV memory: who is it for?")
 page.show_chart(cancel_charts.kv_for_nobody({run.label: run.trace for run in runs}, style, x_unit=unit),
@@ -49,7 +49,7 @@ st.subheader("What the waste costs")
 page.show_chart(cancel_charts.waste_bars(summaries, style, styles=styles), "work-for-nobody", style)
 cols = st.columns(1 if style.presentation else 2)  # on a projector, one wide column: labels stay readable
 with cols[0]:
-    page.show_chart(cancel_charts.waiting_others_lose(lesson.waiting_of_the_same_users(runs), style, styles=styles,
+    page.show_chart(cancel_charts.waiting_others_lose(measures.waiting_of_the_same_users(runs), style, styles=styles,
                                                       unit=unit), "waiting-others-lose", style)
 with cols[-1]:
     page.show_chart(charts.queue_and_batch({run.label: run.trace for run in runs}, style, x_unit=unit,

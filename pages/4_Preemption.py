@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from lessons.preemption import lesson
+from lessons.preemption import lesson, sizing
 from ui import knobs, page, sweeps
 from ui import preemption_sections as sections
 from ui.charts import preemption as charts
@@ -14,20 +14,20 @@ lp = open_lesson(lesson.LESSON, "Preemption: when KV memory runs out mid-answer"
 style, preset, base = lp.style, lp.preset, lp.base
 engine = lp.panel("Engine", f"{lesson.LESSON}.engine", lesson.engine_knobs(base.config))
 workload = lp.workload(lesson.LESSON)
-own = lp.panel("Preemption", lesson.LESSON, lesson.knobs(preset, base.config, lp.is_uploaded))
+own = lp.panel("Preemption", lesson.LESSON, lesson.knobs(preset, base, lp.is_uploaded))
 swap = lp.panel("Swap", f"{lesson.LESSON}.swap", lesson.swap_knobs(base.config))
 lp.show_changes()
-config = page.guarded(lambda: lesson.apply(base.config, engine, own, swap))
+config = page.guarded(lambda: lesson.apply(lesson.apply_swap(lesson.apply_engine(base.config, engine), swap), own))
 st.sidebar.caption(knobs.pool_caption(config))
 unit = own["unit"]
 
 scenario = page.guarded(lambda: knobs.scenario_with(base, config, workload))
-runs = run_variants(lesson.variants(preset, scenario, own.get("compare")), make=lesson.Run, what="run")
+runs = run_variants(lesson.variants(preset, scenario, own), make=lesson.Run, what="run")
 columns = 1 if len(runs) == 1 else 2  # one run: full width
 
 page.cards([lesson.headline(run, unit) for run in runs])
 
-page.notice(lesson.notices(runs))
+page.notice(lesson.notices(runs, unit))
 
 
 def show_timeline() -> None:
@@ -58,10 +58,10 @@ def show_sweep() -> None:
     if "pool_sweep_blocks" not in preset.knobs or lp.is_uploaded:
         return
     st.subheader("Sizing: KV pool size x max_num_seqs")
-    pools, seqs = lesson.sweep_axes(preset)
-    points = lesson.sizing_points(runs[0].scenario, pools, seqs)  # (coarse first: the grid fills in as they run)
-    live = page.guarded(lambda: sweeps.Sweep([sc for _, _, sc in points], lesson.sizing_point, lp.started_s))
-    sweeps.show(live, lambda measure: sections.sizing_heatmaps(lesson.sizing_from(points, pools, seqs, measure),
+    pools, seqs = sizing.sweep_axes(preset)
+    points = sizing.sizing_points(runs[0].scenario, pools, seqs)  # (coarse first: the grid fills in as they run)
+    live = page.guarded(lambda: sweeps.Sweep([sc for _, _, sc in points], sizing.sizing_point, lp.started_s))
+    sweeps.show(live, lambda measure: sections.sizing_heatmaps(sizing.sizing_from(points, pools, seqs, measure),
                                                                config, style))
 
 

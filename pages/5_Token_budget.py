@@ -11,16 +11,16 @@ lp = open_lesson(lesson.LESSON, "Token budget and chunked prefill", lesson.QUEST
 style, preset, base = lp.style, lp.preset, lp.base
 engine = lp.panel("Engine", f"{lesson.LESSON}.engine", lesson.engine_knobs(base.config))
 workload = lp.workload(lesson.LESSON)
-own = lp.panel("Servers compared", lesson.LESSON, lesson.knobs(preset, base.config))
+own = lp.panel("Servers compared", lesson.LESSON, lesson.knobs(preset, base, lp.is_uploaded))
 lp.show_changes()
-config = lesson.apply_engine(base.config, engine)
+config = lesson.apply(lesson.apply_engine(base.config, engine), own)
 st.sidebar.caption(knobs.pool_caption(config))
 
 scenario = page.guarded(lambda: knobs.scenario_with(base, config, workload))
 budgets = preset.knobs.get("budget_sweep", ())
 sweep_runs = lesson.sweep_runs(scenario, budgets)
-runs = run_variants(lesson.variants(scenario, own), what="server", ahead=sweep_runs)
-story = lesson.stalls(runs) if "stall" in preset.knobs and not lp.is_uploaded else []
+runs = run_variants(lesson.variants(preset, scenario, own), what="server", ahead=sweep_runs)
+story = lesson.worked_example(runs)
 traces = {run.label: run.trace for run in runs}
 
 if story:
@@ -28,10 +28,10 @@ if story:
         st.markdown(f"**The worked example, measured:** {story[0].request_id} ({story[0].prompt_len:,} tokens) "
                     f"arrives while the other streams decode.")
         page.cards(lesson.stall_metrics(story))
-page.cards([lesson.headline(run) for run in runs])
+page.cards([lesson.headline(run, "ms") for run in runs])
 
 sweep = page.guarded(lambda: sweeps.Sweep(sweep_runs, lesson.sweep_point, lp.started_s)) if budgets else None
-page.notice(lesson.notices(runs, story) + lesson.sweep_notice(
+page.notice(lesson.notices(runs, "ms") + lesson.sweep_notice(
     page.guarded(lambda: lesson.tradeoff_sweep(scenario, budgets, sweep.measure))
     if sweep is not None and sweep.is_complete else None))
 

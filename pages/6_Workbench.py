@@ -4,7 +4,8 @@ import streamlit as st
 
 from ui import page
 from ui import workbench as wb
-from ui import workbench_table as wt
+from ui import workbench_results as results
+from ui import workbench_runs as wr
 from ui.controls import KnobPanel
 
 style = page.setup("Workbench")
@@ -16,7 +17,7 @@ st.markdown(
 
 st.sidebar.subheader("Engine (every run)")
 values = KnobPanel(wb.ENGINE, wb.engine_knobs(wb.DEFAULT_ENGINE), wb.PAGE).render(st.sidebar)
-engine = page.guarded(lambda: wt.engine_config(values["num_blocks"], values["block_size"], values["max_num_seqs"],
+engine = page.guarded(lambda: wr.engine_config(values["num_blocks"], values["block_size"], values["max_num_seqs"],
                                                values["budget"], values["chunked"], values["watermark"],
                                                values["model"]))
 unit = values["unit"]
@@ -33,9 +34,9 @@ wb.import_export(rows, table.specs, wb.first_config(choices, engine))
 wb.sync_link(rows)
 st.caption(wb.LIMITS)
 
-runs = wb.run_all(table.specs, engine, choices)
-wb.headline(runs, unit)
-player_slot = wb.charts_section(runs, unit, style)
-wb.latency_section(runs, unit, style)
-wb.footer(runs, style)
-wb.show_player(runs, unit, player_slot)
+runs = results.run_all(table.specs, engine, choices)
+results.headline(runs, unit)
+player_slot = results.charts_section(runs, unit, style)
+results.latency_section(runs, unit, style)
+results.footer(runs, style)
+results.show_player(runs, unit, player_slot)

@@ -121,7 +121,7 @@ _TWO_CLIENTS_90_10 = (ClientSpec("A", share=0.9), ClientSpec("B", share=0.1))
 def _article_fairness() -> Preset:
     # 0.5 requests/step is ~1.7x what the batch can serve, so a queue builds. B's trickle is 0.05/step, ~10 per
     # 200-step window: a limit of 10 per window barely touches B but admits A at B's rate, which is ~40% of the
-    # capacity - the VTC paper's shape (~780 -> ~340 tokens/s: lessons.fairness.lesson.PAPER_RATE_LIMIT, which the page
+    # capacity - the VTC paper's shape (~780 -> ~340 tokens/s: lessons.fairness.notices.PAPER_RATE_LIMIT, which the page
     # sets beside this preset's own figures).
     workload = WorkloadSpec(num_requests=300, rate_per_step=0.5, prompt_median=200, prompt_sigma=0.5,
                             output_median=100, output_sigma=0.6, clients=_TWO_CLIENTS_90_10, seed=3)

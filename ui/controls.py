@@ -10,9 +10,9 @@ Leaving a page and coming back: Streamlit's page links drop the query string, an
 state once another page has run. So every write to the URL goes through ``set_param``, which also remembers the
 page's query string in the session, and ``arrive(page)`` (first thing in every run, from ``ui.page.setup``) puts
 it back when the reader returns to a page: the widgets then start from the URL, as from a copied link. The
-session-wide settings (``SESSION_PARAMS``: presentation mode, the export format) come along from the page just
-left. Any view setting that a page keeps in the URL this way (a knob, the preset, the chart picked, the player's
-step) survives navigation without code of its own.
+session-wide settings (``SESSION_PARAMS``: presentation mode, the export format, the chart theme) come along from
+the page just left. Any view setting that a page keeps in the URL this way (a knob, the preset, the chart picked,
+the player's step) survives navigation without code of its own.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import streamlit as st
 from .wording import as_code
 
 PRESET_PARAM = "preset"
-SESSION_PARAMS = ("present", "export")  # the Display panel's: one value for the whole session, not per page
+SESSION_PARAMS = ("present", "export", "theme")  # the Display panel's: one value for the whole session, not per page
 _URLS = "__urls"  # session state: {page: {param: [values]}}, each page's query string as the reader left it
 _PAGE = "__page"  # session state: the page of the latest run
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import streamlit as st
 
+import lessons
 from lessons.run import Run
 from sim.admission import NEVER_RUNS, rejection_message
 from sim.events import RejectReason, refusal
@@ -27,7 +28,7 @@ from sim.workload import WorkloadSpec
 from . import guide, knobs, page, player, runner, sections
 from .controls import Knob, KnobPanel, preset_picker
 from .theme import ChartStyle
-from .wording import count, file_slug, join_and, plain
+from .wording import chart_text, count, file_slug, join_and, plain
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,8 @@ class LessonPage:
     def footer(self, runs: Sequence[Run]) -> None:
         """The end of every lesson page: each run's scenario and trace to download; then the step player."""
         lesson = self.preset.lesson
+        if st.session_state.get(page.NOTES_EXPORT):  # the course notes' export (ui/notes) links each run's scenario
+            st.session_state[page.NOTES_RUNS] = [(run.label, run.scenario) for run in runs]
         st.subheader("Take it with you")
         for run in runs:
             st.caption(run.label)
@@ -129,7 +132,9 @@ def open_lesson(lesson: str, title: str, question: str) -> LessonPage:
     scope = preset.key if uploaded is None else f"upload:{runner.scenario_key(uploaded)}"
     base = preset.scenario if uploaded is None else as_variant_base(preset, uploaded)
     name = preset.key if uploaded is None else f"upload-{uploaded.name}"
-    style = dataclasses.replace(style, file_prefix=file_slug("scheduler-lab", lesson, name))
+    style = dataclasses.replace(style, file_prefix=file_slug("scheduler-lab", lesson, name),
+                                figure_label=f"{lessons.lesson_of(lesson).title} · "
+                                             f"{preset.title if uploaded is None else chart_text(uploaded.name, 60)}")
     return LessonPage(style, preset, base, uploaded is not None, scope, started_s, changes_slot)
 
 

@@ -30,7 +30,16 @@ _DISPLAY_KNOBS = [
     Knob("export", "Figure download format", "choice", "png", options=("png", "svg"),
          labels={"png": "PNG (3x, print resolution)", "svg": "SVG (vector)"}, widget="select",
          help="What each chart's camera button saves."),
+    Knob("theme", "Chart theme", "choice", "screen", options=("screen", "print"),
+         labels={"screen": "Screen", "print": "Print (course notes)"}, widget="select",
+         help="Print: figures of a fixed size for half a page (larger text, thicker lines), titles that name the "
+              "lesson and preset; the camera button saves that size. `python -m ui.notes` exports every chart so."),
 ]
+
+# Set in the session by the course notes' export (ui/notes, which runs a page in AppTest): every choice of a
+# one-at-a-time picker is drawn (pick_one), and a lesson page keeps its runs' scenarios under NOTES_RUNS.
+NOTES_EXPORT = "notes.export"
+NOTES_RUNS = "notes.runs"
 
 # Presentation mode: larger text; a metric's larger number ("4,081 tokens/s") needs 18 rem before its row wraps.
 # A projector's first screen (1,280 x 720) holds the title, the question, the preset and the headline numbers: the
@@ -89,7 +98,8 @@ def setup(title: str) -> ChartStyle:
     # each page with the sidebar closed (its arrow opens it).
     st.set_page_config(initial_sidebar_state="collapsed" if values["present"] else "auto")
     st.html(_LAYOUT_CSS + (_PRESENTATION_CSS if values["present"] else ""))  # (style only: takes no space)
-    return ChartStyle(presentation=values["present"], export_format=values["export"])
+    return ChartStyle(presentation=values["present"], export_format=values["export"],
+                      printed=values["theme"] == "print")
 
 
 def show_chart(fig: go.Figure, name: str, style: ChartStyle, key: str | None = None, *,
@@ -101,9 +111,12 @@ def show_chart(fig: go.Figure, name: str, style: ChartStyle, key: str | None = N
     if cursor_runs:
         cursor = {"runs": list(cursor_runs), "unit": x_unit, **({"axes": list(cursor_axes)} if cursor_axes else {})}
         fig.update_layout(meta={"cursor": cursor})
+    # The print theme's figures have a fixed size: the camera button saves that, not the width shown.
+    size = (fig.layout.width, fig.layout.height) if style.width is not None and fig.layout.height else None
     # theme=None: the figure's own fonts and colours (Streamlit's theme would grey and shrink the tick labels).
-    st.plotly_chart(fig, config=plotly_config(file_slug(style.file_prefix, name), style), key=key or f"chart-{name}",
-                    theme=None)
+    if key is None or st.session_state.get(NOTES_EXPORT):  # (the notes draw every pick of a keyed picker's chart)
+        key = f"chart-{name}"
+    st.plotly_chart(fig, config=plotly_config(file_slug(style.file_prefix, name), style, size), key=key, theme=None)
 
 
 def panel_axes(count: int) -> list[str]:
@@ -204,6 +217,10 @@ def pick_one(key: str, labels: Sequence[str], draw: Callable[[str], None], what:
     fragment); the pick is kept in the session under ``key`` and in the URL as ``param`` (default: the key's last
     part, e.g. ``?gantt_policy=VTC``; absent for the first label), so a copied link shows the same chart."""
     param = param or key.rsplit(".", 1)[-1]
+    if st.session_state.get(NOTES_EXPORT):  # the course notes: every choice's chart, one after another
+        for label in labels:
+            draw(label)
+        return
 
     @st.fragment
     def _picked() -> None:

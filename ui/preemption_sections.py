@@ -1,6 +1,7 @@
 """The Preemption page's sections past its timeline and KV charts, drawn from the lesson's runs: what bringing a
 victim back costs (recompute vs swap), the prefix cache's hits on re-prefill, and the sizing heatmaps (pool size x
-max_num_seqs). The numbers and words are ``lessons.preemption.lesson``'s; this module lays them out with Streamlit.
+max_num_seqs). The numbers and words are the lesson's (``lessons/preemption/``: ``costs.py``, ``sizing.py``,
+``lesson.py``); this module lays them out with Streamlit.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from collections.abc import Sequence
 
 import streamlit as st
 
-from lessons.preemption import lesson
+from lessons.preemption import costs, lesson, sizing
 from sim.config import EngineConfig
 
 from . import page, theme
@@ -21,14 +22,14 @@ from .wording import fmt_gib
 def cost(runs: Sequence[lesson.Run], config: EngineConfig, style: ChartStyle) -> None:
     """Recompute vs swap for the victim the lesson picks: cards, a caption and the bars."""
     st.subheader("What bringing a victim back costs: recompute vs swap")
-    victim = lesson.victim_cost(runs, config)
+    victim = costs.victim_cost(runs, config)
     if victim is None:
         st.caption("No request could run on this engine (each was too big for the pool), so there is no victim to "
                    "bring back.")
         return
     victim_cost, what = victim
-    page.cards(lesson.cost_cards(victim_cost, config))
-    st.caption(lesson.cost_caption(victim_cost, config, what))
+    page.cards(costs.cost_cards(victim_cost, config))
+    st.caption(costs.cost_caption(victim_cost, config, what))
     page.show_chart(charts.cost_bars(victim_cost, style, bandwidth_gb_s=config.cost.swap_bandwidth_gb_s),
                     "preemption-recompute-vs-swap", style)
 
@@ -58,11 +59,11 @@ def prefix_hits(runs: Sequence[lesson.Run], style: ChartStyle) -> None:
     page.grid(list(by_label), draw, columns=1 if len(with_hits) == 1 else 2)
 
 
-def sizing_heatmaps(sweep: lesson.Sweep, config: EngineConfig, style: ChartStyle) -> None:
+def sizing_heatmaps(sweep: sizing.Sweep, config: EngineConfig, style: ChartStyle) -> None:
     """Preemptions and mean finish time over the sizing grid, the cell of the reader's setting outlined; the
     sweep's notices once every point is in."""
     pool = lesson.pool_gib(config)
-    i, j, exact = lesson.nearest_cell(sweep, pool, config.max_num_seqs)
+    i, j, exact = sizing.nearest_cell(sweep, pool, config.max_num_seqs)
     # (presentation mode: one under the other; half a projector's width runs the larger cell numbers together)
     left, right = (st.container(), st.container()) if style.presentation else st.columns(2)
     with left:
@@ -81,4 +82,4 @@ def sizing_heatmaps(sweep: lesson.Sweep, config: EngineConfig, style: ChartStyle
                f"{sweep.preemptions.size} runs of this workload, cached: moving the pool or max_num_seqs knobs only "
                "moves the outline.")
     if sweep.pending is None:
-        page.notice(lesson.sweep_notices(sweep, pool, config.max_num_seqs))
+        page.notice(sizing.sweep_notices(sweep, pool, config.max_num_seqs))

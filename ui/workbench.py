@@ -1,6 +1,6 @@
 """The Workbench page's Streamlit parts: the editable request table (with its buttons, the generator, a preset's
-workload, CSV and JSON in and out, the table in the link), the engine and the runs picked, and the results drawn
-with the lessons' charts, the metrics table, the step player and the per-request latency view.
+workload, CSV and JSON in and out, the table in the link), the engine and the runs picked. (The results drawn from
+the runs: ``ui/workbench_results.py``.)
 
 The table lives in the session as rows of text (``ui.workbench_table``); the editor is a view of it: each edit is
 applied to the rows in the editor's callback and the editor is drawn afresh (a new key), so its check column
@@ -9,7 +9,6 @@ always belongs to the rows shown. The runs use the last table without a bad cell
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,13 +21,12 @@ from sim.config import MODELS, EngineConfig, field_help, model_name
 from sim.request import RequestSpec
 from sim.workload import ClientSpec, WorkloadSpec, generate
 
-from . import charts, page, player, runner, sections
+from . import page
+from . import workbench_runs as wr
 from . import workbench_table as wt
-from .charts import request_latency
 from .controls import Knob, KnobPanel
-from .lesson import Run, run_variants
 from .theme import ChartStyle
-from .wording import count, file_slug, plain, sentence_case
+from .wording import count, plain
 
 PAGE = "workbench"
 ROWS_KEY = f"{PAGE}.rows"  # list[Row]: the table as typed
@@ -39,13 +37,13 @@ NOTE_KEY = f"{PAGE}.note"  # (kind, text) said once after an action (an import, 
 TABLE_PARAM = "table"  # the table in the link
 DEFAULT_PRESET = "article_hol"
 ENGINE = f"{PAGE}.engine"
-RUN_SLOTS = tuple(range(1, wt.MAX_RUNS + 1))
+RUN_SLOTS = tuple(range(1, wr.MAX_RUNS + 1))
 DEFAULT_RUNS = {1: "fcfs", 2: "sjf"}
 
 
 # ---- the engine and the runs ------------------------------------------------------------------------------------
 def engine_knobs(config: EngineConfig) -> list[Knob]:
-    model = model_name(config.model) or wt.DEFAULT_MODEL
+    model = model_name(config.model) or wr.DEFAULT_MODEL
     return [
         Knob("num_blocks", "KV pool size (blocks)", "int", config.num_blocks, min=1, max=10_000_000, step=1,
              widget="number", help=field_help(EngineConfig, "num_blocks")),
@@ -58,7 +56,7 @@ def engine_knobs(config: EngineConfig) -> list[Knob]:
         Knob("chunked", "Chunked prefill", "bool", config.chunked_prefill, widget="toggle",
              help=field_help(EngineConfig, "chunked_prefill")),
         Knob("watermark", "Watermark (share of the pool kept free)", "float", config.watermark, min=0.0,
-             max=wt.MAX_WATERMARK, step=0.01, help=field_help(EngineConfig, "watermark")),
+             max=wr.MAX_WATERMARK, step=0.01, help=field_help(EngineConfig, "watermark")),
         Knob("model", "Model (KV bytes per token, step costs in ms)", "choice", model, options=tuple(MODELS),
              labels={k: m.name for k, m in MODELS.items()}, widget="select", help=field_help(EngineConfig, "model")),
         Knob("unit", "Time axis", "choice", "steps", options=("steps", "ms"),
@@ -74,21 +72,21 @@ def _engine_values(config: EngineConfig) -> dict[str, Any]:
     model = model_name(config.model)
     values = {"num_blocks": config.num_blocks, "block_size": config.block_size, "max_num_seqs": config.max_num_seqs,
               "budget": config.max_num_batched_tokens, "chunked": config.chunked_prefill,
-              "watermark": min(config.watermark, wt.MAX_WATERMARK)}
+              "watermark": min(config.watermark, wr.MAX_WATERMARK)}
     return values if model is None else {**values, "model": model}
 
 
 def policy_knob(slot: int) -> Knob:
-    options = ("off", *wt.POLICIES)
+    options = ("off", *wr.POLICIES)
     return Knob(f"r{slot}", f"Run {slot}", "choice", DEFAULT_RUNS.get(slot, "off"), options=options,
-                labels={"off": "—", **{k: v[0] for k, v in wt.POLICIES.items()}}, widget="select",
+                labels={"off": "—", **{k: v[0] for k, v in wr.POLICIES.items()}}, widget="select",
                 help="The waiting-queue policy of this run (every run shares the requests and the engine)")
 
 
 def option_knobs(slot: int, policy: str) -> list[Knob]:
     """A run's settings: recompute or swap and prefix caching for every policy, then the policy's own (the knobs of
     its record, sim/policies.py, that the Workbench has a setting for; VTC's and LCF's weights: ``_weights_input``)."""
-    d = wt.RunChoice(policy)
+    d = wr.RunChoice(policy)
     out = [
         Knob(f"r{slot}_mode", "On preemption", "choice", d.preemption_mode, options=("recompute", "swap"),
              widget="select", help=field_help(EngineConfig, "preemption_mode")
@@ -98,16 +96,16 @@ def option_knobs(slot: int, policy: str) -> list[Knob]:
     ]
     if "prediction_error_sigma" in d.knobs:
         out.append(Knob(f"r{slot}_sigma", "Prediction error (lognormal sigma)", "float", d.sigma, min=0.0,
-                        max=wt.MAX_SIGMA, step=0.05, help=field_help(EngineConfig, "prediction_error_sigma")))
+                        max=wr.MAX_SIGMA, step=0.05, help=field_help(EngineConfig, "prediction_error_sigma")))
     if "starvation_threshold_steps" in d.knobs:
         out.append(Knob(f"r{slot}_guard", "Starvation guard (steps, 0 = off)", "int", d.guard_steps, min=0,
-                        max=wt.MAX_GUARD, step=10, widget="number",
+                        max=wr.MAX_GUARD, step=10, widget="number",
                         help=field_help(EngineConfig, "starvation_threshold_steps")))
     if policy == "rate_limit":
         out += [Knob(f"r{slot}_limit", "Requests per client per window", "int", d.rate_limit, min=1,
-                     max=wt.MAX_RATE_LIMIT, step=1, widget="number",
+                     max=wr.MAX_RATE_LIMIT, step=1, widget="number",
                      help=field_help(EngineConfig, "rate_limit_max_requests")),
-                Knob(f"r{slot}_window", "Window (steps)", "int", d.window_steps, min=1, max=wt.MAX_WINDOW, step=10,
+                Knob(f"r{slot}_window", "Window (steps)", "int", d.window_steps, min=1, max=wr.MAX_WINDOW, step=10,
                      widget="number", help=field_help(EngineConfig, "rate_limit_window_steps"))]
     return out
 
@@ -127,7 +125,7 @@ def _weights_input(slot: int, box: Any) -> str:
     return value
 
 
-def pick_runs(style: ChartStyle) -> list[wt.RunChoice]:
+def pick_runs(style: ChartStyle) -> list[wr.RunChoice]:
     """One column per run slot (two a row in presentation mode): the policy, then its settings. Returns the runs
     switched on."""
     choices = []
@@ -140,9 +138,9 @@ def pick_runs(style: ChartStyle) -> list[wt.RunChoice]:
                 st.caption("Pick a policy to add a run.")
                 continue
             values = KnobPanel(f"{PAGE}.run", option_knobs(slot, policy), PAGE).render(st)
-            weights = _weights_input(slot, st) if "client_weights" in wt.RunChoice(policy).knobs else ""
-            d = wt.RunChoice(policy)
-            choices.append(wt.RunChoice(
+            weights = _weights_input(slot, st) if "client_weights" in wr.RunChoice(policy).knobs else ""
+            d = wr.RunChoice(policy)
+            choices.append(wr.RunChoice(
                 policy, values[f"r{slot}_mode"], values[f"r{slot}_prefix"], values.get(f"r{slot}_sigma", d.sigma),
                 values.get(f"r{slot}_guard", d.guard_steps), weights, values.get(f"r{slot}_limit", d.rate_limit),
                 values.get(f"r{slot}_window", d.window_steps)))
@@ -151,7 +149,7 @@ def pick_runs(style: ChartStyle) -> list[wt.RunChoice]:
 
 def _set_run_one(config: EngineConfig) -> None:
     """Run 1 takes a file's policy and settings (an import: the file's own run comes first)."""
-    choice = wt.run_choice_of(config)
+    choice = wr.run_choice_of(config)
     state = st.session_state
     state[f"{PAGE}.run.r1"] = choice.policy
     state[f"{PAGE}.run.r1_mode"] = choice.preemption_mode
@@ -328,7 +326,7 @@ def _load_preset(key: str) -> None:
                                                 f"with its engine settings."))
 
 
-def first_config(choices: Sequence[wt.RunChoice], engine: EngineConfig) -> EngineConfig | None:
+def first_config(choices: Sequence[wr.RunChoice], engine: EngineConfig) -> EngineConfig | None:
     """Run 1's config, for the JSON download (None without a run, or while one of its settings is bad: the runs
     below say which)."""
     try:
@@ -371,7 +369,7 @@ def _import() -> None:
             _set_engine(scenario.config)
             _set_run_one(scenario.config)
             dropped = wt.dropped_fields(scenario.requests) + [f"config.{name}" for name in
-                                                               wt.config_not_kept(scenario.config)]
+                                                               wr.config_not_kept(scenario.config)]
             lost = f" Not kept (the workbench has no place for them): {', '.join(dropped)}." if dropped else ""
             _set_rows(wt.rows_of(scenario.requests), ("success", f"Imported {plain(scenario.name, 60)}: "
                       f"{count(len(scenario.requests), 'request')}, its engine settings and its policy as run 1."
@@ -438,100 +436,3 @@ def checked_table(rows: list[wt.Row], engine: EngineConfig, style: ChartStyle) -
     st.warning(f"The runs below use the last valid table ({count(len(last), 'request')}), not the one above: fix "
                f"the marked cells to run it.", icon=":material/history:")
     return Table(rows, last, False)
-
-
-# ---- results ----------------------------------------------------------------------------------------------------
-def run_all(specs: Sequence[RequestSpec], engine: EngineConfig, choices: Sequence[wt.RunChoice]) -> list[Run]:
-    if not specs:  # (no valid table yet: checked_table said so)
-        st.stop()
-    if not choices:
-        st.warning("Pick at least one run above.", icon=":material/warning:")
-        st.stop()
-    variants = page.guarded(lambda: wt.scenarios(specs, engine, choices))
-    return run_variants(variants, what="run")
-
-
-def headline(runs: Sequence[Run], unit: str) -> None:
-    """One column per run: the average finish time, TTFT and time between tokens."""
-    # Each run's name in a row of its own, where it wraps (a metric's label is cut to one line: four runs' names
-    # were cut), aligned at the bottom so that the numbers below stand in one line.
-    names = st.columns(len(runs), vertical_alignment="bottom")
-    for head, col, run in zip(names, st.columns(len(runs)), runs, strict=True):
-        s = run.summary
-        finished = s[f"finish_{unit}"]["count"] > 0
-        head.markdown(f"**{plain(run.label)}**: average finish", help="Arrival to the end of the last token, "
-                                                                   "averaged over the requests that finished.")
-        col.metric(f"{run.label}: average finish", f"{s[f'finish_{unit}']['mean']:,.0f} {unit}" if finished
-                   else "none finished", label_visibility="collapsed")
-        ttft = s[f"ttft_{unit}"]["mean"]
-        col.caption(f"TTFT mean {ttft:,.{0 if unit == 'steps' else 1}f} {unit} · "
-                    f"{count(s['num_preemptions'], 'preemption')}" if finished else "")
-
-
-def charts_section(runs: Sequence[Run], unit: str, style: ChartStyle) -> Any:
-    """The lessons' charts; returns the place above the Gantt charts where ``show_player`` draws the player (last:
-    re-running each run's queues for it never holds the charts up)."""
-    traces = {run.label: run.trace for run in runs}
-    st.subheader("Who ran when")
-    slot = st.container()
-    x_max = charts.time_extent(traces.values(), unit)
-    page.run_grid(runs, lambda run: charts.gantt(run.trace, style, x_unit=unit, title=run.label, x_max=x_max),
-                  "gantt", style, unit)
-    st.subheader("The KV cache and the queues")
-    page.run_grid(runs, lambda run: charts.kv_occupancy(run.trace, style, x_unit=unit,
-                                                        title=f"{run.label}: KV cache in use"), "kv", style, unit)
-    left, right = st.columns(2)
-    with left:
-        page.show_chart(charts.queue_and_batch(traces, style, x_unit=unit), "queue-and-batch", style,
-                        cursor_runs=list(traces), x_unit=unit)
-    with right:
-        page.show_chart(charts.finish_time_ecdf(traces, style, unit=unit), "finish-time-distribution", style)
-    if len(runs[0].trace.client_ids) > 1:
-        st.subheader("Per client")
-        page.run_grid(runs, lambda run: charts.client_counters(run.trace, style, x_unit=unit,
-                                                               title=f"{run.label}: virtual token counters"),
-                      "client-counters", style, unit)
-        page.show_chart(charts.latency_by_client(traces, style, unit=unit), "latency-by-client", style)
-    return slot
-
-
-def latency_section(runs: Sequence[Run], unit: str, style: ChartStyle) -> None:
-    """TTFT and time between tokens, request by request and as distributions, and the table of every request."""
-    st.subheader("Each request's latency")
-    st.caption("TTFT: arrival to the end of the step that made the first token. Time between tokens (TBT): from one "
-               "token of a request to its next, mean and max per request (a stall or a preemption is a long gap). "
-               "Blank where it never happened: a rejected request has no TTFT, a one-token answer no gap.")
-    traces = {run.label: run.trace for run in runs}
-    values = {run.label: runner.measure(run.scenario, request_latency.per_request, trace=run.trace) for run in runs}
-    metric = st.segmented_control("Latency", list(request_latency.METRICS), key=f"{PAGE}.latency_metric",
-                                  format_func=lambda k: sentence_case(request_latency.METRICS[k][0]),
-                                  default="ttft") or "ttft"
-    what = request_latency.METRICS[metric][0]
-    left, right = st.columns(2)
-    with left:
-        page.show_chart(request_latency.by_request(traces, style, metric=metric, unit=unit, values=values),
-                        f"{metric}-by-request", style)
-    with right:
-        shown = {label: v[f"{metric}_{unit}"] for label, v in values.items()}
-        page.show_chart(charts.finish_time_ecdf(shown, style, unit=unit, what=what, colors=charts.label_colors(traces),
-                                                title=f"{sentence_case(what)}, distribution"),
-                        f"{metric}-distribution", style)
-    frame = request_latency.latency_frame(traces, values)
-    page.show_table(frame, style)
-    st.download_button("Per-request latencies (CSV)", lambda: frame.to_csv(index=False),
-                       file_name="scheduler-lab-workbench-latencies.csv", mime="text/csv", key=f"{PAGE}.dl_latency")
-
-
-def show_player(runs: Sequence[Run], unit: str, slot: Any) -> None:
-    with slot:
-        player.show(runs, PAGE, unit, scope=PAGE)
-
-
-def footer(runs: Sequence[Run], style: ChartStyle) -> None:
-    st.subheader("Metrics")
-    page.show_metrics({run.label: run.summary for run in runs}, style, ("served", "throughput", "preemptions"))
-    st.subheader("Take it with you")
-    for run in runs:
-        st.caption(run.label)
-        sections.downloads(run.scenario, run.trace, file_slug("scheduler-lab-workbench", run.label),
-                           key=f"{PAGE}.{hashlib.sha256(run.label.encode()).hexdigest()[:8]}")

@@ -7,6 +7,7 @@ Times are ms from the cost model; time between tokens (TBT) as sim.metrics compu
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -15,7 +16,8 @@ import numpy as np
 from lessons.run import Run
 from sim import metrics
 from sim.config import EngineConfig, field_help
-from sim.presets import Preset
+from sim.presets import Preset, presets_for
+from sim.request import RequestSpec
 from sim.scenario import Scenario
 from sim.trace import Trace
 from ui import knobs as shared_knobs
@@ -53,10 +55,11 @@ def server_defaults(preset: Preset, config: EngineConfig) -> list[tuple[bool, in
             for _, ov in preset.variants[:len(LETTERS)]]
 
 
-def knobs(preset: Preset, config: EngineConfig) -> list[Knob]:
-    """Per server: chunked prefill (a toggle) and the token budget (a slider over powers of two)."""
+def knobs(preset: Preset, base: Scenario, uploaded: bool) -> list[Knob]:
+    """Per server: chunked prefill (a toggle) and the token budget (a slider over powers of two), their defaults
+    the preset's servers over ``base``'s config."""
     out = []
-    for letter, (chunked, budget) in zip(LETTERS, server_defaults(preset, config), strict=False):
+    for letter, (chunked, budget) in zip(LETTERS, server_defaults(preset, base.config), strict=False):
         key = letter.lower()
         out += [
             Knob(f"chunked_{key}", f"Server {letter}: chunked prefill", "bool", chunked, widget="toggle",
@@ -70,6 +73,12 @@ def knobs(preset: Preset, config: EngineConfig) -> list[Knob]:
     return out
 
 
+def apply(config: EngineConfig, values: dict[str, Any]) -> EngineConfig:
+    """The servers' panel sets nothing every server shares (each server's budget and chunking are its variant's,
+    ``variants``): ``config`` as it is."""
+    return config
+
+
 def servers(values: dict[str, Any]) -> list[tuple[str, bool, int]]:
     """(letter, chunked prefill, budget) of each server the knobs set."""
     return [(letter, bool(values[f"chunked_{letter.lower()}"]), int(values[f"budget_{letter.lower()}"]))
@@ -80,10 +89,10 @@ def server_label(letter: str, chunked: bool, budget: int) -> str:
     return f"{letter}: {'chunked' if chunked else 'no chunking'}, {budget:,}"
 
 
-def variants(base: Scenario, values: dict[str, Any]) -> list[tuple[str, Scenario]]:
-    """Each server: the base scenario with its budget and chunked prefill."""
+def variants(preset: Preset, scenario: Scenario, values: dict[str, Any]) -> list[tuple[str, Scenario]]:
+    """Each server the knobs set: ``scenario`` with its budget and chunked prefill."""
     return [(server_label(letter, chunked, budget),
-             base.with_config(chunked_prefill=chunked, max_num_batched_tokens=budget))
+             scenario.with_config(chunked_prefill=chunked, max_num_batched_tokens=budget))
             for letter, chunked, budget in servers(values)]
 
 
@@ -115,6 +124,18 @@ def stalls(runs: Sequence[Run]) -> list[Stall]:
                          float(metrics.request_latencies(run.trace)["ttft_ms"][row]), float(np.nanmax(others)),
                          run.summary["tbt_ms"]["p50"]))
     return out
+
+
+def worked_example(runs: Sequence[Run]) -> list[Stall]:
+    """The worked example's stall in each run (``stalls``) when the runs are a worked example's: a preset's with a
+    ``stall`` knob, on its own requests (whatever the engine and the servers); otherwise none (on another workload
+    the longest prompt tells no such story)."""
+    return stalls(runs) if runs and runs[0].scenario.requests in _worked_example_requests() else []
+
+
+@functools.cache
+def _worked_example_requests() -> tuple[tuple[RequestSpec, ...], ...]:
+    return tuple(p.scenario.requests for p in presets_for(LESSON) if "stall" in p.knobs)
 
 
 def _longest_prompt_row(trace: Trace) -> int:
@@ -158,10 +179,11 @@ def _stall_sentences(story: Sequence[Stall]) -> list[str]:
 
 
 # ---- notices ----------------------------------------------------------------------------------------------------
-def notices(runs: Sequence[Run], story: Sequence[Stall] = ()) -> list[str]:
-    """Sentences about these runs: who stalls the streams and who gets first tokens sooner, the long prompt's
-    stall, preemptions the budget caused, and answers cut short where the budget caps max_model_len."""
-    out = _trade_sentence(runs) + _stall_sentences(story) + _memory_sentence(runs)
+def notices(runs: Sequence[Run], unit: str) -> list[str]:
+    """Sentences about these runs (times in ms whatever ``unit``: a stall is a matter of ms): who stalls the streams
+    and who gets first tokens sooner, the worked example's stall (``worked_example``), preemptions the budget
+    caused, and answers cut short where the budget caps max_model_len."""
+    out = _trade_sentence(runs) + _stall_sentences(worked_example(runs)) + _memory_sentence(runs)
     for run in runs:
         out += _capped_sentence(run)
     return out
@@ -291,8 +313,9 @@ def sweep_notice(sweep: dict[str, Any] | None) -> list[str]:
     return out
 
 
-def headline(run: Run) -> Card:
-    """A server's headline number: p99 time between tokens; p50, TTFT and preemptions under it."""
+def headline(run: Run, unit: str) -> Card:
+    """A server's headline number: p99 time between tokens; p50, TTFT and preemptions under it (in ms whatever
+    ``unit``)."""
     s = run.summary
     return Card(f"{run.label}: p99 time between tokens", f"{s['tbt_ms']['p99']:,.1f} ms",
                 f"p50 {s['tbt_ms']['p50']:,.1f} ms · TTFT p50 {s['ttft_ms']['p50']:,.1f} ms, "

@@ -14,7 +14,7 @@ from ui.glossary import term_link
 from ui.wording import count
 
 from ..guided import Setting, Step, Values, by_label, config_setting, number_question
-from . import lesson
+from . import lesson, measures
 
 ANSWER_TOKENS, LEAVE_AFTER = 1000, 300  # the article's example (the preset's knobs)
 HELD_FOR_NOBODY = "held by abandoned requests"  # the KV chart's legend entry for it (dotted black: KV_PARTS)
@@ -63,9 +63,9 @@ def _ask_wasted(runs: Sequence[Run], values: Values) -> Problem:
 
 
 def _ask_kv(runs: Sequence[Run], values: Values) -> Problem:
-    story = lesson.abandon_story(list(runs))
+    story = measures.abandon_story(list(runs))
     assert story is not None  # (the step's scenario: one user leaves, both servers ran)
-    held, freed = lesson.mb(story.end_kv_tokens, story.config), lesson.mb(story.freed_kv_tokens, story.config)
+    held, freed = measures.mb(story.end_kv_tokens, story.config), measures.mb(story.freed_kv_tokens, story.config)
     per_token = story.config.model.kv_bytes_per_token
     return number_question(
         "kv", runs, f"Each token's KV takes {per_token:,} bytes ({per_token // 1024} KiB, Llama 3.1 8B). Without an "

@@ -3,6 +3,7 @@ computed from the runs. No Streamlit calls here, so it is testable on its own.""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -34,10 +35,10 @@ def _policies(preset: Preset) -> set[str]:
     return {str(overrides.get("policy", base)) for _, overrides in preset.variants}
 
 
-def knobs(preset: Preset, config: EngineConfig | None = None) -> list[Knob]:
+def knobs(preset: Preset, base: Scenario, uploaded: bool) -> list[Knob]:
     """The lesson's own knobs; the prediction and starvation knobs only where a variant uses them. Defaults come
-    from ``config`` (an uploaded scenario's; default the preset's)."""
-    c = preset.scenario.config if config is None else config
+    from ``base``'s config (the preset's, or an uploaded scenario's)."""
+    c = base.config
     policies = _policies(preset)
     chosen = [
         Knob("policies", "Policies to compare", "multi", [label for label, _ in preset.variants],
@@ -61,14 +62,16 @@ def knobs(preset: Preset, config: EngineConfig | None = None) -> list[Knob]:
 
 
 def apply(config: EngineConfig, values: dict[str, Any]) -> EngineConfig:
+    """The config with the prediction error, the starvation guard and the promotion's length, where shown."""
     changes = {"sigma": ("prediction_error_sigma", float), "guard": ("starvation_threshold_steps", int),
                "quantum": ("priority_quantum_steps", int)}
     return config.replace(**{field: cast(values[k]) for k, (field, cast) in changes.items() if k in values})
 
 
-def variants(preset: Preset, base: Scenario, chosen: list[str]) -> list[tuple[str, Scenario]]:
-    """The chosen policy variants of the preset, each the base scenario with its overrides."""
-    return [(label, base.with_config(**overrides)) for label, overrides in preset.variants if label in chosen]
+def variants(preset: Preset, scenario: Scenario, values: dict[str, Any]) -> list[tuple[str, Scenario]]:
+    """The policy variants of the preset chosen in ``values["policies"]``, each ``scenario`` with its overrides."""
+    return [(label, scenario.with_config(**overrides)) for label, overrides in preset.variants
+            if label in values["policies"]]
 
 
 class LongestWait(NamedTuple):
@@ -133,7 +136,7 @@ def _wait_sentence(label: str, lw: LongestWait) -> str:
             f"served ahead of it.")
 
 
-def notices(runs: list[Run], unit: str = "steps") -> list[str]:
+def notices(runs: Sequence[Run], unit: str) -> list[str]:
     """Sentences about these runs: the policies' mean finish times, who pays for a better average, HOL blocking.
     Times in ``unit`` ("steps" or "ms")."""
     if not runs:
@@ -161,7 +164,7 @@ def notices(runs: list[Run], unit: str = "steps") -> list[str]:
     return [*_starvation_notice(runs, unit), *out]
 
 
-def _starvation_notice(runs: list[Run], unit: str = "steps") -> list[str]:
+def _starvation_notice(runs: Sequence[Run], unit: str) -> list[str]:
     """With and without the guard: the longest request's wait (in steps, as the guard counts it), and everyone's
     average finish time (in ``unit``, as the metrics above show it)."""
     guarded = [r for r in runs if r.scenario.config.starvation_threshold_steps > 0
@@ -248,7 +251,7 @@ def _price_sentence(first: Run, run: Run, unit: str) -> list[str]:
     return [f"Under {run.label} {reorder}."] if same_end else []
 
 
-def _priority_notice(runs: list[Run]) -> list[str]:
+def _priority_notice(runs: Sequence[Run]) -> list[str]:
     """For the priority policy: high-priority requests that still waited because every slot was busy."""
     out = []
     for run in runs:

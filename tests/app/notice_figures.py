@@ -28,7 +28,9 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import importlib
 import math
+import pkgutil
 import re
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
@@ -216,8 +218,8 @@ def _fairness(trace: Trace) -> dict[str, Any]:
         "mean_batch": metrics.mean_num_running(trace),
         "idle_slot_share": metrics.idle_slot_share(trace),
     }
-    from lessons.fairness import lesson  # (the window the lesson measures fair shares over)
-    out["fair"] = {k: v for k, v in fairness_metrics.fair_share_index(trace, lesson.FAIRNESS_WINDOW_STEPS).items()
+    from lessons.fairness import stats  # (the window the lesson measures fair shares over)
+    out["fair"] = {k: v for k, v in fairness_metrics.fair_share_index(trace, stats.FAIRNESS_WINDOW_STEPS).items()
                    if k != "per_window"}
     for a in range(n):
         for b in range(a + 1, n):
@@ -664,6 +666,18 @@ def lesson_constants(module: Any) -> dict[str, float]:
         elif isinstance(v, tuple) and hasattr(v, "_asdict"):
             out.update({f"const.{k}.{f}": float(x) for f, x in v._asdict().items()
                         if isinstance(x, int | float) and not isinstance(x, bool)})
+    return out
+
+
+def package_constants(lesson_id: str) -> dict[str, float]:
+    """``lesson_constants`` of every module of a lesson's free page: ``lesson.py`` and the modules of its package
+    beside it (``notices.py``, ``stats.py``, ...), not its guided path's or its problems' (their figures are not the
+    free page's)."""
+    package = importlib.import_module(f"lessons.{lesson_id}")
+    names = [m.name for m in pkgutil.iter_modules(package.__path__) if m.name not in ("guide", "problems")]
+    out: dict[str, float] = {}
+    for name in sorted(names):
+        out.update(lesson_constants(importlib.import_module(f"lessons.{lesson_id}.{name}")))
     return out
 
 

@@ -10,7 +10,7 @@ import re
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from lessons.fairness import lesson as fairness
+from lessons.fairness import clients as fairness_clients
 from sim import RequestSpec, presets
 from sim.scenario import Scenario, dumps, scenario_to_dict
 from sim.workload import ClientSpec, generate
@@ -41,7 +41,7 @@ def test_twelve_clients_get_one_table_instead_of_a_panel_each():
     assert tables[0].value["client"].tolist() == [f"client-{i}" for i in range(12)]
     assert tables[0].value["Share of the arrivals (%)"].tolist() == [8] * 12  # 1/12 each, rounded
     assert any("12 clients: their settings are one table (a panel each past 8" in c.value for c in at.sidebar.caption)
-    assert fairness.MAX_CLIENT_PANELS == 8
+    assert fairness_clients.MAX_CLIENT_PANELS == 8
 
 
 def test_an_upload_past_the_apps_clients_limit_is_refused_with_the_figure():

@@ -51,7 +51,7 @@ def test_article_numbers_on_screen():
     assert "throughput fell from 4,081 to 1,700 tokens/s (42% of FCFS's)" in text
     assert "turned away 233 requests (231 of A's, 2 of B's)" in text
     assert "FCFS went past it" in text
-    # The paper's figure beside the simulator's (lessons.fairness.lesson.PAPER_RATE_LIMIT), the shares compared.
+    # The paper's figure beside the simulator's (lessons.fairness.notices.PAPER_RATE_LIMIT), the shares compared.
     assert "The VTC paper measured a fall from ~780 to ~340 tokens/s" in text
     assert "the simulator's 4,081 and 1,700 tokens/s come from its own cost model" in text
     assert "(42% here, ~44% in the paper)" in text

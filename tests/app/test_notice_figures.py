@@ -105,8 +105,12 @@ def test_a_view_is_checked_against_fresh_runs_of_its_scenarios():
 
 def test_a_lesson_constant_may_be_a_named_tuple_of_figures():
     # (Fairness quotes the VTC paper's ~780 -> ~340 tokens/s, PAPER_RATE_LIMIT, beside the runs' own figures)
-    from lessons.fairness import lesson as fairness
+    from lessons.fairness import notices
 
-    constants = nf.lesson_constants(fairness)
+    constants = nf.lesson_constants(notices)
     assert constants["const.PAPER_RATE_LIMIT.unlimited_tok_s"] == 780.0
     assert constants["const.PAPER_RATE_LIMIT.limited_tok_s"] == 340.0
+    # ... and the sweep reads them from every module of the lesson's free page (lesson.py's parts), not its guide's
+    everything = nf.package_constants("fairness")
+    assert constants.items() <= everything.items() and "const.FAIRNESS_WINDOW_STEPS" in everything
+    assert "const.KNEE_FACTOR" in nf.package_constants("budget")

@@ -14,7 +14,6 @@ Marked ``sweep`` (minutes, not seconds): the fast loop leaves it out; the whole 
 
 from __future__ import annotations
 
-import importlib
 import multiprocessing
 import os
 import time
@@ -200,7 +199,7 @@ def open_view(page: str, query: dict[str, str], rec: Recorder, constants: dict[s
 def test_every_number_in_the_notices_is_a_figure_of_the_runs(name: str, preset: str, recorder: Recorder,
                                                              checker: ProcessPoolExecutor | None) -> None:
     page = PAGES[name]
-    constants = nf.lesson_constants(importlib.import_module(f"lessons.{name}.lesson"))
+    constants = nf.package_constants(name)
     started = time.perf_counter()
     views = [open_view(page, {"preset": preset}, recorder, constants, f"{preset}, preset's settings", checker)]
     knobs = [k for k in recorder.knobs if is_swept(k)]

@@ -10,6 +10,7 @@ from urllib.parse import parse_qs, urlencode, urlparse
 from sim import metrics, presets
 from sim.engine import simulate
 from tests.browser.helpers import assert_no_exception, open_app, screenshot, wait_for_app, wait_for_chart_title
+from ui import workbench_runs as wr
 from ui import workbench_table as wt
 
 COLUMN_ORDER = ("row", "check", *wt.KEYS)  # the editor's columns, left to right
@@ -132,10 +133,10 @@ def test_a_link_with_a_small_workload_reproduces_the_view(app_server, page):
     wait_for_chart_title(page, "Priority")
     assert_no_exception(page)
     # The same runs made here: the link's rows on the default engine with one slot.
-    engine = wt.engine_config(999, 16, 1, 2048, True, 0.0, "llama-3.1-8b")
+    engine = wr.engine_config(999, 16, 1, 2048, True, 0.0, "llama-3.1-8b")
     specs = wt.check_rows(wt.decode_rows(wt.encode_rows(rows)), engine).specs
     expected = [f"{metrics.summary(simulate(sc.config, sc.requests))['finish_ms']['mean']:,.0f} ms"
-                for _, sc in wt.scenarios(specs, engine, [wt.RunChoice("priority"), wt.RunChoice("lcf")])]
+                for _, sc in wr.scenarios(specs, engine, [wr.RunChoice("priority"), wr.RunChoice("lcf")])]
     assert metric_values(page) == expected
     assert presets.get("article_hol").scenario.config.max_num_seqs == 1  # (the default engine the link changes)
 

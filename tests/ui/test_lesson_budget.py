@@ -15,10 +15,10 @@ from ui.theme import ChartStyle
 
 def runs_of(key: str, **changes) -> list[lesson.Run]:
     p = presets.get(key)
-    values = {k.key: k.default for k in lesson.knobs(p, p.scenario.config)}
+    values = {k.key: k.default for k in lesson.knobs(p, p.scenario, False)}
     values.update(changes)
     out = []
-    for label, sc in lesson.variants(p.scenario, values):
+    for label, sc in lesson.variants(p, p.scenario, values):
         trace = simulate(sc.config, sc.requests)
         out.append(lesson.Run(label, sc, trace, metrics.summary(trace)))
     return out
@@ -26,10 +26,10 @@ def runs_of(key: str, **changes) -> list[lesson.Run]:
 
 def test_knobs_start_from_the_preset_servers():
     p = presets.get("long_prompt")
-    defaults = {k.key: k.default for k in lesson.knobs(p, p.scenario.config)}
+    defaults = {k.key: k.default for k in lesson.knobs(p, p.scenario, False)}
     assert defaults == {"chunked_a": False, "budget_a": 8192, "chunked_b": True, "budget_b": 512}
-    assert [label for label, _ in lesson.variants(p.scenario, defaults)] == ["A: no chunking, 8,192",
-                                                                              "B: chunked, 512"]
+    assert [label for label, _ in lesson.variants(p, p.scenario, defaults)] == ["A: no chunking, 8,192",
+                                                                                 "B: chunked, 512"]
     assert all(k.key != "max_num_batched_tokens" for k in lesson.engine_knobs(p.scenario.config))
 
 
@@ -46,6 +46,15 @@ def test_worked_example_stall_from_the_runs():
                       ("B: chunked, 512: streams' longest pause", "13.9 ms")]
 
 
+def test_the_worked_example_is_told_on_its_own_requests_only():
+    # The stall story (its cards and sentences) belongs to the long_prompt preset's requests, whatever the knobs;
+    # the busy preset's longest prompt is no worked example.
+    assert [s.prefill_steps for s in lesson.worked_example(runs_of("long_prompt", budget_b=1024))] == [1, 8]
+    busy = runs_of("busy_budget")
+    assert lesson.stalls(busy) and lesson.worked_example(busy) == []
+    assert not any("-token prefill took" in t for t in lesson.notices(busy, "ms"))
+
+
 def test_the_player_starts_where_the_long_prompt_is_first_scheduled():
     no_chunking, chunked = runs_of("long_prompt")
     # long arrives at step 20: without chunking its whole prefill is that step (the 133.8 ms stall), with a
@@ -57,7 +66,7 @@ def test_the_player_starts_where_the_long_prompt_is_first_scheduled():
 
 def test_notices_word_the_numbers():
     runs = runs_of("long_prompt")
-    text = " ".join(lesson.notices(runs, lesson.stalls(runs)))
+    text = " ".join(lesson.notices(runs, "ms"))
     assert "p99 time between tokens 133.8 ms against 13.9 ms" in text
     assert "p99 TTFT 124.6 ms against 205.1 ms" in text  # (the chats' TTFT counts too: p99 of 9 requests)
     assert "took 1 step, and the other streams waited up to 133.8 ms for a token: 23x a plain decode step" in text
@@ -71,12 +80,12 @@ def test_notices_follow_the_budget():
 
 
 def test_same_servers_say_so():
-    text = " ".join(lesson.notices(runs_of("long_prompt", chunked_a=True, budget_a=512)))
+    text = " ".join(lesson.notices(runs_of("long_prompt", chunked_a=True, budget_a=512), "ms"))
     assert "Every server gives the same p99 time between tokens here (13.9 ms)" in text
 
 
 def test_memory_notice():
-    text = " ".join(lesson.notices(runs_of("budget_memory")))
+    text = " ".join(lesson.notices(runs_of("budget_memory"), "ms"))
     assert ("A: chunked, 8,192 preempted 1 request and computed 2,002 tokens again (KV peaked at 680 of 680 blocks) "
             "and B: chunked, 512 preempted none (KV peaked at 657 of 680 blocks)") in text
 
@@ -85,7 +94,7 @@ def test_capped_answers_without_chunking():
     # Without chunking at 4,096 the 8,016-token request is rejected (its prompt is over the budget) and nothing
     # else is cut; at 1,024 nothing is cut either (chats are 160 tokens). A budget of 128 cuts every chat at 128.
     runs = runs_of("long_prompt", budget_a=128)
-    text = " ".join(lesson.notices(runs))
+    text = " ".join(lesson.notices(runs, "ms"))
     assert "under A: no chunking, 128, 8 answers stopped at 128 tokens (prompt + answer) before their end" in text
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from lessons.cancellation import lesson
+from lessons.cancellation import lesson, measures
 from sim import EngineConfig, RequestSpec, metrics, presets
 from sim.engine import simulate
 from sim.request import NO_STEP, RequestStatus, StopType
@@ -74,27 +74,27 @@ def stops() -> list[lesson.Run]:
 
 # ---- the article: a 1,000-token answer abandoned at token 300 -------------------------------------------------------
 def test_article_story_numbers(article):
-    story = lesson.abandon_story(article)
+    story = measures.abandon_story(article)
     assert story is not None and story.request_id == "long" and story.waiter_id == "waiting"
     # Tokens 1..300 at steps 0..299; the user leaves after token 300, the server aborts at the start of step 300.
     assert (story.tokens_read, story.abort_step) == (300, 300)
     # Without an abort: tokens 301..1000 for nobody; KV after the last step = 1 prompt + 999 fed back = 1,000 tokens.
     assert story.wasted_tokens == 700
     assert story.end_kv_tokens == 1000 and story.end_blocks == 63  # ceil(1000 / 16)
-    assert round(lesson.mb(story.end_kv_tokens, story.config)) == 131  # 131,072,000 B
+    assert round(measures.mb(story.end_kv_tokens, story.config)) == 131  # 131,072,000 B
     # With an abort: the 1 + 299 = 300 tokens it held (19 blocks) go back at step 300.
     assert story.freed_kv_tokens == 300 and story.freed_blocks == 19
-    assert round(lesson.mb(story.freed_kv_tokens, story.config)) == 39  # 39,321,600 B
+    assert round(measures.mb(story.freed_kv_tokens, story.config)) == 39  # 39,321,600 B
     # The waiting request (arrived at step 1) starts at step 300 with the abort, at 1,000 without.
     assert (story.waiter_start_abort, story.waiter_start_no_abort, story.earlier_steps) == (300, 1000, 700)
 
 
 def test_article_story_metrics_are_the_numbers_on_screen(article):
-    values = {card.label: card.value for card in lesson.story_metrics(lesson.abandon_story(article))}
+    values = {card.label: card.value for card in measures.story_metrics(measures.abandon_story(article))}
     assert values == {"Generated for nobody, no abort": "700 tokens", "Its KV at the end, no abort": "131 MB",
                       "Freed by the abort at step 300": "39 MB",
                       "'waiting' starts sooner by": "700 steps"}
-    captions = " ".join(card.caption for card in lesson.story_metrics(lesson.abandon_story(article)))
+    captions = " ".join(card.caption for card in measures.story_metrics(measures.abandon_story(article)))
     assert "63 blocks = 132 MB allocated" in captions and "19 blocks = 40 MB allocated" in captions  # 2 MiB blocks
     assert "step 299" in captions  # the user's last token
 
@@ -112,7 +112,7 @@ def test_article_kv_is_freed_on_the_very_next_step(article):
 
 
 def test_article_notices(article):
-    text = " ".join(lesson.notices(article, lesson.abandon_story(article)))
+    text = " ".join(lesson.notices(article, "steps"))
     assert "generated 700 tokens for nobody after the user left at token 300" in text
     assert "1,000 tokens = 131 MB (63 blocks of 16 tokens)" in text
     assert "300 tokens of KV it held (39 MB) were freed at step 300, the very next step" in text
@@ -124,17 +124,17 @@ def test_article_notices(article):
 @pytest.mark.parametrize(("leave", "freed_mb", "earlier"), [(500, 66, 500), (100, 13, 900)])
 def test_article_knobs_move_the_numbers(leave, freed_mb, earlier):
     # Leaving after token k: k tokens of KV (1 prompt + k - 1 fed back) freed at step k, the waiter starts at k.
-    story = lesson.abandon_story(runs_of("article_abandon", leave_after_tokens=leave))
+    story = measures.abandon_story(runs_of("article_abandon", leave_after_tokens=leave))
     assert (story.abort_step, story.freed_kv_tokens, story.wasted_tokens) == (leave, leave, 1000 - leave)
-    assert round(lesson.mb(story.freed_kv_tokens, story.config)) == freed_mb
+    assert round(measures.mb(story.freed_kv_tokens, story.config)) == freed_mb
     assert story.earlier_steps == earlier
 
 
 def test_no_story_when_the_user_reads_the_whole_answer():
     runs = runs_of("article_abandon", leave_after_tokens=1000)  # disconnects at step 1000, the answer ended at 999
-    assert lesson.abandon_story(runs) is None
+    assert measures.abandon_story(runs) is None
     assert all(run.summary["wasted_tokens"] == 0 for run in runs)
-    assert "No server generated a token nobody read" in " ".join(lesson.notices(runs, None))
+    assert "No server generated a token nobody read" in " ".join(lesson.notices(runs, "steps"))
 
 
 # ---- goodput -----------------------------------------------------------------------------------------------------
@@ -157,7 +157,7 @@ def test_impatient_users_order_waste_goodput_and_waiting(impatient):
     assert prompt["wasted_gpu_ms"] == 0 < late["wasted_gpu_ms"] < never["wasted_gpu_ms"]
     assert prompt["goodput_tok_s"] > late["goodput_tok_s"] > never["goodput_tok_s"]
     assert prompt["queue_steps"]["mean"] < late["queue_steps"]["mean"] < never["queue_steps"]["mean"]
-    text = " ".join(lesson.notices(impatient, lesson.abandon_story(impatient)))
+    text = " ".join(lesson.notices(impatient, "steps"))
     assert "A server that notices after 50 steps kept" in text and "at most 50 each" in text
     assert "The waiting time others lose" in text
 
@@ -186,15 +186,15 @@ def test_timeouts_remove_waiting_requests():
     # B and C wait through step 49; step 50 (the last) drops all three before scheduling, so nothing runs.
     waiting = aborting.trace.steps["num_waiting"]
     assert (waiting[49], waiting[50], aborting.trace.num_steps) == (2, 0, 51)
-    assert lesson.timed_out(aborting).tolist() == [True, True, True]
+    assert measures.timed_out(aborting).tolist() == [True, True, True]
     assert keeping.summary["wasted_tokens"] == 250 and keeping.summary["num_served"] == 0
-    text = " ".join(lesson.notices([aborting, keeping], None))
+    text = " ".join(lesson.notices([aborting, keeping], "steps"))
     assert ("With a 50-step client timeout, 3 users gave up under abort at once: 2 still queued, 1 after waiting "
             "0 steps before starting; it dropped them from the queue and the batch at once.") in text
     assert "3 users gave up under no abort: 2 still queued, 1 after waiting 0 steps before starting" in text
     assert "without an abort it still generated their answers for nobody" in text
     # One user alone, queued: the sentence speaks of one.
-    one = lesson.notices(run_scenario(config, requests[:2], {"abort at once": {}}), None)
+    one = lesson.notices(run_scenario(config, requests[:2], {"abort at once": {}}), "steps")
     assert "With a 50-step client timeout, 2 users gave up under abort at once: 1 still queued, 1 after " \
            "waiting 0 steps before starting" in " ".join(one)
 
@@ -204,19 +204,19 @@ def test_timeout_knob_reaches_every_server():
     prompt, late, never = runs
     for run in runs:
         assert run.scenario.config.timeout_steps == 300
-        assert lesson.timed_out(run).any()
+        assert measures.timed_out(run).any()
     # Aborting at once, a user who times out is gone at the deadline, queued or not; never aborting, the server
     # still finishes every timed-out answer, for nobody.
     r = prompt.trace.requests
-    gone = lesson.timed_out(prompt)
+    gone = measures.timed_out(prompt)
     assert (r["status"][gone] == RequestStatus.FINISHED_ABORTED).all()
     assert (r["finish_step"][gone] == r["arrival_step"][gone] + 300).all()
     r = never.trace.requests
-    gone = lesson.timed_out(never)
+    gone = measures.timed_out(never)
     assert (r["status"][gone] != RequestStatus.FINISHED_ABORTED).all() and (r["num_wasted_tokens"][gone] > 0).all()
     # FCFS under overload: the oldest request is admitted first, so users time out soon after they start, having
     # waited most of the timeout in the queue (the notice says how long).
-    text = " ".join(lesson.notices(runs, None))
+    text = " ".join(lesson.notices(runs, "steps"))
     assert re.search(r"43 users gave up under abort at once, all after waiting \d+ steps on average before "
                      r"starting", text)
     assert re.search(r"108 users gave up under no abort: 77 still queued, 31 after waiting \d+ steps on average "
@@ -228,7 +228,7 @@ def test_waiting_time_is_compared_over_the_users_who_stayed_under_every_server()
     # stay, so each run's own average would flatter it. The sentences and the chart take the same users.
     runs = runs_of("impatient_users", timeout=300)
     prompt, late, never = runs
-    every = lesson.stayed_under_every_server(runs)
+    every = measures.stayed_under_every_server(runs)
     served = [metrics.served_mask(r.trace) for r in runs]
     # Served to the end: 97 users under abort at once, 79 when it notices late, 32 under no abort (its queue is
     # clogged by work for nobody, so most users time out), and those 32 under the other two servers as well.
@@ -237,11 +237,11 @@ def test_waiting_time_is_compared_over_the_users_who_stayed_under_every_server()
     a = metrics.request_latencies(prompt.trace)["queue_steps"][every].mean()
     b = metrics.request_latencies(never.trace)["queue_steps"][every].mean()
     assert b - a > never.summary["queue_steps"]["mean"] - prompt.summary["queue_steps"]["mean"] + 20  # unpaired: less
-    text = " ".join(lesson.notices(runs, None))
+    text = " ".join(lesson.notices(runs, "steps"))
     assert (f"the {every.sum()} users who stayed to the end under every server waited {b:,.0f} steps on average in "
             f"the queue under no abort, against {a:,.0f} under abort at once ({round(b) - round(a):,} steps more "
             f"each)") in text  # (the difference of the numbers shown, so that they subtract)
-    waits = lesson.waiting_of_the_same_users(runs)
+    waits = measures.waiting_of_the_same_users(runs)
     assert waits["no abort"]["queue_steps"]["mean"] == pytest.approx(b)
     assert {w["num_served"] for w in waits.values()} == {int(every.sum())}
 
@@ -249,7 +249,7 @@ def test_waiting_time_is_compared_over_the_users_who_stayed_under_every_server()
 def test_a_user_leaving_before_the_timeout_is_not_counted_as_a_timeout():
     config = EngineConfig(num_blocks=100, max_num_seqs=1, timeout_steps=50)
     (run,) = run_scenario(config, [RequestSpec("A", 0, 4, 100, abort_step=20)], {"abort at once": {}})
-    assert lesson.timed_out(run).tolist() == [False]
+    assert measures.timed_out(run).tolist() == [False]
 
 
 # ---- stops -------------------------------------------------------------------------------------------------------
@@ -257,7 +257,7 @@ def test_stops_preset_numbers(stops):
     every, at_max = stops
     assert every.summary["wasted_tokens"] == 12  # the 12 stop-string answers, one token each
     assert at_max.summary["wasted_tokens"] == 8316  # sum of 512 - natural length, natural = 60 + (37 i mod 240)
-    text = " ".join(lesson.notices(stops, None))
+    text = " ".join(lesson.notices(stops, "steps"))
     assert "the 12 answers ending on a stop string each ran one token past their end" in text
     assert "the 12 ending on a stop token wasted 0" in text
     assert "still runs to max_tokens (512): 8,316 tokens past the ends of 24 answers" in text
@@ -268,7 +268,7 @@ def test_stop_sentences_speak_only_of_answers_that_ran():
     # "still runs to max_tokens" (the sentences used to say so, with "0 tokens").
     runs = runs_of("stops", engine={"num_blocks": 8})
     assert all(r.summary["num_rejected"] == 24 for r in runs)
-    text = " ".join(lesson.notices(runs, None))
+    text = " ".join(lesson.notices(runs, "steps"))
     assert "ran one token past" not in text and "still runs to max_tokens" not in text
 
 
@@ -369,7 +369,7 @@ def test_run_caption_when_nobody_stayed():
 
 
 def test_gantt_notes_and_columns(article, impatient):
-    story = lesson.abandon_story(article)
+    story = measures.abandon_story(article)
     assert lesson.gantt_notes(article[1], story) == {"long": "user left at step 300", "waiting": "starts at step 1,000"}
     assert lesson.gantt_notes(impatient[0], None) == {}
     assert lesson.gantt_columns(article) == 1 and lesson.gantt_columns(impatient) == 2

@@ -12,7 +12,8 @@ import sys
 import plotly.graph_objects as go
 import pytest
 
-from lessons.fairness import lesson
+from lessons.fairness import clients as fairness_clients
+from lessons.fairness import lesson, notices, stats
 from sim import metrics, presets, simulate
 from sim.config import Policy
 from sim.scenario import Scenario
@@ -71,26 +72,26 @@ def test_with_nobody_else_waiting_the_lift_goes_to_the_last_client_to_leave():
 
 def test_lesson_finds_the_lift_and_the_starvation():
     vtc, lcf = simulate(one_slot(), RETURNING), simulate(one_slot(policy="lcf"), RETURNING)
-    lift = lesson.fairness_stats(vtc)["lifts"]
+    lift = stats.fairness_stats(vtc)["lifts"]
     assert (lift["count"], lift["step"], lift["client"], lift["amount"], lift["before"]) == (1, 3, 1, 10.0, 0.0)
-    assert lesson.fairness_stats(lcf)["lifts"] == {"count": 0}
+    assert stats.fairness_stats(lcf)["lifts"] == {"count": 0}
     # a2 waits from step 0 with nothing of a's admitted: to step 8 under VTC, to step 10 under LCF (a1 was admitted
     # at step 0, so the stretch starts at step 1).
-    assert lesson.fairness_stats(vtc)["longest_starvation_steps"][0] == 7
-    assert lesson.fairness_stats(lcf)["longest_starvation_steps"][0] == 9
+    assert stats.fairness_stats(vtc)["longest_starvation_steps"][0] == 7
+    assert stats.fairness_stats(lcf)["longest_starvation_steps"][0] == 9
 
 
 # ---- the article's claims -----------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def article() -> dict[str, lesson.Run]:
+def article() -> dict[str, stats.Run]:
     p = presets.get("article_fairness")
     return {r.label: r for r in _runs(p, p.scenario)}
 
 
-def _runs(preset, scenario, chosen=None, lift=True) -> list[lesson.Run]:
+def _runs(preset, scenario, chosen=None, lift=True) -> list[stats.Run]:
     chosen = chosen or [label for label, _ in preset.variants]
-    variants = lesson.variants(preset, scenario, chosen, preset.scenario.config, lift=lift)
-    make = lesson.run_maker(_measure)  # the records the page builds, without Streamlit
+    variants = lesson.variants(preset, scenario, {"policies": chosen, "lift": lift})
+    make = stats.run_maker(_measure)  # the records the page builds, without Streamlit
     return [make(label, sc, _run(sc), _measure(sc, metrics.summary)) for label, sc in variants]
 
 
@@ -108,7 +109,7 @@ def _measure(scenario: Scenario, fn, *args, trace=None):
     return fn(_run(scenario) if trace is None else trace, *args)
 
 
-def _client(run: lesson.Run, client: str) -> dict:
+def _client(run: stats.Run, client: str) -> dict:
     return next(c for c in run.clients if c["client"] == client)
 
 
@@ -136,7 +137,7 @@ def test_vtc_keeps_the_gap_under_the_bound_and_fcfs_does_not(article):
 
 def test_limit_sweep_rises_toward_fcfs(article):
     p = presets.get("rate_limits")
-    sweep = lesson.limit_sweep(p.scenario, lesson.sweep_values(p, "limit_sweep", 10), _measure)
+    sweep = stats.limit_sweep(p.scenario, stats.sweep_values(p, "limit_sweep", 10), _measure)
     assert 10 in sweep["x"] and sweep["x"] == sorted(sweep["x"])
     throughput = [pt["throughput"] for pt in sweep["points"]]
     rejected = [pt["num_rejected"] for pt in sweep["points"]]
@@ -158,7 +159,7 @@ def test_weighted_vtc_splits_service_by_the_weights():
 def test_output_weight_moves_the_waiting_between_prefill_and_decode_heavy_clients():
     p = presets.get("prefill_vs_decode")
     vtc = next(r for r in _runs(p, p.scenario) if r.config.policy is Policy.VTC)
-    sweep = lesson.weight_sweep(vtc.scenario, (0.5, 16.0), _measure)
+    sweep = stats.weight_sweep(vtc.scenario, (0.5, 16.0), _measure)
     (a_low, b_low), (a_high, b_high) = (pt["mean_finish_ms"] for pt in sweep["points"])
     assert a_high < 0.5 * a_low and b_high > b_low  # A's long prompts look cheap once output tokens cost more
 
@@ -171,7 +172,7 @@ def _values(knobs, **changes) -> dict:
 
 
 def test_knobs_show_only_what_the_preset_uses():
-    keys = {key: [k.key for k in lesson.knobs(p, p.scenario.config)]
+    keys = {key: [k.key for k in lesson.knobs(p, p.scenario, False)]
             for key, p in presets.all_presets().items() if p.lesson == "fairness"}
     assert {"limit", "limit_window", "w_in", "w_out", "lift"} <= set(keys["article_fairness"])
     assert "lift" not in keys["returning_idle"] and "limit" not in keys["returning_idle"]
@@ -182,28 +183,29 @@ def test_knobs_show_only_what_the_preset_uses():
 
 def test_untouched_client_knobs_keep_the_preset_workload_exactly():
     for p in presets.presets_for("fairness"):
-        wl = lesson.as_shares(p.scenario.workload)
-        specs = lesson.client_specs(wl, len(wl.clients))
-        values = {s.client_id: _values(lesson.client_knobs(s, wl, p.scenario.config)) for s in specs}
-        assert lesson.apply_clients(wl, specs, values) == p.scenario.workload, p.key
-        assert lesson.apply_client_weights(p.scenario.config, specs, values) is p.scenario.config
+        wl = fairness_clients.as_shares(p.scenario.workload)
+        specs = fairness_clients.client_specs(wl, len(wl.clients))
+        values = {s.client_id: _values(fairness_clients.client_knobs(s, wl, p.scenario.config)) for s in specs}
+        assert fairness_clients.apply_clients(wl, specs, values) == p.scenario.workload, p.key
+        assert fairness_clients.apply_client_weights(p.scenario.config, specs, values) is p.scenario.config
 
 
 def test_client_knobs_change_shares_patterns_and_weights():
     p = presets.get("article_fairness")
     wl = p.scenario.workload
-    specs = lesson.client_specs(wl, 3)
+    specs = fairness_clients.client_specs(wl, 3)
     assert [s.client_id for s in specs] == ["A", "B", "C"]
     assert specs[2].share == specs[1].share and specs[2].stop_step is None
-    values = {s.client_id: _values(lesson.client_knobs(s, wl, p.scenario.config)) for s in specs}
+    values = {s.client_id: _values(fairness_clients.client_knobs(s, wl, p.scenario.config)) for s in specs}
     values["B"].update(B_share=30, B_on=100, B_off=300, B_weight=2.0)
-    new = lesson.apply_clients(wl, specs, values)
+    new = fairness_clients.apply_clients(wl, specs, values)
     assert [c.share for c in new.clients] == [0.9, 0.3, 0.1]
     assert (new.clients[1].on_steps, new.clients[1].off_steps) == (100, 300)
-    config = lesson.apply_client_weights(p.scenario.config, specs, values)
+    config = fairness_clients.apply_client_weights(p.scenario.config, specs, values)
     assert config.client_weight("B") == 2.0 and config.client_weight("A") == 1.0
     # Shares are normalised: 90 + 30 + 10 -> 69%, 23%, 8%.
-    assert "**B** 23%" in lesson.describe_clients(new) and "100 on / 300 off" in lesson.describe_clients(new)
+    described = fairness_clients.describe_clients(new)
+    assert "**B** 23%" in described and "100 on / 300 off" in described
 
 
 def test_clients_keep_their_colours_whoever_sends_first():
@@ -212,17 +214,17 @@ def test_clients_keep_their_colours_whoever_sends_first():
                                               ClientSpec("D", share=0.3)))
     scenario = dataclasses.replace(p.scenario, workload=wl, requests=tuple(generate(wl)))
     assert [r.client_id for r in scenario.requests[:3]] != ["A", "B", "C"]
-    ordered = lesson.in_client_order(scenario)
+    ordered = fairness_clients.in_client_order(scenario)
     trace = simulate(ordered.config, ordered.requests)
     assert trace.client_ids == ["A", "B", "C", "D"]
     assert sorted(ordered.requests, key=lambda r: r.request_id) == sorted(scenario.requests, key=lambda r: r.request_id)
-    assert lesson.in_client_order(p.scenario) is p.scenario  # already in order: untouched, same cache key
+    assert fairness_clients.in_client_order(p.scenario) is p.scenario  # already in order: untouched, same cache key
 
 
 def test_as_shares_converts_rates_to_the_same_arrivals():
     wl = WorkloadSpec(num_requests=60, rate_per_step=1.0, clients=(ClientSpec("A", rate_per_step=0.3),
                                                                     ClientSpec("B", rate_per_step=0.1)), seed=4)
-    shares = lesson.as_shares(wl)
+    shares = fairness_clients.as_shares(wl)
     assert shares.rate_per_step == pytest.approx(0.4)
     assert [c.share for c in shares.clients] == pytest.approx([0.75, 0.25])
     assert [(r.arrival_step, r.client_id) for r in generate(shares)] == \
@@ -232,16 +234,16 @@ def test_as_shares_converts_rates_to_the_same_arrivals():
 def test_variant_labels_say_what_the_knobs_changed():
     p = presets.get("weighted_vtc")
     base = p.scenario.with_config(client_weights=(("B", 3.0),), output_weight=4.0)
-    labels = [label for label, _ in lesson.variants(p, base, ["VTC 1:2", "VTC 1:1", "FCFS"], p.scenario.config)]
+    labels = [label for label, _ in lesson.variants(p, base, {"policies": ["VTC 1:2", "VTC 1:1", "FCFS"]})]
     assert labels == ["VTC 1:2 (weights A 1 : B 3, in 1 : out 4)", "VTC 1:1 (in 1 : out 4)", "FCFS"]
     a = presets.get("article_fairness")
-    off = lesson.variants(a, a.scenario, ["VTC"], a.scenario.config, lift=False)
+    off = lesson.variants(a, a.scenario, {"policies": ["VTC"], "lift": False})
     assert off[0][0] == "VTC (no lift)" and off[0][1].config.policy is Policy.LCF
 
 
 def test_apply_sets_the_limit_and_the_charges():
     p = presets.get("article_fairness")
-    cfg = lesson.apply(p.scenario.config, _values(lesson.knobs(p, p.scenario.config), limit=4, limit_window=50,
+    cfg = lesson.apply(p.scenario.config, _values(lesson.knobs(p, p.scenario, False), limit=4, limit_window=50,
                                                   w_in=0.5, w_out=3.0))
     assert (cfg.rate_limit_max_requests, cfg.rate_limit_window_steps) == (4, 50)
     assert (cfg.input_weight, cfg.output_weight) == (0.5, 3.0)
@@ -250,7 +252,7 @@ def test_apply_sets_the_limit_and_the_charges():
 # ---- notices and tables -------------------------------------------------------------------------------------------
 def test_article_notices_quote_the_runs(article):
     runs = list(article.values())
-    text = " ".join(lesson.notices(runs))
+    text = " ".join(lesson.notices(runs, "steps"))
     fcfs_b, vtc_b = _client(article["FCFS"], "B")["mean_finish_ms"], _client(article["VTC"], "B")["mean_finish_ms"]
     assert f"from {fcfs_b:,.0f} ms to {vtc_b:,.0f} ms" in text
     t0, t1 = article["FCFS"].summary["throughput_tok_s"], article["Rate limit"].summary["throughput_tok_s"]
@@ -259,11 +261,11 @@ def test_article_notices_quote_the_runs(article):
 
 
 def _paper_sentence(runs) -> list[str]:
-    return [t for t in lesson.notices(runs) if t.startswith("The VTC paper measured")]
+    return [t for t in lesson.notices(runs, "steps") if t.startswith("The VTC paper measured")]
 
 
 def test_article_notice_sets_the_papers_figure_beside_the_simulators(article):
-    paper = lesson.PAPER_RATE_LIMIT
+    paper = notices.PAPER_RATE_LIMIT
     assert (paper.unlimited_tok_s, paper.limited_tok_s, f"{paper.kept:.0%}") == (780, 340, "44%")
     t0, t1 = article["FCFS"].summary["throughput_tok_s"], article["Rate limit"].summary["throughput_tok_s"]
     [sentence] = _paper_sentence(list(article.values()))
@@ -283,7 +285,7 @@ def test_article_notice_sets_the_papers_figure_beside_the_simulators(article):
 def test_papers_figure_only_beside_the_papers_setting(changes, shown):
     p = presets.get("article_fairness")
     runs = _runs(p, p.scenario.with_config(**changes), chosen=["FCFS", "Rate limit"])
-    assert any("throughput fell from" in t for t in lesson.notices(runs))  # (the limit still costs throughput)
+    assert any("throughput fell from" in t for t in lesson.notices(runs, "steps"))  # (the limit still costs throughput)
     assert bool(_paper_sentence(runs)) is shown
 
 
@@ -291,7 +293,7 @@ def test_papers_figure_not_beside_another_workload():
     p = presets.get("article_fairness")
     fewer = dataclasses.replace(p.scenario, requests=p.scenario.requests[:-1])
     runs = _runs(p, fewer, chosen=["FCFS", "Rate limit"])
-    assert any("throughput fell from" in t for t in lesson.notices(runs))
+    assert any("throughput fell from" in t for t in lesson.notices(runs, "steps"))
     assert _paper_sentence(runs) == []
     # The rate_limits preset runs the same setting at its default limit: the same runs, so the same sentence.
     r = presets.get("rate_limits")
@@ -301,7 +303,7 @@ def test_papers_figure_not_beside_another_workload():
 def test_returning_notice_compares_the_lift_with_lcf():
     p = presets.get("returning_idle")
     runs = _runs(p, p.scenario)
-    text = " ".join(lesson.notices(runs))
+    text = " ".join(lesson.notices(runs, "steps"))
     lcf, vtc = runs[0].stats["longest_starvation_steps"][0], runs[1].stats["longest_starvation_steps"][0]
     assert lcf > 3 * vtc
     assert f"none admitted for up to {lcf:,} steps, against {vtc:,} under VTC (lift)" in text
@@ -313,10 +315,10 @@ def test_light_client_notice_quotes_the_other_clients_requests_pooled():
     # (which weighs B's 30-odd requests like A's 240).
     p = presets.get("article_fairness")
     wl = p.scenario.workload
-    specs = lesson.client_specs(wl, 3)
-    values = {s.client_id: _values(lesson.client_knobs(s, wl, p.scenario.config)) for s in specs}
-    scenario = lesson.in_client_order(dataclasses.replace(
-        p.scenario, workload=(new := lesson.apply_clients(wl, specs, values)), requests=tuple(generate(new))))
+    specs = fairness_clients.client_specs(wl, 3)
+    values = {s.client_id: _values(fairness_clients.client_knobs(s, wl, p.scenario.config)) for s in specs}
+    scenario = fairness_clients.in_client_order(dataclasses.replace(
+        p.scenario, workload=(new := fairness_clients.apply_clients(wl, specs, values)), requests=tuple(generate(new))))
     fcfs = _runs(p, scenario, chosen=["FCFS"])[0]
     t = fcfs.trace
     c = t.client_ids.index("C")
@@ -324,7 +326,7 @@ def test_light_client_notice_quotes_the_other_clients_requests_pooled():
     pooled = float(metrics.request_latencies(t)["finish_ms"][others].mean())
     means = [row["mean_finish_ms"] for row in fcfs.clients if row["client"] != "C"]
     assert f"{pooled:,.0f}" != f"{sum(means) / 2:,.0f}"  # (the two readings differ here)
-    sentence = lesson.notices([fcfs])[0]
+    sentence = lesson.notices([fcfs], "steps")[0]
     assert sentence.startswith("Under FCFS, C sends only") and f"the other clients' ({pooled:,.0f} ms)" in sentence
 
 
@@ -337,25 +339,25 @@ def test_notices_quote_no_finish_time_when_nothing_was_served():
         assert all(r.summary["num_served"] == 0 for r in runs)
         weights = sorted({0.5, 16.0, runs[0].config.output_weight})
         vtc = next(r for r in runs if r.config.policy is Policy.VTC)
-        sweep = lesson.weight_sweep(vtc.scenario, weights, _measure) if key == "prefill_vs_decode" else None
-        text = " ".join(lesson.notices(runs, None, sweep))
+        sweep = stats.weight_sweep(vtc.scenario, weights, _measure) if key == "prefill_vs_decode" else None
+        text = " ".join(lesson.sweep_notices(runs, None, sweep) + lesson.notices(runs, "steps"))
         assert "—" not in text and "mean finish time" not in text and "they took" not in text, key
 
 
 def test_notices_survive_a_single_run_and_one_client():
     p = presets.get("article_fairness")
-    assert lesson.notices(_runs(p, p.scenario, chosen=["VTC"]))  # no FCFS baseline: still something to say
+    assert lesson.notices(_runs(p, p.scenario, chosen=["VTC"]), "steps")  # no FCFS baseline: still something to say
     single = dataclasses.replace(p.scenario, requests=tuple(r for r in p.scenario.requests if r.client_id == "A"))
     runs = _runs(p, single)
-    lesson.notices(runs)  # must not raise
-    assert lesson.light_client(runs[0]) is None
+    lesson.notices(runs, "steps")  # must not raise
+    assert stats.light_client(runs[0]) is None
 
 
 def test_tables(article):
     runs = list(article.values())
-    clients = lesson.client_table(runs)
+    clients = stats.client_table(runs)
     assert len(clients) == 6 and list(clients["client"][:2]) == ["A", "B"]
-    policies = lesson.policy_table(runs)
+    policies = stats.policy_table(runs)
     assert list(policies.columns) == ["FCFS", "Rate limit", "VTC"]
     assert policies.loc["rejected (requests)", "Rate limit"] == article["Rate limit"].summary["num_rejected"]
     assert "mean finish: A " in lesson.run_caption(runs[0])
@@ -366,11 +368,11 @@ def test_tables(article):
 def figures(article) -> dict[str, go.Figure]:
     traces = {label: run.trace for label, run in article.items()}
     p = presets.get("rate_limits")
-    sweep = lesson.limit_sweep(p.scenario, lesson.sweep_values(p, "limit_sweep", 10), _measure)
-    refs = lesson.sweep_references(list(article.values()), _measure)
+    sweep = stats.limit_sweep(p.scenario, stats.sweep_values(p, "limit_sweep", 10), _measure)
+    refs = stats.sweep_references(list(article.values()), _measure)
     pvd = presets.get("prefill_vs_decode")
     vtc = next(r for r in _runs(pvd, pvd.scenario) if r.config.policy is Policy.VTC)
-    wsweep = lesson.weight_sweep(vtc.scenario, (0.5, 2.0, 8.0), _measure)
+    wsweep = stats.weight_sweep(vtc.scenario, (0.5, 2.0, 8.0), _measure)
     return {
         "counters": fc.counters_by_policy(traces, STYLE),
         "rates": fc.client_rates_by_policy(traces, STYLE, window_steps=50, x_unit="ms"),
@@ -444,7 +446,7 @@ def test_gap_chart_draws_the_bound(figures, article):
 def test_gap_chart_precomputed_matches_computed(article):
     traces = {label: run.trace for label, run in article.items()}
     fresh = fc.service_gap_chart(traces, STYLE)
-    cached = fc.service_gap_chart(traces, STYLE, precomputed=lesson.gap_inputs(list(article.values())))
+    cached = fc.service_gap_chart(traces, STYLE, precomputed=stats.gap_inputs(list(article.values())))
     assert fresh.to_json() == cached.to_json()
 
 
@@ -466,7 +468,7 @@ def test_builders_do_not_mutate_their_inputs():
     fc.client_rates_by_policy(traces, STYLE, window_steps=50, x_unit="ms")
     fc.total_throughput(traces, STYLE)
     fc.service_gap_chart(traces, STYLE)
-    fc.service_gap_chart(traces, STYLE, precomputed=lesson.gap_inputs(runs))
+    fc.service_gap_chart(traces, STYLE, precomputed=stats.gap_inputs(runs))
     for label, trace in traces.items():
         assert_trace_unchanged(before[label], trace)
 

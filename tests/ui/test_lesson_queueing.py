@@ -13,14 +13,19 @@ def runs_of(key: str, **config) -> list[lesson.Run]:
     p = presets.get(key)
     base = p.scenario.with_config(**config)
     out = []
-    for label, sc in lesson.variants(p, base, [label for label, _ in p.variants]):
+    for label, sc in lesson.variants(p, base, {"policies": [label for label, _ in p.variants]}):
         trace = simulate(sc.config, sc.requests)
         out.append(lesson.Run(label, sc, trace, metrics.summary(trace)))
     return out
 
 
+def knob_keys(key: str) -> set[str]:
+    p = presets.get(key)
+    return {k.key for k in lesson.knobs(p, p.scenario, False)}
+
+
 def test_article_notices_give_the_article_numbers():
-    text = " ".join(lesson.notices(runs_of("article_hol")))
+    text = " ".join(lesson.notices(runs_of("article_hol"), "steps"))
     assert "cut the average finish time from 1,100 to 500 steps (-55%)" in text
     # Under SJF the long request goes last: 1,200 steps instead of its 1,000 under FCFS. The run still ends
     # after 1,200 steps (short2 under FCFS, long under SJF): SJF only reorders who waits.
@@ -30,7 +35,7 @@ def test_article_notices_give_the_article_numbers():
 
 
 def test_notices_in_milliseconds_follow_the_unit():
-    text = " ".join(lesson.notices(runs_of("article_hol"), unit="ms"))
+    text = " ".join(lesson.notices(runs_of("article_hol"), "ms"))
     assert " ms (" in text and "steps (" not in text
 
 
@@ -47,7 +52,7 @@ def test_the_long_request_is_the_head_of_line_blocker():
 def test_one_long_request_in_one_of_several_slots_is_named_without_calling_it_a_blocker():
     # Starvation with 4 slots: s45 waits 150 steps; long holds one slot all that time, too few slots to block the
     # queue alone: the other three serve a stream. The sentence names it (it said "none for more than 100%").
-    text = " ".join(lesson.notices(runs_of("starvation", max_num_seqs=4)))
+    text = " ".join(lesson.notices(runs_of("starvation", max_num_seqs=4), "steps"))
     assert ("s45 waited 150 engine steps in the queue while 14 other requests ran: long held one of the 4 batch "
             "slots for all of that time, and the other slots served a stream of others ahead of it") in text
     assert "none for more than 100%" not in text
@@ -59,7 +64,7 @@ def test_a_starving_request_waits_behind_a_stream_not_one_blocker():
     no_guard = runs_of("starvation")[0]
     lw = lesson.longest_wait(no_guard.trace)
     assert (lw.waiter, lw.wait_steps, lw.blockers, lw.num_ran) == ("long", 4800, [], 120)
-    text = " ".join(lesson.notices(runs_of("starvation")))
+    text = " ".join(lesson.notices(runs_of("starvation"), "steps"))
     assert ("long waited 4,800 engine steps in the queue while 120 other requests ran, none for more than 1% of "
             "that time: no single blocker") in text
     assert "Head-of-line blocking" not in text
@@ -67,17 +72,17 @@ def test_a_starving_request_waits_behind_a_stream_not_one_blocker():
 
 def test_several_long_answers_pinning_the_slots_are_all_named():
     # Four batch jobs hold all 4 slots while batch4 waits 280 steps.
-    text = " ".join(lesson.notices(runs_of("priority_lanes")))
+    text = " ".join(lesson.notices(runs_of("priority_lanes"), "steps"))
     assert ("batch4 waited 280 engine steps in the queue while batch0, batch1, batch2 and batch3 each held a batch "
             "slot for most of that time") in text
 
 
 def test_knobs_appear_only_where_a_variant_uses_them():
-    article = {k.key for k in lesson.knobs(presets.get("article_hol"))}  # FCFS vs SJF: the guard applies
+    article = knob_keys("article_hol")  # FCFS vs SJF: the guard applies
     assert "guard" in article and "sigma" not in article
-    busy = {k.key for k in lesson.knobs(presets.get("busy_server"))}  # has predicted SJF
+    busy = knob_keys("busy_server")  # has predicted SJF
     assert {"sigma", "guard", "quantum"} <= busy
-    lanes = {k.key for k in lesson.knobs(presets.get("priority_lanes"))}  # FCFS vs priority
+    lanes = knob_keys("priority_lanes")  # FCFS vs priority
     assert lanes == {"policies", "unit"}
 
 
@@ -90,13 +95,13 @@ def test_apply_only_touches_present_knobs():
 
 
 def test_starvation_notice_compares_the_long_requests_wait():
-    text = " ".join(lesson.notices(runs_of("starvation")))
+    text = " ".join(lesson.notices(runs_of("starvation"), "steps"))
     # Without the guard "long" (arrives at step 1) starts at 4,801; with it, after the 200-step threshold at 201.
     assert "The longest request (long) waited 4,800 steps under SJF, no guard and 200 under SJF + guard" in text
 
 
 def test_priority_notice_says_running_work_is_not_displaced():
-    text = " ".join(lesson.notices(runs_of("priority_lanes")))
+    text = " ".join(lesson.notices(runs_of("priority_lanes"), "steps"))
     assert "never displaces a running request" in text
 
 
@@ -145,17 +150,17 @@ def test_the_guard_sentence_says_so_when_the_long_request_never_waited():
     p = presets.get("starvation")
     base = p.scenario.with_config(max_num_seqs=14)
     runs = []
-    for label, sc in lesson.variants(p, base, [label for label, _ in p.variants]):
+    for label, sc in lesson.variants(p, base, {"policies": [label for label, _ in p.variants]}):
         trace = simulate(sc.config, sc.requests)
         runs.append(lesson.Run(label, sc, trace, metrics.summary(trace)))
-    text = " ".join(lesson.notices(runs))
+    text = " ".join(lesson.notices(runs, "steps"))
     assert "The longest request (long) waited 0 steps under SJF, no guard, less than the guard's 200-step" in text
     assert "promoted after" not in text
 
 
 def test_a_starved_request_leads_the_notices():
     # The page shows three sentences: the starved request's 4,800-step wait leads, the averages follow.
-    text = lesson.notices(runs_of("starvation"))
+    text = lesson.notices(runs_of("starvation"), "steps")
     assert text[0].startswith("The longest request (long) waited 4,800 steps under SJF, no guard")
     assert any("raised the average finish time" in s for s in text[2:])
 
@@ -163,15 +168,15 @@ def test_a_starved_request_leads_the_notices():
 def test_the_guard_sentence_leaves_out_a_long_request_that_never_ran():
     # An 8-block pool turns the starvation preset's long request away on arrival (it never fits): it has no wait to
     # speak of (the sentence used to say it "waited -2 steps under SJF, no guard").
-    text = " ".join(lesson.notices(runs_of("starvation", num_blocks=8)))
+    text = " ".join(lesson.notices(runs_of("starvation", num_blocks=8), "steps"))
     assert "The longest request" not in text and "-2 steps" not in text
 
 
 def test_the_guard_sentence_says_how_many_were_promoted_in_words_that_fit():
     # With a 2,000-step threshold the guard promotes 71 of the 121 requests: most of them, not "almost every one".
-    text = " ".join(lesson.notices(runs_of("starvation", starvation_threshold_steps=2000)))
+    text = " ".join(lesson.notices(runs_of("starvation", starvation_threshold_steps=2000), "steps"))
     assert "The guard promoted 71 of the 121 requests" in text
     assert "almost every one" not in text and "most of them wait past the 2,000-step threshold" in text
     # At the preset's 200 steps it promotes 116 of them: almost every one.
     assert "The guard promoted 116 of the 121 requests: with this many requests waiting, almost every one waits" \
-        in " ".join(lesson.notices(runs_of("starvation")))
+        in " ".join(lesson.notices(runs_of("starvation"), "steps"))

@@ -17,7 +17,7 @@ import pytest
 from sim import presets
 from sim.engine import simulate
 from sim.request import RequestSpec
-from ui import workbench_table as wt
+from ui import workbench_runs as wr
 from ui.charts import request_latency as rl
 from ui.theme import ChartStyle
 
@@ -28,8 +28,8 @@ ARTICLE = presets.get("article_hol").scenario
 @pytest.fixture(scope="module")
 def article():
     return {label: simulate(sc.config, sc.requests)
-            for label, sc in wt.scenarios(ARTICLE.requests, wt.engine_of(ARTICLE.config),
-                                          [wt.RunChoice("fcfs"), wt.RunChoice("sjf")])}
+            for label, sc in wr.scenarios(ARTICLE.requests, wr.engine_of(ARTICLE.config),
+                                          [wr.RunChoice("fcfs"), wr.RunChoice("sjf")])}
 
 
 @pytest.fixture(scope="module")
@@ -37,9 +37,9 @@ def preempted():
     # 4 blocks of 4 tokens, two slots, budget 8: A and B (prompt 4, 8 tokens each) outgrow the pool; B is preempted
     # at step 5 and re-prefills, so its 5th token (step 4) and 6th (step 9) are 5 steps apart (tests/sim/test_budget).
     # C answers one token: it has no time between tokens.
-    engine = wt.engine_config(4, 4, 2, 8, True, 0.0, "llama-3.1-8b")
+    engine = wr.engine_config(4, 4, 2, 8, True, 0.0, "llama-3.1-8b")
     specs = (RequestSpec("A", 0, 4, 8), RequestSpec("B", 0, 4, 8), RequestSpec("C", 20, 4, 1))
-    return simulate(wt.RunChoice("fcfs").config(engine), specs)
+    return simulate(wr.RunChoice("fcfs").config(engine), specs)
 
 
 def test_ttft_per_request_in_the_tables_order(article):

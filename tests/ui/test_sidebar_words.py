@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from lessons.cancellation import lesson as cancellation
-from lessons.fairness import lesson as fairness
+from lessons.fairness import clients as fairness
 from sim import presets
 from sim.config import EngineConfig, FieldError
 from sim.workload import ClientSpec, TooFewArrivals, WorkloadSpec, generate
@@ -71,7 +71,7 @@ def test_the_labels_are_the_knobs_own():
     for name, label in knobs.CLIENT_LABELS.items():
         assert client[keys[name]].startswith(label), name
     preset = presets.get("impatient_users")
-    lesson = {k.key: k.label for k in cancellation.knobs(preset, preset.scenario)}
+    lesson = {k.key: k.label for k in cancellation.knobs(preset, preset.scenario, False)}
     assert {name: lesson[name] for name in ("abandon_rate", "abandon_point")} == knobs.LESSON_WORKLOAD_LABELS
 
 

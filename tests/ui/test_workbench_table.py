@@ -21,11 +21,12 @@ from sim.request import RequestSpec
 from sim.request_queue import RequestQueue
 from tests.conftest import REPO_ROOT
 from ui import workbench
+from ui import workbench_runs as wr
 from ui import workbench_table as wt
 
 ARTICLE = presets.get("article_hol").scenario
-ENGINE = wt.engine_config(999, 16, 1, 2048, True, 0.0, "llama-3.1-8b")  # the article's: one slot
-TINY = wt.engine_config(8, 4, 2, 64, True, 0.0, "llama-3.1-8b")  # 8 blocks of 4 tokens = 32 tokens
+ENGINE = wr.engine_config(999, 16, 1, 2048, True, 0.0, "llama-3.1-8b")  # the article's: one slot
+TINY = wr.engine_config(8, 4, 2, 64, True, 0.0, "llama-3.1-8b")  # 8 blocks of 4 tokens = 32 tokens
 
 
 def rows(*cells: dict[str, str]) -> list[wt.Row]:
@@ -94,11 +95,11 @@ def test_a_request_that_can_never_fit_the_pool_is_marked_on_its_answer_or_its_pr
 
 
 def test_a_prompt_over_the_budget_without_chunking_or_over_max_model_len_says_that_limit():
-    unchunked = wt.engine_config(999, 16, 1, 2048, False, 0.0, "llama-3.1-8b")
+    unchunked = wr.engine_config(999, 16, 1, 2048, False, 0.0, "llama-3.1-8b")
     checked = wt.check_rows(rows(row(0, prompt_len="3000"), row(1, prompt_len="2048")), unchunked)
     assert [str(p) for p in checked.problems] == [
         f"row 1, prompt tokens: can never run on this engine: {over_token_budget(unchunked, 3000)}"]
-    huge = wt.engine_config(100_000, 16, 1, 2048, True, 0.0, "llama-3.1-8b")
+    huge = wr.engine_config(100_000, 16, 1, 2048, True, 0.0, "llama-3.1-8b")
     assert [str(p) for p in wt.check_rows(rows(row(0, prompt_len="200000")), huge).problems] == [
         f"row 1, prompt tokens: can never run on this engine: {over_max_model_len(huge, 200_000)}"]
 
@@ -130,35 +131,35 @@ def test_duplicate_gives_a_fresh_id_after_the_row():
 
 # ---- the runs ---------------------------------------------------------------------------------------------------
 def test_each_run_choice_sets_its_policy_and_settings():
-    fcfs_swap = wt.RunChoice("fcfs", "swap", True).config(ENGINE)
+    fcfs_swap = wr.RunChoice("fcfs", "swap", True).config(ENGINE)
     assert (fcfs_swap.policy, fcfs_swap.preemption_mode, fcfs_swap.num_cpu_blocks,
             fcfs_swap.enable_prefix_caching) == (Policy.FCFS, PreemptionMode.SWAP, 999, True)
-    predicted = wt.RunChoice("sjf_predicted", sigma=1.5, guard_steps=200).config(ENGINE)
+    predicted = wr.RunChoice("sjf_predicted", sigma=1.5, guard_steps=200).config(ENGINE)
     assert (predicted.policy, predicted.prediction_error_sigma, predicted.starvation_threshold_steps) == (
         Policy.SJF_PREDICTED, 1.5, 200)
-    vtc = wt.RunChoice("vtc", weights="A:2, B=1").config(ENGINE)
+    vtc = wr.RunChoice("vtc", weights="A:2, B=1").config(ENGINE)
     assert vtc.policy is Policy.VTC and vtc.client_weight("A") == 2.0 and vtc.client_weight("C") == 1.0
-    limited = wt.RunChoice("rate_limit", rate_limit=3, window_steps=50).config(ENGINE)
+    limited = wr.RunChoice("rate_limit", rate_limit=3, window_steps=50).config(ENGINE)
     assert (limited.policy, limited.rate_limit_max_requests, limited.rate_limit_window_steps) == (Policy.FCFS, 3, 50)
-    assert wt.RunChoice("lcf").config(ENGINE).policy is Policy.LCF
-    assert wt.run_labels([wt.RunChoice("fcfs"), wt.RunChoice("fcfs", "swap"), wt.RunChoice("fcfs"),
-                          wt.RunChoice("sjf_predicted", sigma=0.8)]) == [
+    assert wr.RunChoice("lcf").config(ENGINE).policy is Policy.LCF
+    assert wr.run_labels([wr.RunChoice("fcfs"), wr.RunChoice("fcfs", "swap"), wr.RunChoice("fcfs"),
+                          wr.RunChoice("sjf_predicted", sigma=0.8)]) == [
         "FCFS (run 1)", "FCFS · swap", "FCFS (run 3)", "SJF (predicted) σ 0.8"]
 
 
 def test_the_run_picker_offers_the_records_marked_for_it_with_their_labels():
     offered = [name for name, spec in policies.POLICIES.items() if spec.workbench]
-    assert list(wt.POLICIES) == [*offered, "rate_limit"]  # (rate_limit: FCFS with a limit, not a queue policy)
+    assert list(wr.POLICIES) == [*offered, "rate_limit"]  # (rate_limit: FCFS with a limit, not a queue policy)
     for name in offered:
-        assert wt.POLICIES[name][0] == policies.POLICIES[name].label
-        assert wt.RunChoice(name).config(ENGINE).policy is policies.POLICIES[name].name
-        assert wt.RunChoice(name).label().startswith(policies.POLICIES[name].label)
+        assert wr.POLICIES[name][0] == policies.POLICIES[name].label
+        assert wr.RunChoice(name).config(ENGINE).policy is policies.POLICIES[name].name
+        assert wr.RunChoice(name).label().startswith(policies.POLICIES[name].label)
     assert [k.options for k in [workbench.policy_knob(1)]] == [("off", *offered, "rate_limit")]
 
 
-@pytest.mark.parametrize("name", list(wt.POLICIES))
+@pytest.mark.parametrize("name", list(wr.POLICIES))
 def test_a_runs_own_settings_follow_its_records_knobs(name):
-    choice = wt.RunChoice(name, sigma=1.5, guard_steps=200, weights="A:2")
+    choice = wr.RunChoice(name, sigma=1.5, guard_steps=200, weights="A:2")
     knobs = choice.knobs
     config = choice.config(ENGINE)
     assert (config.prediction_error_sigma == 1.5) == ("prediction_error_sigma" in knobs)
@@ -174,19 +175,19 @@ def test_a_file_policy_the_workbench_does_not_offer_comes_in_as_fcfs(monkeypatch
                               workbench=False)
     monkeypatch.setitem(policies.POLICIES, "lpf", toy)
     config = ENGINE.replace(policy="lpf")
-    assert wt.run_choice_of(config).policy == "fcfs"
-    assert wt.config_not_kept(config) == ["policy"]
+    assert wr.run_choice_of(config).policy == "fcfs"
+    assert wr.config_not_kept(config) == ["policy"]
 
 
 @pytest.mark.parametrize("raw", ["A", "A:0", "A:x", ":2", "A:1, A:2"])
 def test_bad_vtc_weights_say_what_is_wrong(raw):
     with pytest.raises(ValueError, match="VTC weights"):
-        wt.parse_weights(raw)
+        wr.parse_weights(raw)
 
 
 def test_the_article_on_the_workbench_gives_1100_and_500_like_the_queueing_lesson():
     specs = wt.check_rows(wt.rows_of(ARTICLE.requests), ENGINE).specs
-    runs = wt.scenarios(specs, ENGINE, [wt.RunChoice("fcfs"), wt.RunChoice("sjf")])
+    runs = wr.scenarios(specs, ENGINE, [wr.RunChoice("fcfs"), wr.RunChoice("sjf")])
     means = {label: metrics.summary(simulate(sc.config, sc.requests))["finish_steps"]["mean"] for label, sc in runs}
     assert means == {"FCFS": 1100.0, "SJF (true lengths)": 500.0}
 
@@ -196,11 +197,11 @@ def test_an_exported_scenario_runs_through_the_cli_with_the_same_outcomes(tmp_pa
                  row(2, client="B", arrival_step="3", prompt_len="20", output_len="30", abort_step="10"),
                  row(3, client="A", arrival_step="3", priority="-1", prefix_group="sys", prefix_len="4",
                      prompt_len="12"))
-    engine = wt.engine_config(24, 4, 2, 16, True, 0.0, "llama-3.1-8b")
+    engine = wr.engine_config(24, 4, 2, 16, True, 0.0, "llama-3.1-8b")
     checked = wt.check_rows(table, engine)
     assert checked.is_valid
     specs = checked.specs
-    (label, scenario), = wt.scenarios(specs, engine, [wt.RunChoice("vtc", "swap", True, weights="A:2")])
+    (label, scenario), = wr.scenarios(specs, engine, [wr.RunChoice("vtc", "swap", True, weights="A:2")])
     path = tmp_path / "workbench.json"
     path.write_text(wt.scenario_json(specs, scenario.config, label))
     out = tmp_path / "result.json"
@@ -283,10 +284,10 @@ def test_a_scenario_file_imports_with_what_the_table_cannot_hold_named():
 
 def test_a_files_config_maps_to_run_one_and_what_cannot_be_kept_is_named():
     config = presets.get("recompute_vs_swap").scenario.config.replace(preemption_mode="swap", seed=3)
-    choice = wt.run_choice_of(config)
+    choice = wr.run_choice_of(config)
     assert (choice.policy, choice.preemption_mode) == ("priority", "swap")
     # swap here gets CPU space as large as the pool (144 blocks), the file had 400; the prediction seed has no knob
-    assert wt.config_not_kept(config) == ["num_cpu_blocks", "seed"]
+    assert wr.config_not_kept(config) == ["num_cpu_blocks", "seed"]
     fair = presets.get("weighted_vtc").scenario.config.replace(policy="vtc")
-    assert wt.run_choice_of(fair).config(wt.engine_of(fair)).client_weights == fair.client_weights
-    assert wt.config_not_kept(ARTICLE.config) == []
+    assert wr.run_choice_of(fair).config(wr.engine_of(fair)).client_weights == fair.client_weights
+    assert wr.config_not_kept(ARTICLE.config) == []

@@ -170,7 +170,7 @@ def tradeoff(sweep: Mapping[str, Any], style: ChartStyle, *, current: Sequence[t
         budgets, ttft, tbt = (list(x) for x in zip(*points, strict=True))
         data.append({
             "type": "scatter", "x": tbt, "y": ttft, "mode": "lines+markers+text", "name": name,
-            "text": [f"{b:,}" for b in budgets], "textposition": "top right",
+            "text": [f"{b:,}" for b in budgets], "textposition": "top right", "cliponaxis": False,
             "textfont": {"size": style.font_size * 0.85, "color": color},
             "line": {"color": color, "width": style.line_width, "dash": "solid" if key == "chunked" else "dash"},
             "marker": {"size": style.marker_size, "color": color, "symbol": symbol},

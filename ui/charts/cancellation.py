@@ -85,13 +85,13 @@ def kv_for_nobody(
     first = traces[labels[0]]
     pool_mb = first.config.num_blocks * first.config.block_bytes / MB
     panels = [_kv_panel(trace, x_unit, pool_mb) for trace in traces.values()]
-    # A projector's larger text: each panel's note on a line of its own (and the space for it), the pool's size
-    # out of the figure's title (the KV pool line and the sidebar give it), or both ran off a half-width chart.
-    joint = "<br>" if style.presentation else ": "
+    # Larger text (a projector's, a print's): each panel's note on a line of its own (and the space for it), the
+    # pool's size out of the figure's title (the KV pool line and the sidebar give it), or both ran off the chart.
+    joint = "<br>" if style.large_text else ": "
     titles = [f"<b>{label}</b>" + (f"{joint}{panel['note']}" if panel["note"] else "")
               for label, panel in zip(labels, panels, strict=True)]
     grid, axes = subplot_grid(len(labels), secondary_y=True, shared_xaxes=True,
-                              vertical_spacing=0.12 / len(labels) + (0.1 if style.presentation else 0.04))
+                              vertical_spacing=0.12 / len(labels) + (0.1 if style.large_text else 0.04))
     data: list[dict[str, Any]] = []
     shown: set[str] = set()
     for row, (label, panel) in enumerate(zip(labels, panels, strict=True), start=1):
@@ -131,7 +131,7 @@ def kv_for_nobody(
             **axes[row, 1, False],
         } for row in range(1, len(labels) + 1)]
     # Subplot titles where make_subplots puts them (on top of each panel), but left-aligned like the figure title.
-    title_px = style.font_size - 4 if style.presentation else style.font_size  # (two lines under presentation)
+    title_px = style.font_size - 4 if style.large_text else style.font_size  # (two lines with larger text)
     grid["annotations"] = [{"font": {"size": title_px}, "showarrow": False, "text": text, "x": 0, "align": "left",
                             "xanchor": "left", "xref": "paper", "yanchor": "bottom", "yref": "paper",
                             "y": grid[layout_key(axes[row, 1, False]["yaxis"])]["domain"][1]}
@@ -140,8 +140,8 @@ def kv_for_nobody(
     height = 110 + 190 * len(labels)
     # The legend gets its own line above the first panel's title: lift it by about one line of text (the plot
     # area is the figure less roughly 140 px of title, legend and x axis).
-    lift = (3.2 if style.presentation else 1.9) * style.font_size / max(style.height(height) - 140, 100)
-    layout = styled_layout(style, title=title if style.presentation else f"{title} ({pool_text})",
+    lift = (3.2 if style.large_text else 1.9) * style.font_size / max(style.height(height) - 140, 100)
+    layout = styled_layout(style, title=title if style.large_text else f"{title} ({pool_text})",
                            x_title=time_title(x_unit),
                            y_title=["KV (MB)", "KV (% of pool)"] * len(labels), height=height,
                            hovermode="x unified", base=grid, xaxis={"rangemode": "tozero"},
@@ -209,13 +209,19 @@ def waste_bars(
     styles: Mapping[str, tuple[str, str]],
     title: str = "Work done for nobody, and the useful throughput left",
 ) -> go.Figure:
-    """Three panels of horizontal bars, one bar per server: wasted tokens, wasted GPU ms, useful throughput."""
+    """Three panels of horizontal bars, one bar per server: wasted tokens, wasted GPU ms, useful throughput; side
+    by side, or under each other in the print theme, whose fixed width and larger text would run three across into
+    each other."""
     labels = list(summaries)
-    grid, axes = subplot_grid(1, len(WASTE_PANELS), shared_yaxes=True, horizontal_spacing=0.06)
+    stacked = style.printed
+    if stacked:
+        grid, axes = subplot_grid(len(WASTE_PANELS), 1, vertical_spacing=0.5 / len(WASTE_PANELS))
+    else:
+        grid, axes = subplot_grid(1, len(WASTE_PANELS), shared_yaxes=True, horizontal_spacing=0.06)
     data = []
     for col, (key, axis_title) in enumerate(WASTE_PANELS, start=1):
         values = np.array([float(summaries[label][key]) for label in labels])
-        cell = axes[1, col, False]
+        cell = axes[(col, 1, False) if stacked else (1, col, False)]
         data.append({
             "type": "bar", "orientation": "h", "y": labels, "x": values, "name": axis_title, "showlegend": False,
             "cliponaxis": False,
@@ -228,8 +234,10 @@ def waste_bars(
             **cell,
         })
         top = float(np.nanmax(values)) if np.isfinite(values).any() else 0.0
-        grid[layout_key(cell["xaxis"])].update(title={"text": axis_title}, range=[0, max(top, 1.0) * 1.35])
-    layout = styled_layout(style, title=title, x_title=None, y_title=None, height=130 + 55 * len(labels), legend=False,
+        grid[layout_key(cell["xaxis"])].update(title={"text": axis_title.replace("<br>", " ") if stacked
+                                                       else axis_title}, range=[0, max(top, 1.0) * 1.35])
+    height = (len(WASTE_PANELS) * (100 + 40 * len(labels)) + 60) if stacked else 130 + 55 * len(labels)
+    layout = styled_layout(style, title=title, x_title=None, y_title=None, height=height, legend=False,
                            base=grid, xaxis={"nticks": 3},  # three narrow panels: few ticks, big numbers never collide
                            yaxis={"autorange": "reversed", "showgrid": False})
     return trusted_figure(data, layout)

@@ -113,7 +113,8 @@ def counters_by_policy(traces: Mapping[str, Trace], style: ChartStyle, *, x_unit
             name = f"client {client_id}"
             lines.append({
                 "type": "scatter", "x": xs, "y": ys[:, i], "mode": "lines", "name": name, "legendgroup": name,
-                "showlegend": name not in shown, "line": {"color": theme.client_color(i), "width": style.line_width},
+                "showlegend": name not in shown,
+                "line": {"color": theme.client_color(i), "width": style.line_width, "dash": style.client_dash(i)},
                 "xaxis": xa, "yaxis": ya,
                 "hovertemplate": f"{label}, {name}: %{{y:,.0f}} weighted tokens<extra></extra>",
             })
@@ -169,7 +170,8 @@ def client_rates_by_policy(traces: Mapping[str, Trace], style: ChartStyle, *, wi
         rates = _window_rate(np.column_stack([tokens, tokens.sum(axis=1)]), trace.steps["step_ms"], window_steps)
         x, _ = step_axis(trace, x_unit)
         xs, rates = downsample(x, rates, how="mean")
-        lines = [(f"client {c}", theme.client_color(i), "solid") for i, c in enumerate(chart_ids(trace.client_ids))]
+        lines = [(f"client {c}", theme.client_color(i), style.client_dash(i))
+                 for i, c in enumerate(chart_ids(trace.client_ids))]
         lines.append(("all clients", theme.BLACK, "dot"))
         for i, (name, color, dash) in enumerate(lines):
             out.append({

@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import functools
 import math
+import textwrap
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
@@ -56,7 +57,8 @@ def styled_layout(
     """The shared look as a plotly layout dict, on top of ``base`` (a layout the builder set already).
 
     ``y_title`` may be one title per subplot row (top first); ``x_title`` goes on the bottom x axis. ``height`` is
-    the base height in px (presentation mode scales it). The title sits top-left, the legend in one or more
+    the base height in px (presentation mode and the print theme scale it; the print theme fixes the width too and
+    names the lesson and preset under the title). The title sits top-left, the legend in one or more
     horizontal rows between the title and the plot, so it never covers data and reads left to right.
     ``xaxis``/``yaxis`` (applied to every x or y axis) and ``layout`` carry a builder's own settings: the whole
     layout is built here as one dict, because each plotly ``update_*`` call deep-copies the figure's state (~10 ms
@@ -93,7 +95,47 @@ def styled_layout(
         titles = [y_title] if isinstance(y_title, str) else list(y_title)
         for name, text in zip(y_axes, titles, strict=False):
             new[name]["title"]["text"] = text
-    return _merged(new, layout or {})
+    out = _merged(new, layout or {})
+    if style.width is not None:
+        out["width"] = style.width
+    if style.width is not None:  # (a fixed width: a long title gets smaller text rather than run off the figure,
+        # a long x axis title a second line)
+        out["title"]["font"]["size"] = _fitting_size(out["title"]["text"], style)
+        for name in x_axes:
+            title = out[name]["title"]
+            if title.get("text"):
+                title["text"] = _wrapped(title["text"], int(0.9 * style.chars_per_line(style.font_size)))
+    if style.printed and style.figure_label:
+        _add_subtitle(out["title"], style.figure_label, style.font_size - 3, style.chars_per_line(style.font_size - 3))
+    return out
+
+
+MIN_TITLE_SIZE = 15  # px: a print title's smallest text
+
+
+def _fitting_size(text: str, style: ChartStyle) -> int:
+    """The title's text size in a figure of fixed width: the style's, or smaller for a title that would not fit on
+    one line (plotly lays a title of several lines out from its last line up, over the figure's top edge)."""
+    size = style.title_size
+    while size > MIN_TITLE_SIZE and "<" not in text and len(text) > style.chars_per_line(size):
+        size -= 1
+    return size
+
+
+def _wrapped(text: str, width: int) -> str:
+    """Plain ``text`` in lines of at most ``width`` characters joined by <br>; text with markup is left as it is."""
+    if not width or "<" in text or len(text) <= width:
+        return text
+    return "<br>".join(textwrap.wrap(text, width))
+
+
+def _add_subtitle(title: dict[str, Any], text: str, size: int, width: int) -> None:
+    """A print figure's title names what it belongs to (the lesson and preset) on a line under it, after the
+    builder's own subtitle if it has one."""
+    own = title.get("subtitle", {})
+    text = _wrapped(text, width)
+    title["subtitle"] = {**own, "text": f"{_wrapped(own['text'], width)}<br>{text}" if own.get("text") else text,
+                         "font": {**own.get("font", {}), "size": size}}
 
 
 def trusted_figure(data: Sequence[Mapping[str, Any]], layout: Mapping[str, Any]) -> go.Figure:

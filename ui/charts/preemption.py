@@ -247,7 +247,9 @@ def sweep_heatmap(pools_gib: Sequence[float], pools_blocks: Sequence[int], seqs:
     low = 0.0 if from_zero or not len(finite) else float(finite.min())  # white = zero, or the best cell
     cells = {
         "type": "heatmap", "x": x, "y": y, "z": z, "text": text, "customdata": blocks, "texttemplate": "%{text}",
-        "zmin": low, "zmax": max(top, low + 1e-9), "textfont": {"size": style.font_size - 2},
+        "zmin": low, "zmax": max(top, low + 1e-9),
+        # (a print figure's ten columns of cells are ~45 px wide: its numbers need smaller text to stay apart)
+        "textfont": {"size": min(style.font_size - 2, 13) if style.printed else style.font_size - 2},
         "colorscale": [[0, "#FFFFFF"], [1, color]], "xgap": 1, "ygap": 1, "hoverongaps": False,
         "colorbar": {"title": {"text": colorbar_title, "side": "right"}, "thickness": 14, "x": 1.0, "xanchor": "left",
                      "xpad": 8},
@@ -268,4 +270,5 @@ def sweep_heatmap(pools_gib: Sequence[float], pools_blocks: Sequence[int], seqs:
         # (the pool sizes turned on their side: ten of them side by side ran together in a half-width chart)
         legend=False, xaxis={**axis, "tickangle": -45}, yaxis=axis,
         layout={"shapes": shapes, **fixed_margins(left=int(3.6 * f) + 24, right=int(4.5 * f) + 40,
-                                                  top=style.title_size + 34, bottom=int(4.4 * f) + 16)}))
+                                                  top=style.title_size + 34 + style.subtitle_px,
+                                                  bottom=int(4.4 * f) + 16)}))
