@@ -89,6 +89,10 @@ LESSONS: tuple[Lesson, ...] = (
            "First token, or smooth streams?",
            "A long prompt arrives while others are streaming. Should its prefill go in one step or in chunks, and "
            "who waits either way?"),
+    Lesson("overload", "Overload", "pages/7_Overload.py", ":material/traffic:",
+           "What if more arrives than the server can serve?",
+           "Requests arrive faster than they finish. What happens to the queue, to throughput and to the requests "
+           "that meet their latency targets, and what can the server refuse at the door?"),
 )
 
 BY_ID: dict[str, Lesson] = {lesson.id: lesson for lesson in LESSONS}

@@ -57,6 +57,6 @@ with cols[-1]:
                     "queue-and-batch", style, cursor_runs=[run.label for run in runs], x_unit=unit)
 
 st.subheader("Metrics")
-page.show_metrics(summaries, style, ("served", "aborted", "wasted", "wasted_gpu", "goodput", "throughput", "peak_kv"))
+page.show_metrics(summaries, style, ("served", "aborted", "wasted", "wasted_gpu", "read", "throughput", "peak_kv"))
 
 lp.footer(runs)

@@ -255,7 +255,7 @@ def summary(trace: Trace) -> dict[str, Any]:
         "useful_tokens": output_tokens - wasted,
         "wasted_gpu_ms": wasted_gpu_ms(trace),
         "throughput_tok_s": output_tokens / seconds,
-        "goodput_tok_s": (output_tokens - wasted) / seconds,
+        "read_tok_s": (output_tokens - wasted) / seconds,
         **slo_summary(trace, lat, gaps),
         "recomputed_tokens": int(r["num_recomputed_tokens"].sum()),
         "cached_tokens": int(r["num_cached_tokens"].sum()),

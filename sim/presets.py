@@ -1,4 +1,4 @@
-"""Named scenarios for the four lessons, the article's examples first. Presets are data: a scenario plus the policy
+"""Named scenarios for the lessons, the article's examples first. Presets are data: a scenario plus the policy
 variants a lesson compares side by side on that same workload.
 
 Article numbers these reproduce (tests pin them):
@@ -9,6 +9,8 @@ Article numbers these reproduce (tests pin them):
 - an 8,000-token prompt among eight decoding streams: one step of ~134 ms without chunked prefill (every stream
   pauses that long), or 16 chunks of ~13.9 ms under a 512-token budget (``stall_figures`` computes them).
 """
+
+# Over 500 lines: every lesson's presets, one small builder each; data read top to bottom, one lesson after another.
 
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from .workload import ClientSpec, WorkloadSpec, generate
 @dataclass(frozen=True)
 class Preset:
     key: str
-    lesson: str  # queueing | fairness | cancellation | preemption | budget
+    lesson: str  # a lesson's id (lessons.IDS)
     title: str
     description: str
     scenario: Scenario
@@ -435,6 +437,95 @@ def _budget_memory() -> Preset:
     )
 
 
+# ---- overload ---------------------------------------------------------------------------------------------------
+# Chat traffic at an offered load in requests per second, for a duration: 32 slots serve ~25 requests/s of these
+# (prompts ~400 tokens, answers ~120), so past ~25 the queue grows for as long as the traffic lasts.
+OVERLOAD_LOADS = (10, 15, 20, 25, 30, 40, 60, 90)  # the load sweep's offered loads, requests/s
+OVERLOAD_SLO = {"ttft_slo_ms": 1000.0, "tbt_slo_ms": 100.0}  # the presets' targets (DistServe's kind of SLO)
+NO_ADMISSION = {"max_num_queued_reqs": None, "max_num_queued_tokens": None, "shed_past_ttft_slo": False}
+
+
+def overload_traffic(load_rps: float, duration_s: float, *, prompt_median: int = 400, output_median: int = 120,
+                     seed: int = 7, clients: tuple[ClientSpec, ...] = (ClientSpec(),)) -> WorkloadSpec:
+    """``load_rps`` requests a second (Poisson) for ``duration_s`` seconds: ``load_rps x duration_s`` requests."""
+    return WorkloadSpec(num_requests=max(1, round(load_rps * duration_s)), rate_per_step=load_rps * _STEP_S,
+                        prompt_median=prompt_median, prompt_sigma=0.6, output_median=output_median,
+                        output_sigma=0.6, output_max=600, clients=clients, seed=seed)
+
+
+_STEP_S = 0.0079  # TEMPORARY: arrivals per step at a saturated step (until arrivals are on the clock)
+
+
+def _overload_config(**changes: Any) -> EngineConfig:
+    return EngineConfig(num_blocks=4000, max_num_seqs=32, **{**OVERLOAD_SLO, **changes})
+
+
+def _past_the_knee() -> Preset:
+    load, duration = 40, 20
+    return Preset(
+        "past_the_knee", "overload", "Past the knee: no admission control",
+        f"{load} requests a second for {duration} s, where the server can serve about 25. Nothing is turned away: "
+        "the waiting queue grows for as long as the traffic lasts, and every request waits behind all the earlier "
+        "ones. The server is never idle, yet few requests meet their targets.",
+        _workload_scenario("Chat traffic past the server's capacity", _overload_config(),
+                           overload_traffic(load, duration)),
+        (("no admission control", NO_ADMISSION),),
+        {"load_rps": load, "duration_s": duration, "load_sweep": OVERLOAD_LOADS},
+    )
+
+
+def _request_cap() -> Preset:
+    load, duration, cap = 40, 20, 48
+    return Preset(
+        "request_cap", "overload", "A request cap at the door",
+        f"The same traffic, with vLLM's max_num_queued_reqs at {cap}: an arrival is refused (HTTP 503) when the "
+        f"requests already waiting or running would pass {cap}. A refused client can retry elsewhere at once; "
+        "those let in wait behind at most the cap.",
+        _workload_scenario("Chat traffic past the server's capacity", _overload_config(),
+                           overload_traffic(load, duration)),
+        (("no admission control", NO_ADMISSION),
+         ("request cap", {**NO_ADMISSION, "max_num_queued_reqs": cap})),
+        {"load_rps": load, "duration_s": duration, "load_sweep": OVERLOAD_LOADS},
+    )
+
+
+def _burst() -> Preset:
+    # Chat at ~18 requests/s (prompts ~200 tokens) and, from ~5 s, a burst of ~45 documents of ~4,000 tokens in
+    # under a second. A request cap lets a queue of documents in, and the chats behind their prefills miss the
+    # target; a token cap counts the documents' prompts and refuses them first.
+    clients = (ClientSpec("chat", rate_per_step=18 * _STEP_S, prompt_median=200),
+               ClientSpec("docs", rate_per_step=60 * _STEP_S, prompt_median=4000, start_step=600, stop_step=700))
+    workload = WorkloadSpec(num_requests=420, rate_per_step=18 * _STEP_S, prompt_median=200, prompt_sigma=0.5,
+                            output_median=120, output_sigma=0.6, output_max=600, clients=clients, seed=11)
+    return Preset(
+        "burst", "overload", "A burst of long prompts: count tokens, not requests",
+        "Chat traffic within the server's capacity, then a burst of long documents (~4,000-token prompts). A cap on "
+        "requests lets in as many documents as chats, and every chat behind their prefills waits; vLLM's "
+        "max_num_queued_tokens counts the prompts still to be prefilled, so it refuses the documents once their "
+        "tokens fill it.",
+        _workload_scenario("Chat traffic and a burst of documents", _overload_config(), workload),
+        (("request cap", {**NO_ADMISSION, "max_num_queued_reqs": 48}),
+         ("token cap", {**NO_ADMISSION, "max_num_queued_tokens": 8000})),
+        {"load_sweep": OVERLOAD_LOADS},
+    )
+
+
+def _two_classes() -> Preset:
+    # Interactive traffic with SLO targets (priority 0) and batch traffic without (priority 1: later in vLLM's
+    # priority order), 35 requests/s together against ~26 served.
+    clients = (ClientSpec("interactive", share=20), ClientSpec("batch", share=15, priority=1, slo=False))
+    return Preset(
+        "two_classes", "overload", "Interactive and batch traffic: priority keeps the targets",
+        "Interactive requests with latency targets and batch requests without, more than the server can serve "
+        "together. First come, first served makes everyone wait; vLLM's priority policy serves the interactive "
+        "requests first, and the batch requests absorb the delay (they finish later, nobody is refused).",
+        _workload_scenario("Interactive and batch traffic", _overload_config(),
+                           overload_traffic(35, 20, seed=13, clients=clients)),
+        (("FCFS", {**NO_ADMISSION, "policy": "fcfs"}), ("priority", {**NO_ADMISSION, "policy": "priority"})),
+        {"load_rps": 35, "duration_s": 20, "load_sweep": OVERLOAD_LOADS},
+    )
+
+
 # key -> builder, in lesson order (the article's example first in each lesson). A key must be its preset's own.
 _BUILDERS: dict[str, Callable[[], Preset]] = {
     "article_hol": _article_hol, "busy_server": _busy_server, "predicted_lengths": _predicted_lengths,
@@ -445,6 +536,7 @@ _BUILDERS: dict[str, Callable[[], Preset]] = {
     "toy_pool": _toy_pool, "recompute_vs_swap": _recompute_vs_swap, "prefix_cache": _prefix_cache,
     "sizing": _sizing,
     "long_prompt": _long_prompt, "busy_budget": _busy_budget, "budget_memory": _budget_memory,
+    "past_the_knee": _past_the_knee, "request_cap": _request_cap, "burst": _burst, "two_classes": _two_classes,
 }
 
 

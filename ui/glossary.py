@@ -87,9 +87,28 @@ TERMS: tuple[Term, ...] = (
          "Time from a request's arrival until it is first scheduled (its first prefill chunk runs).",
          "metric `vllm:request_queue_time_seconds`", ("queue time", "queueing time")),
     Term("Goodput",
+         "Requests per second that meet their latency targets (their SLOs, such as TTFT within 1 s and every gap "
+         "between tokens within 100 ms): the work users count. Throughput counts every request served, late or "
+         "not.",
+         "vLLM's benchmark: `--goodput ttft:1000 tpot:100` (DistServe's definition)", ("SLO goodput",)),
+    Term("SLO (service-level objective)",
+         "A latency target a request should meet, such as its first token within 1 s (TTFT) or every gap between "
+         "two tokens within 100 ms (TBT). Batch traffic may have none.",
+         "not a scheduler setting: targets of the serving system, used by vLLM's benchmark (`--goodput`)",
+         ("SLO", "SLOs", "latency target")),
+    Term("Useful throughput",
          "Output tokens per second that somebody reads: throughput without the tokens generated for a client who "
          "has left or past the answer's end.",
-         "vLLM's benchmark uses the word for requests per second that meet latency targets (`--goodput`)"),
+         "", ("tokens read per second",)),
+    Term("Admission control",
+         "Refusing a request at the door when the server already has too much to do, so those let in can still "
+         "meet their targets; the refused client can retry elsewhere (HTTP 503).",
+         "`--max-num-queued-reqs` and `--max-num-queued-tokens` (vLLM 0.32)",
+         ("max_num_queued_reqs", "max_num_queued_tokens", "request cap", "token cap")),
+    Term("Offered load",
+         "The requests a second that clients send, whether or not the server keeps up; past the server's capacity "
+         "the waiting queue grows for as long as the load lasts.",
+         "", ("load", "arrival rate")),
     Term("VTC (virtual token counter)",
          "A fair scheduler (Sheng et al., OSDI '24): one counter per client adds up the weighted prompt and output "
          "tokens it was served, and the next request comes from the waiting client with the lowest counter.",

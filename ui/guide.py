@@ -30,6 +30,7 @@ from . import charts, page, player, runner
 from .charts import budget as budget_charts
 from .charts import cancellation as cancel_charts
 from .charts import fairness as fairness_charts
+from .charts import overload as overload_charts
 from .charts import preemption as preemption_charts
 from .controls import set_param
 from .theme import ChartStyle
@@ -416,6 +417,19 @@ def _tbt(runs: Sequence[Run], style: ChartStyle, unit: str) -> None:
     page.show_chart(budget_charts.tbt_distribution(_traces(runs), style), "time-between-tokens", style)
 
 
+def _ttft_arrival(runs: Sequence[Run], style: ChartStyle, unit: str) -> None:
+    colors = charts.label_colors(_traces(runs))
+    x_max = charts.time_extent([run.trace for run in runs], "ms") / 1000.0
+    page.grid(_labels(runs), lambda label: page.show_chart(overload_charts.ttft_by_arrival(
+        next(r.trace for r in runs if r.label == label), style, title=label, color=colors[label], x_max_s=x_max),
+        f"ttft-{label}", style), columns=2)
+
+
+def _queue(runs: Sequence[Run], style: ChartStyle, unit: str) -> None:
+    page.show_chart(charts.queue_and_batch(_traces(runs), style, x_unit=unit), "queue", style,
+                    cursor_runs=_labels(runs), x_unit=unit)
+
+
 @dataclass(frozen=True)
 class GuideChart:
     """A chart a step can show: how it is drawn, whether the step player's cursor moves on it, what it is called
@@ -439,6 +453,8 @@ CHARTS: dict[str, GuideChart] = {
     "cost": GuideChart(_cost, False, "cost bars"), "hits": GuideChart(_hits, False, "cache-hit bars"),
     "streams": GuideChart(_streams, True, "streams chart"),
     "tbt": GuideChart(_tbt, False, "time-between-tokens chart"),
+    "ttft_arrival": GuideChart(_ttft_arrival, False, "first-token chart"),
+    "queue": GuideChart(_queue, True, "queue chart"),
 }
 
 

@@ -169,25 +169,25 @@ def variants(preset: Preset, scenario: Scenario, values: dict[str, Any]) -> list
 
 # ---- headline and notices ---------------------------------------------------------------------------------------
 def headline(run: Run, unit: str) -> Card:
-    """A server's headline number: the tokens it generated for nobody; waste, goodput and waits under it."""
+    """A server's headline number: the tokens it generated for nobody; waste, useful throughput and waits under it."""
     return Card(f"{run.label}: tokens for nobody", f"{run.summary['wasted_tokens']:,}", run_caption(run, unit),
                 "Tokens generated after the user left, or past the end of the answer.")
 
 
 def run_caption(run: Run, unit: str) -> str:
-    """The line under a server's headline number: GPU time wasted, goodput, and how long the others waited."""
+    """The line under a server's headline number: GPU time wasted, useful throughput, and how long the others waited."""
     s = run.summary
     wait = s[f"queue_{unit}"]["mean"]
     users = "users who stayed" if anyone_left([run]) else "users"  # (nobody leaves in a stops-only workload)
     waited = (f"{users} waited {wait:,.0f} {unit} on average" if np.isfinite(wait)
               else "no user stayed to the end")
-    return (f"{s['wasted_gpu_ms']:,.0f} ms of GPU time on them · {s['goodput_tok_s']:,.0f} tokens/s read · "
+    return (f"{s['wasted_gpu_ms']:,.0f} ms of GPU time on them · {s['read_tok_s']:,.0f} tokens/s read · "
             f"{waited}")
 
 
 def notices(runs: Sequence[Run], unit: str) -> list[str]:
     """Sentences computed from the runs: the article's numbers (``abandon_story``, when the runs tell it), waste,
-    goodput, others' waiting, KV held for nobody, late detection, timeouts and stop checks."""
+    useful throughput, others' waiting, KV held for nobody, late detection, timeouts and stop checks."""
     if not runs:
         return []
     runs = list(runs)
@@ -197,7 +197,7 @@ def notices(runs: Sequence[Run], unit: str) -> list[str]:
         out.extend(sentences.story_sentences(story))
     else:
         out.extend(sentences.waste_sentences(runs))
-    out.extend(sentences.goodput_sentence(runs))
+    out.extend(sentences.useful_throughput_sentence(runs))
     out.extend(sentences.waiting_sentences(runs, unit))
     if story is None:
         out.extend(sentences.kv_sentence(runs))

@@ -50,10 +50,10 @@ def waste_sentences(runs: list[Run]) -> list[str]:
     return out
 
 
-def goodput_sentence(runs: list[Run]) -> list[str]:
+def useful_throughput_sentence(runs: list[Run]) -> list[str]:
     if len(runs) < 2:
         return []
-    good = {r.label: r.summary["goodput_tok_s"] for r in runs if np.isfinite(r.summary["goodput_tok_s"])}
+    good = {r.label: r.summary["read_tok_s"] for r in runs if np.isfinite(r.summary["read_tok_s"])}
     if len(good) < 2:
         return []
     best, worst = max(good, key=good.get), min(good, key=good.get)

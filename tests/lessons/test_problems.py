@@ -16,6 +16,7 @@ from lessons import IDS as LESSONS
 from lessons.problems import Problem, parse_number, problem_for
 from sim import EventKind, metrics, scenario, simulate
 from sim.__main__ import main
+from sim.request import RequestStatus
 from sim.trace import Trace
 from tests.sim.factories import REPO_ROOT
 
@@ -70,6 +71,8 @@ FIGURES = {
     "ttft_steps": lambda p, t: int(t.requests["first_token_step"][_row(t, "long")]
                                    - t.requests["arrival_step"][_row(t, "long")]) + 1,
     "stall_ms": lambda p, t: float(t.steps["step_ms"][t.requests["first_scheduled_step"][_row(t, "long")]]),
+    "request_cap": lambda p, t: int((t.requests["status"] == RequestStatus.REJECTED).sum()),
+    "token_cap": lambda p, t: int((t.requests["status"] == RequestStatus.REJECTED).sum()),
 }
 
 

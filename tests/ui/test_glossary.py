@@ -30,7 +30,7 @@ def test_the_token_budget_is_one_term_under_both_names_and_says_its_vllm_flag():
 
 def test_anchors_are_unique_and_url_safe():
     anchors = [t.anchor for t in glossary.TERMS]
-    assert len(set(anchors)) == len(anchors) == 24
+    assert len(set(anchors)) == len(anchors) == 28
     assert all(re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", a) for a in anchors)
     assert glossary.term("TTFT").anchor == "ttft"
     assert glossary.term("max_num_batched_tokens").anchor == "token-budget"
@@ -44,19 +44,20 @@ def test_term_link_is_a_relative_markdown_link_to_the_entry():
 
 
 def test_an_unknown_term_is_refused_with_the_list_of_terms():
-    with pytest.raises(ValueError, match=r"term 'batch' is not in the glossary; its terms: Abort, Block table, "):
+    with pytest.raises(ValueError, match=r"term 'batch' is not in the glossary; its terms: Abort, Admission "):
         glossary.term_link("batch")
 
 
 def test_terms_sort_alphabetically_ignoring_case_and_underscores():
     names = [t.name for t in glossary.sorted_terms()]
-    assert names[:3] == ["Abort", "Block table", "Chunked prefill"]
+    assert names[:3] == ["Abort", "Admission control", "Block table"]
     assert names.index("max_num_seqs") == names.index("LCF (least counter first)") + 1
 
 
 def test_matching_filters_on_every_word_of_the_query():
     assert len(glossary.matching("")) == len(glossary.TERMS)
-    assert [t.name for t in glossary.matching("ttft")] == ["TTFT (time to first token)"]
+    assert [t.name for t in glossary.matching("ttft")] == ["Goodput", "SLO (service-level objective)",
+                                                           "TTFT (time to first token)"]  # (goodput's vLLM flag)
     assert [t.name for t in glossary.matching("inter-token")] == ["TBT (time between tokens)"]  # the vLLM metric
     assert {t.name for t in glossary.matching("counter lift")} == {"Counter lift", "LCF (least counter first)"}
     assert glossary.matching("no such word") == []

@@ -148,6 +148,11 @@ def _derived(runs: list[Run]) -> list[float]:
                 out.append(first)
                 if first:
                     out += list(t.clients["client_counters"][first - 1])
+        served = metrics.served_mask(t)  # per client: p99 TTFT and median finish of those served (Overload)
+        for ci in range(len(t.client_ids)):
+            mine = served & (r["client"] == ci)
+            if mine.any():
+                out += [float(np.percentile(lat["ttft_ms"][mine], 99)), float(np.median(lat["finish_ms"][mine]))]
         lift = lifts(t)
         if lift["count"]:
             out += [lift["after"], lift["before"]]

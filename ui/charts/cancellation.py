@@ -198,7 +198,7 @@ def _biggest_abort(trace: Trace) -> tuple[int, int] | None:
 WASTE_PANELS = (  # (summary key, axis title with the unit): one panel each, left to right
     ("wasted_tokens", "generated for<br>nobody (tokens)"),
     ("wasted_gpu_ms", "GPU time for<br>nobody (ms)"),
-    ("goodput_tok_s", "useful throughput<br>(tokens read/s)"),
+    ("read_tok_s", "useful throughput<br>(tokens read/s)"),
 )
 
 
