@@ -466,10 +466,12 @@ def _past_the_knee() -> Preset:
         "past_the_knee", "overload", "Past the knee: no admission control",
         f"{load} requests a second for {duration} s, where the server can serve about 25. Nothing is turned away: "
         "the waiting queue grows for as long as the traffic lasts, and every request waits behind all the earlier "
-        "ones. The server is never idle, yet few requests meet their targets.",
+        "ones. The server is never idle, yet few requests meet their targets. Beside it, a server that drops a "
+        "waiting request once its TTFT target has passed (the simulator's teaching policy, not vLLM's).",
         _workload_scenario("Chat traffic past the server's capacity", _overload_config(),
                            overload_traffic(load, duration)),
-        (("no admission control", NO_ADMISSION),),
+        (("no admission control", NO_ADMISSION),
+         ("shed late requests", {**NO_ADMISSION, "shed_past_ttft_slo": True})),
         {"load_rps": load, "duration_s": duration, "load_sweep": OVERLOAD_LOADS},
     )
 
