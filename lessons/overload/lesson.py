@@ -224,6 +224,21 @@ def notices(runs: Sequence[Run], unit: str) -> list[str]:
         out += _run_sentences(run)
     out += _comparison(runs)
     out += _classes(runs)
+    out += _cap_below_slots(runs)
+    return out
+
+
+def _cap_below_slots(runs: Sequence[Run]) -> list[str]:
+    """A request cap under max_num_seqs keeps batch slots empty: the cap, not the GPU, then sets the throughput."""
+    out = []
+    for run in runs:
+        cfg = run.scenario.config
+        cap = cfg.max_num_queued_reqs
+        if cap is not None and cap < cfg.max_num_seqs:
+            peak = int(run.trace.steps["num_running"].max()) if run.trace.num_steps else 0
+            out.append(f"{run.label} is below max_num_seqs ({cfg.max_num_seqs}): at most {cap} requests are in the "
+                       f"server at once (the most running in a step: {peak}), so batch slots stay empty and "
+                       f"throughput falls to {_of(run).throughput_req_s:,.1f} requests/s.")
     return out
 
 

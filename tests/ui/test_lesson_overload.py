@@ -124,3 +124,13 @@ def test_the_sentences_follow_the_knobs(values):
     card = lesson.headline(capped, "ms")
     assert card.value == f"{o.goodput_req_s:,.1f} requests/s"
     assert f"{o.num_refused:,} refused at the door" in card.caption
+
+
+def test_a_request_cap_below_the_batch_slots_is_said_to_leave_them_empty():
+    _, runs = _runs("request_cap", request_cap=8)
+    text = " ".join(lesson.notices(runs, "ms"))
+    peak = int(runs[1].trace.steps["num_running"].max())
+    assert peak <= 8
+    assert f"request cap 8 is below max_num_seqs (32): at most 8 requests are in the server at once (the most " \
+           f"running in a step: {peak})" in text
+    assert "is below max_num_seqs" not in " ".join(lesson.notices(_runs("request_cap")[1], "ms"))
