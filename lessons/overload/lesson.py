@@ -281,9 +281,10 @@ def _comparison(runs: Sequence[Run]) -> list[str]:
     out = [f"{best} has the most goodput: {b.goodput_req_s:,.1f} requests/s against {w.goodput_req_s:,.1f} "
            f"under {worst}, with p99 TTFT{whose} {_ms(b.ttft_p99_ms)} against {_ms(w.ttft_p99_ms)}."]
     if b.num_refused > w.num_refused:
-        out.append(f"It refused {count(b.num_refused - w.num_refused, 'request')} more at the door, and still "
-                   f"{'met the targets of more' if b.num_met > w.num_met else 'served'}: a refused client can try "
-                   f"another server at once, while a request let in too late only waits.")
+        more = (f", and still {b.num_met - w.num_met:,} more requests met their targets" if b.num_met > w.num_met
+                else "")
+        out.append(f"It refused {count(b.num_refused - w.num_refused, 'request')} more at the door{more}: a refused "
+                   f"client can try another server at once, while a request let in too late only waits.")
     return out
 
 

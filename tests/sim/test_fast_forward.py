@@ -65,6 +65,7 @@ def long_answers(draw) -> tuple[EngineConfig, list[RequestSpec]]:
     return cfg.replace(num_blocks=draw(st.integers(16, 120)), max_steps=20_000), reqs
 
 
+@pytest.mark.slow
 @settings(max_examples=int(os.environ.get("SCHEDLAB_FF_EXAMPLES", "120")), deadline=None)
 @given(case=long_answers())
 def test_fast_forward_gives_the_step_loops_trace(case):
@@ -73,6 +74,7 @@ def test_fast_forward_gives_the_step_loops_trace(case):
     assert_identical(fast, plain)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", [k for k in presets.all_presets()])
 def test_presets_identical_both_ways(key):
     p = presets.get(key)

@@ -17,6 +17,7 @@ from tests.sim.factories import assert_same_trace, config, req, run
 from tests.sim.strategies import ALL_POLICIES, scenarios
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(case=scenarios(policies=("fcfs", "priority")))
 def test_fast_path_equals_plain_loop_fcfs_and_priority(case):
@@ -24,6 +25,7 @@ def test_fast_path_equals_plain_loop_fcfs_and_priority(case):
     assert_same_trace(run(cfg, *reqs, fast_path=True), run(cfg, *reqs, fast_path=False))
 
 
+@pytest.mark.slow
 @settings(max_examples=50, deadline=None)
 @given(case=scenarios(policies=ALL_POLICIES))
 def test_fast_path_equals_plain_loop_teaching_policies(case):
@@ -31,6 +33,7 @@ def test_fast_path_equals_plain_loop_teaching_policies(case):
     assert_same_trace(run(cfg, *reqs, fast_path=True), run(cfg, *reqs, fast_path=False))
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None)
 @given(num_requests=st.integers(6, 12), num_blocks=st.integers(10, 14), policy=st.sampled_from(["fcfs", "priority"]))
 def test_fast_path_equals_plain_loop_under_heavy_preemption(num_requests, num_blocks, policy):
@@ -44,6 +47,7 @@ def test_fast_path_equals_plain_loop_under_heavy_preemption(num_requests, num_bl
     assert_same_trace(fast, plain)
 
 
+@pytest.mark.slow
 @settings(max_examples=20, deadline=None)
 @given(block_size=st.sampled_from([3, 5, 6]), num_blocks=st.integers(12, 20), policy=st.sampled_from(["fcfs", "sjf"]))
 def test_fast_path_equals_plain_loop_for_block_sizes_not_a_power_of_two(block_size, num_blocks, policy):

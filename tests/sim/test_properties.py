@@ -15,6 +15,8 @@ from sim.request import RequestTable
 from tests.sim.factories import assert_same_trace, run
 from tests.sim.strategies import scenarios
 
+pytestmark = pytest.mark.slow  # (seconds each: CI runs them, the fast loop leaves them out)
+
 _ENDED = {RequestStatus.FINISHED_STOPPED, RequestStatus.FINISHED_LENGTH_CAPPED, RequestStatus.FINISHED_ABORTED,
           RequestStatus.REJECTED}
 

@@ -47,6 +47,7 @@ def workloads(draw) -> tuple[EngineConfig, list[RequestSpec], bool]:
     return cfg.replace(num_blocks=draw(st.integers(8, 120)), max_steps=20_000), reqs, draw(st.booleans())
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(case=workloads())
 def test_a_sparse_record_reads_as_the_dense_one(case):
@@ -54,6 +55,7 @@ def test_a_sparse_record_reads_as_the_dense_one(case):
     assert_same_clients(*both_ways(cfg, reqs, fast_forward=fast_forward))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", list(presets.all_presets()))
 def test_every_preset_is_the_same_both_ways(key):
     p = presets.get(key)

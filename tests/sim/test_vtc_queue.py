@@ -3,6 +3,7 @@ every backlogged client for the lowest (counter, head row). Random operations on
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -29,6 +30,7 @@ _OPS = st.lists(st.tuples(st.sampled_from(["add", "prepend", "pop", "remove", "r
                           st.integers(0, NUM_ROWS - 1), st.sampled_from([0.0, 0.5, 1.0, 3.0])), max_size=80)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(ops=_OPS, policy=st.sampled_from(["vtc", "lcf"]))
 @example(ops=[("add", 0, 0.0), ("add", 6, 0.0), ("add", 1, 0.0), ("remove_head", 0, 0.0)], policy="lcf")
@@ -64,6 +66,7 @@ def test_the_heap_picks_what_a_scan_of_every_backlogged_client_picks(ops, policy
         assert set(queue._queues) == set(queue._live)  # one live entry per backlogged client, no other
 
 
+@pytest.mark.slow
 @settings(max_examples=80, deadline=None)
 @given(cfg=configs(policies=("vtc", "lcf")), reqs=requests(max_requests=14, max_arrival=10, clients="abcdefg"))
 def test_runs_with_the_heap_are_runs_with_the_scan(cfg, reqs):

@@ -31,6 +31,8 @@ from sim.fairness_metrics import lifts, longest_starvation_steps
 from sim.preemption_metrics import preemption_cost, preemptions
 from ui.guide import paths
 
+pytestmark = pytest.mark.slow  # (seconds each: CI runs them, the fast loop leaves them out)
+
 PATHS = paths()  # lesson id -> its guided path, every lesson of the course
 
 _SPEC = importlib.util.spec_from_file_location(
