@@ -513,6 +513,16 @@ def lesson_and_preset(k: int, every_preset: bool) -> tuple[str, str | None]:
     return lesson, keys[(k // len(LESSONS)) % len(keys)]
 
 
+@dataclass(frozen=True)
+class Reconnect:
+    """One dropped connection replaced (perf_counter times)."""
+
+    dropped: float
+    connected: float  # the new websocket open
+    served: float  # the page's rerun finished on the new session
+    replica: str | None  # the new session's replica
+
+
 @dataclass
 class StudentLog:
     lesson: str
@@ -521,9 +531,7 @@ class StudentLog:
     settled_s: list[float] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     replica: str | None = None  # the replica serving the student now (deploy/serve.sh's cookie); None without one
-    # (perf_counter when the connection dropped, when a new session had served the page's rerun, that session's
-    # replica), one per reconnection
-    reconnects: list[tuple[float, float, str | None]] = field(default_factory=list)
+    reconnects: list[Reconnect] = field(default_factory=list)
 
 
 @dataclass
@@ -585,6 +593,7 @@ async def reconnect(tab: Tab, browser: Browser, log: StudentLog, args: argparse.
             await tab.ws.close()
         try:
             tab.new_session(await browser.open(remaining))
+            connected = time.perf_counter()
             log.replica = browser.replica
             try:
                 await tab.rerun(max(deadline - time.perf_counter(), 0.1))
@@ -592,7 +601,7 @@ async def reconnect(tab: Tab, browser: Browser, log: StudentLog, args: argparse.
                 raise
             except LoadError as exc:  # (served, with an error on the page: counted, and the student goes on)
                 log.errors.append(str(exc))
-            log.reconnects.append((dropped_at, time.perf_counter(), browser.replica))
+            log.reconnects.append(Reconnect(dropped_at, connected, time.perf_counter(), browser.replica))
             return
         except (OSError, websockets.WebSocketException) as exc:
             last = f"{type(exc).__name__}: {exc}"
@@ -675,6 +684,7 @@ async def kill_a_replica(kill: Kill, serve_pid: int, logs: list[StudentLog]) -> 
 class KillFigures:
     killed_students: int
     back_s: list[float]  # per killed student served again: from the kill to the end of its first rerun after it
+    connected_s: list[float]  # the same students: from the kill to their new websocket
     not_back: int  # killed students never served again
     killed_errors: int
     other_students: int
@@ -684,17 +694,19 @@ class KillFigures:
 
 def kill_figures(kill: Kill, logs: list[StudentLog]) -> KillFigures:
     killed = set(kill.students)
-    back = []
+    back, connected = [], []
     for k in killed:
-        after = [served for dropped, served, _ in logs[k].reconnects if served >= kill.at]
+        after = [r for r in logs[k].reconnects if r.dropped >= kill.at]
         if after:
-            back.append(min(after) - kill.at)
+            back.append(after[0].served - kill.at)
+            connected.append(after[0].connected - kill.at)
     others = [log for k, log in enumerate(logs) if k not in killed]
     return KillFigures(
-        killed_students=len(killed), back_s=sorted(back), not_back=len(killed) - len(back),
+        killed_students=len(killed), back_s=sorted(back), connected_s=sorted(connected),
+        not_back=len(killed) - len(back),
         killed_errors=sum(len(logs[k].errors) for k in killed), other_students=len(others),
         other_errors=sum(len(log.errors) for log in others),
-        other_drops=sum(1 for log in others for dropped, _, _ in log.reconnects if dropped >= kill.at))
+        other_drops=sum(1 for log in others for r in log.reconnects if r.dropped >= kill.at))
 
 
 # --- the class -------------------------------------------------------------------------------------------------
@@ -782,7 +794,7 @@ def _seconds_figures(values: list[float]) -> str:
     if not values:
         return "-"
     values = sorted(values)
-    return f"p50 {percentile(values, 50):.1f} s, p95 {percentile(values, 95):.1f} s, max {values[-1]:.1f} s"
+    return f"p50 {percentile(values, 50):.2f} s, p95 {percentile(values, 95):.2f} s, max {values[-1]:.2f} s"
 
 
 def report(args: argparse.Namespace, result: ClassResult) -> None:
@@ -801,9 +813,10 @@ def report(args: argparse.Namespace, result: ClassResult) -> None:
                 print(format_row(lesson, summarize(times, sum(len(log.errors) for log in mine))))
         every = summarize([t for log in logs for t in getattr(log, attribute)], sum(len(lg.errors) for lg in logs))
         print(format_row("all", every))
-    reconnects = [served - dropped for log in logs for dropped, served, _ in log.reconnects]
-    print(f"\nconnections dropped and replaced by a new session: {len(reconnects)}; from the drop to the page's "
-          f"rerun served: {_seconds_figures(reconnects)}")
+    reconnects = [r for log in logs for r in log.reconnects]
+    print(f"\nconnections dropped and replaced by a new session: {len(reconnects)}; from the drop to the new "
+          f"websocket: {_seconds_figures([r.connected - r.dropped for r in reconnects])}; to the page's rerun "
+          f"served: {_seconds_figures([r.served - r.dropped for r in reconnects])}")
     placed = Counter(log.replica for log in logs if log.replica)
     if placed:
         print("students per replica at the end: " + ", ".join(f"{r} {placed[r]}" for r in sorted(placed)))
@@ -815,9 +828,10 @@ def report(args: argparse.Namespace, result: ClassResult) -> None:
             figures = kill_figures(kill, logs)
             print(f"\nreplica {kill.replica} (pid {kill.pid}) killed with SIGKILL {kill.after_s:g} s into the class, "
                   f"serving {figures.killed_students} of {args.students} students")
-            print(f"  its students: {len(figures.back_s)} served again by another replica, from the kill to the end "
-                  f"of their page's rerun: {_seconds_figures(figures.back_s)}; {figures.not_back} never served "
-                  f"again; errors {figures.killed_errors}")
+            print(f"  its students: {len(figures.back_s)} served again by another replica; from the kill to their "
+                  f"new websocket: {_seconds_figures(figures.connected_s)}; to the end of their page's rerun: "
+                  f"{_seconds_figures(figures.back_s)}; {figures.not_back} never served again; errors "
+                  f"{figures.killed_errors}")
             print(f"  the other {figures.other_students} students: errors {figures.other_errors}, connections "
                   f"dropped after the kill {figures.other_drops}")
     print(f"\nserver pid {memory.pid} RSS: start {_mib(memory.start[0])}, peak {_mib(memory.peak[0])}, "

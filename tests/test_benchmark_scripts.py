@@ -243,11 +243,14 @@ def test_class_load_kill_figures_split_the_killed_replicas_students_from_the_oth
     logs = [class_load.StudentLog("Queueing", replica="r1"), class_load.StudentLog("Fairness", replica="r2"),
             class_load.StudentLog("Preemption", replica="r2"), class_load.StudentLog("Cancellation", replica="r1")]
     kill = class_load.Kill(after_s=20, replica="r1", pid=1, at=100.0, students=[0, 3])
-    logs[0].reconnects = [(50.0, 50.5, "r1"), (100.1, 101.2, "r2"), (110.0, 110.5, "r2")]
+    reconnect = class_load.Reconnect
+    logs[0].reconnects = [reconnect(50.0, 50.1, 50.5, "r1"), reconnect(100.1, 100.2, 101.2, "r2"),
+                          reconnect(110.0, 110.1, 110.5, "r2")]
     logs[3].errors = ["Cancellation: connection lost, and no new session served the page within 60 s"]
-    logs[1].reconnects = [(100.2, 100.6, "r2")]
+    logs[1].reconnects = [reconnect(100.2, 100.3, 100.6, "r2")]
     figures = class_load.kill_figures(kill, logs)
-    assert figures.killed_students == 2 and figures.back_s == [pytest.approx(1.2)] and figures.not_back == 1
+    assert figures.killed_students == 2 and figures.not_back == 1
+    assert figures.back_s == [pytest.approx(1.2)] and figures.connected_s == [pytest.approx(0.2)]
     assert (figures.killed_errors, figures.other_students, figures.other_errors, figures.other_drops) == (1, 2, 0, 1)
 
 
