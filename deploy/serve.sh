@@ -183,8 +183,9 @@ start_replica() {  # replica $1 on its port, its output appended to its log
     replica_pid[$1]=$!
 }
 
-is_healthy() {  # does 127.0.0.1:$1 answer /_stcore/health with 200?
-    "$python" -c "import sys, urllib.request as u
+is_healthy() {  # does 127.0.0.1:$1 answer /_stcore/health with 200? (Ctrl-C: no traceback)
+    "$python" -c "import signal, sys, urllib.request as u
+signal.signal(signal.SIGINT, signal.SIG_DFL)
 try: sys.exit(u.build_opener(u.ProxyHandler({})).open(sys.argv[1], timeout=2).status != 200)
 except OSError: sys.exit(1)" "http://127.0.0.1:$1/_stcore/health"
 }
@@ -289,7 +290,12 @@ fi
 deadline=$((SECONDS + START_TIMEOUT_S))
 for i in "${!replica_ports[@]}"; do
     until is_healthy "${replica_ports[$i]}"; do
-        if ! kill -0 "${replica_pid[$i]}" 2>/dev/null || (( SECONDS >= deadline )); then
+        if ! kill -0 "${replica_pid[$i]}" 2>/dev/null; then
+            echo "serve.sh: $(name_of "$i") exited before it answered its health check" >&2
+            log_tail "$(log_of "$i")"
+            exit 1
+        fi
+        if (( SECONDS >= deadline )); then
             echo "serve.sh: $(name_of "$i") did not start within ${START_TIMEOUT_S} s" >&2
             log_tail "$(log_of "$i")"
             exit 1
@@ -338,7 +344,7 @@ replica_died() {  # replica $1 exited with wait's status $2: restart it after a 
         echo "serve.sh: $(name_of "$i") died ($how); restarting it in $delay s" \
              "(death ${#recent[@]} of $RESTART_GIVE_UP allowed within $RESTART_WINDOW_S s)" >&2
     fi
-    sleep "$delay" &
+    setsid sleep "$delay" &  # (setsid: out of the terminal's process group, as the replicas; Ctrl-C is ours)
     backoff_pid[i]=$!
 }
 
@@ -349,7 +355,7 @@ restart_replica() {  # replica $1's back-off is over: start it, and a check that
     echo "--- serve.sh: restart ${restarts[$i]} of replica $((i + 1))" >> "$(log_of "$i")"
     start_replica "$i"
     echo "serve.sh: $(name_of "$i") restarted (pid ${replica_pid[$i]})" >&2
-    "$python" -c "import sys, time, urllib.request as u
+    setsid "$python" -c "import sys, time, urllib.request as u
 opener, deadline = u.build_opener(u.ProxyHandler({})), time.monotonic() + float(sys.argv[2])
 while time.monotonic() < deadline:
     try:
