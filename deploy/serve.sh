@@ -12,13 +12,14 @@
 #
 # A replica that dies while serving is restarted on its port after a back-off (1 s, then 2, 4, 8 s while it keeps
 # dying); meanwhile nginx sends its students to the other replicas and nginx and the other replicas keep running.
-# A replica that dies RESTART_GIVE_UP times within RESTART_WINDOW_S s, that does not start, or nginx dying, stops
-# everything (exit 1, naming it, with the last lines of its log).
+# A replica that dies RESTART_GIVE_UP times within RESTART_WINDOW_S s, a replica that does not start at first, or
+# nginx dying, stops everything (exit 1, naming it, with the last lines of its log).
 #
 # Environment: PYTHON (default .venv/bin/python, else python3), NGINX (default /usr/sbin/nginx),
 # SCHEDLAB_PREFETCH_WORKERS (passed on to every replica; see README "Development").
-# Exit codes: 0 stopped by a signal (Ctrl-C, SIGTERM), 1 nginx died, a replica did not start, or a replica died
-# RESTART_GIVE_UP times within RESTART_WINDOW_S s, 2 bad arguments or a missing program (bash 5.1 or newer included).
+# Exit codes: 0 stopped by a signal (Ctrl-C, SIGTERM), 1 nginx refused its config or died, a replica did not start,
+# or a replica died RESTART_GIVE_UP times within RESTART_WINDOW_S s; 2 bad arguments or a missing program (bash 5.1
+# or newer included).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
