@@ -209,6 +209,53 @@ def test_class_load_sends_the_rerun_a_browser_tab_sends():
     assert (poll.page_name, poll.page_script_hash, poll.fragment_id, poll.is_auto_rerun) == ("", "abc", "frag", True)
 
 
+def test_class_load_kills_a_replica_only_within_the_class_and_behind_serve_sh(capsys):
+    class_load = _class_load()
+    assert class_load.parse_args(["--minutes", "1", "--kill-replica-after", "20"]).kill_replica_after == 20.0
+    for args, message in ((["--minutes", "0.5", "--kill-replica-after", "30"], "must come before the class ends"),
+                          (["--kill-replica-after", "5", "--start-server"], "needs replicas behind deploy/serve.sh"),
+                          (["--kill-replica-after", "0"], "must be a number of seconds above 0")):
+        with pytest.raises(SystemExit):
+            class_load.parse_args(args)
+        assert message in capsys.readouterr().err
+
+
+def test_class_load_keeps_the_replica_cookie_as_a_browser_does():
+    class_load = _class_load()
+    browser = class_load.Browser("http://127.0.0.1:8080")
+    assert browser.replica is None and browser.headers() == {}
+    browser.take_cookies(["_streamlit_xsrf=2|c2d6|97d4|1796; Path=/; SameSite=Lax",
+                          "schedlab_replica=r2; Path=/; HttpOnly; SameSite=Lax"])
+    assert browser.replica == "r2" and browser.headers() == {"Cookie": "schedlab_replica=r2"}
+    browser.take_cookies(["schedlab_replica=r3; Path=/; HttpOnly; SameSite=Lax"])  # nginx moved it
+    assert browser.replica == "r3"
+
+
+def test_class_load_keeps_the_pages_state_across_a_new_session():
+    class_load = _class_load()
+    tab = class_load.Tab(ws="old", lesson="Queueing", page_script_hash="abc", query_string="mode=free",
+                         moved={"s": 3.0}, polls={"frag": 1.0}, exceptions=["boom"], is_full_run_pending=True)
+    tab.new_session("new")
+    assert (tab.ws, tab.page_script_hash, tab.query_string, tab.moved) == ("new", "abc", "mode=free", {"s": 3.0})
+    assert (tab.polls, tab.exceptions, tab.is_full_run_pending) == ({}, [], False)
+
+
+def test_class_load_kill_figures_split_the_killed_replicas_students_from_the_others():
+    class_load = _class_load()
+    logs = [class_load.StudentLog("Queueing", replica="r1"), class_load.StudentLog("Fairness", replica="r2"),
+            class_load.StudentLog("Preemption", replica="r2"), class_load.StudentLog("Cancellation", replica="r1")]
+    kill = class_load.Kill(after_s=20, replica="r1", pid=1, at=100.0, students=[0, 3])
+    reconnect = class_load.Reconnect
+    logs[0].reconnects = [reconnect(50.0, 50.1, 50.5, "r1"), reconnect(100.1, 100.2, 101.2, "r2"),
+                          reconnect(110.0, 110.1, 110.5, "r2")]
+    logs[3].errors = ["Cancellation: connection lost, and no new session served the page within 60 s"]
+    logs[1].reconnects = [reconnect(100.2, 100.3, 100.6, "r2")]
+    figures = class_load.kill_figures(kill, logs)
+    assert figures.killed_students == 2 and figures.not_back == 1
+    assert figures.back_s == [pytest.approx(1.2)] and figures.connected_s == [pytest.approx(0.2)]
+    assert (figures.killed_errors, figures.other_students, figures.other_errors, figures.other_drops) == (1, 2, 0, 1)
+
+
 def _player_under_load():
     return _benchmark("player_under_load")
 
