@@ -21,7 +21,7 @@ workload = page.guarded(lambda: lesson.apply_traffic(base.workload, traffic)) if
 scenario = page.guarded(lambda: knobs.scenario_with(base, config, workload))
 load = lesson.load_of(preset) if traffic is not None and "load_rps" in traffic else None
 loads = preset.knobs.get("load_sweep", ()) if load is not None else ()
-duration_s = float(traffic["duration_s"]) if load is not None else 0.0
+duration_s = lesson.sweep_duration(traffic["duration_s"]) if load is not None else 0.0  # (each sweep point's)
 sweep_runs = page.guarded(lambda: lesson.sweep_runs(preset, scenario, own, loads, duration_s)) if loads else []
 runs = run_variants(lesson.variants(preset, scenario, own), what="setting", ahead=sweep_runs)
 traces = {run.label: run.trace for run in runs}
@@ -43,8 +43,10 @@ if sweep is not None:
                         style)
         st.caption(f"Offered loads {loads[0]:,} to {loads[-1]:,} requests/s for {duration_s:,.0f} s each, every "
                    f"setting compared; the x axis is the load each run measured. Goodput: requests that met both "
-                   f"targets, per second; throughput: every request served, per second. The dotted line is where "
-                   f"every request offered would be served.")
+                   f"targets, per second; throughput: every request served, per second; both counted while the "
+                   f"traffic lasts (the first {lesson.WARM_UP:.0%} of it and the drain after it left out), so they "
+                   f"can differ from the cards above, which count the whole run as vLLM's benchmark does. The "
+                   f"dotted line is where every request offered would be served.")
 
     sweeps.show(sweep, draw_sweep)
 elif base.workload is None:

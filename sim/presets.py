@@ -440,7 +440,7 @@ def _budget_memory() -> Preset:
 # ---- overload ---------------------------------------------------------------------------------------------------
 # Chat traffic at an offered load in requests per second, for a duration: 32 slots serve ~25 requests/s of these
 # (prompts ~400 tokens, answers ~120), so past ~25 the queue grows for as long as the traffic lasts.
-OVERLOAD_LOADS = (10, 15, 20, 25, 30, 40, 60, 90)  # the load sweep's offered loads, requests/s
+OVERLOAD_LOADS = (10, 20, 25, 30, 40, 60, 90)  # the load sweep's offered loads, requests/s
 OVERLOAD_SLO = {"ttft_slo_ms": 1000.0, "tbt_slo_ms": 100.0}  # the presets' targets (DistServe's kind of SLO)
 NO_ADMISSION = {"max_num_queued_reqs": None, "max_num_queued_tokens": None, "shed_past_ttft_slo": False}
 

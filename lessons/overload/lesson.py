@@ -38,6 +38,8 @@ QUESTION = (  # (a glossary term linked at its first use)
 REQUEST_CAP, TOKEN_CAP = "max_num_queued_reqs", "max_num_queued_tokens"
 CAP_LABELS = {REQUEST_CAP: "request cap", TOKEN_CAP: "token cap"}  # a capped setting's label, before its value
 DEFAULT_DURATION_S = 20
+WARM_UP = 0.25  # the first part of the traffic's time a sweep point leaves out (``while_offered``)
+SWEEP_MAX_DURATION_S = 10  # a sweep point's traffic lasts at most this long (the knee shows; a sweep stays quick)
 
 
 # ---- traffic ----------------------------------------------------------------------------------------------------
@@ -307,6 +309,11 @@ def _classes(runs: Sequence[Run]) -> list[str]:
 
 
 # ---- the load sweep ---------------------------------------------------------------------------------------------
+def sweep_duration(duration_s: float) -> float:
+    """How long each sweep point's traffic lasts: the slider's, up to ``SWEEP_MAX_DURATION_S``."""
+    return min(float(duration_s), SWEEP_MAX_DURATION_S)
+
+
 def sweep_runs(preset: Preset, scenario: Scenario, values: dict[str, Any],
                loads: Sequence[float], duration_s: float) -> list[Scenario]:
     """Each setting compared at each offered load, in setting order (a sweep's progressive fill draws a whole line
@@ -322,10 +329,35 @@ def sweep_runs(preset: Preset, scenario: Scenario, values: dict[str, Any],
     return out
 
 
+def while_offered(trace: Trace) -> tuple[float, float, float]:
+    """(offered, throughput, goodput) in requests/s while the traffic lasted, a steady-state measure. The traffic
+    lasts from the start of the first arrival's step to the start of the last one's; offered: the arrivals over it.
+    Throughput and goodput: the requests served (and of those, the ones that met both targets) whose last token came
+    in its last ``1 - WARM_UP`` part, per second of that part: the ramp-up (nobody has finished yet) and the drain
+    after the last arrival are left out, so a server that keeps up serves what is offered, and one past its
+    capacity serves its capacity."""
+    r = trace.requests
+    arrival = r["arrival_step"]
+    if len(arrival) < 2:
+        return float("nan"), float("nan"), float("nan")
+    start = trace.steps["time_ms"] - trace.steps["step_ms"]  # the clock at each step's start
+    lo, hi = float(start[arrival.min()]), float(start[arrival.max()])
+    if hi <= lo:
+        return float("nan"), float("nan"), float("nan")
+    counted_from = lo + WARM_UP * (hi - lo)
+    seconds = (hi - counted_from) / 1000.0
+    served = metrics.served_mask(trace)
+    done_ms = np.full(trace.num_requests, np.inf)
+    done_ms[served] = trace.steps["time_ms"][r["finish_step"][served]]  # the end of its last token's step
+    inside = (done_ms >= counted_from) & (done_ms <= hi)
+    met = metrics.request_slo(trace)["slo_met"]
+    offered = (len(arrival) - 1) / ((hi - lo) / 1000.0)
+    return offered, int(inside.sum()) / seconds, int((inside & met).sum()) / seconds
+
+
 def sweep_point(trace: Trace) -> tuple[float, float, float]:
-    """A point of the load sweep: (offered requests/s, throughput requests/s, goodput requests/s)."""
-    o = outcome(trace)
-    return o.offered_req_s, o.throughput_req_s, o.goodput_req_s
+    """A point of the load sweep: ``while_offered``'s (offered, throughput, goodput) requests/s."""
+    return while_offered(trace)
 
 
 def load_sweep(preset: Preset, scenario: Scenario, values: dict[str, Any], loads: Sequence[float],
@@ -361,7 +393,8 @@ def sweep_notice(sweep: dict[str, list[tuple[float, float, float, float]]] | Non
     if not sweep or not any(sweep.values()):
         return []
     cap = capacity(sweep)
-    out = [f"The load sweep: this server serves at most {cap:,.1f} requests/s, whatever is offered."]
+    out = [f"The load sweep: while the traffic lasts, this server serves at most {cap:,.1f} requests/s, whatever "
+           f"is offered."]
     for label, points in sweep.items():
         top = knee(points)
         if top is None or not points:
