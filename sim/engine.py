@@ -23,6 +23,7 @@ import numpy as np
 
 from . import cost_estimate, events, fast_forward, invariants
 from .admission import Refusal, rejection_reasons
+from .clock import Clock
 from .config import EngineConfig
 from .door import Door
 from .events import EventKind, FinishReason, RejectReason, describe
@@ -117,8 +118,10 @@ class Engine:
         self._detection_steps: list[int] = []  # heap of the keys of _detections
         self._disconnect_reason: dict[int, FinishReason] = {}
         self.door = Door.of(config, t)  # the rate limit and vLLM's caps at arrival (None: neither is on)
-        self.shedder = Shedder.of(config, t)  # deadline-aware shedding (None: off); its clock follows the record
-        self.writer.clock = None if self.shedder is None else self.shedder.clock
+        # The run's clock as the record goes (sim/clock.py), if shedding reads it: the writer feeds it
+        self.clock = Clock() if Shedder.wanted(config) else None
+        self.writer.clock = self.clock
+        self.shedder = Shedder.of(config, t, self.clock)  # deadline-aware shedding (None: off)
         self._on_enter = [part.enter for part in (self.door, self.shedder) if part is not None]
         self.num_done = 0
         self._next_step = 0

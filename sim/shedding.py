@@ -1,4 +1,4 @@
-"""Deadline-aware shedding, the simulator's own (docs/ENGINE.md#deadline-aware-shedding), and the clock it reads.
+"""Deadline-aware shedding, the simulator's own (docs/ENGINE.md#deadline-aware-shedding).
 
 With ``shed_past_ttft_slo``, at the start of each step (after the aborts, before scheduling) every request in the
 waiting queue that has no first token yet, whose SLO targets apply (``slo``) and whose TTFT target has passed is
@@ -16,11 +16,10 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from .request import NO_STEP, RequestStatus
 
 if TYPE_CHECKING:
+    from .clock import Clock
     from .config import EngineConfig
     from .request import RequestTable
 
@@ -28,52 +27,27 @@ _FINISHED = RequestStatus.FINISHED_STOPPED  # (a status at or above it has ended
 _WAITING = (RequestStatus.WAITING, RequestStatus.PREEMPTED)
 
 
-class Clock:
-    """The clock at the end of every step recorded so far: the trace's ``time_ms`` as the run goes, summed one step
-    after another as ``np.cumsum`` sums the trace's ``step_ms`` (the same floats; a test compares)."""
-
-    def __init__(self) -> None:
-        self._ends = np.empty(1024)
-        self.num_steps = 0
-        self.now = 0.0  # the end of the last step recorded: the start of the next
-
-    def record(self, step_ms: float | np.ndarray, num_steps: int) -> None:
-        """``num_steps`` steps more, each ``step_ms`` long (a number for all, or [num_steps] each its own)."""
-        n = self.num_steps
-        if n + num_steps > len(self._ends):
-            self._ends = np.concatenate([self._ends[:n], np.empty(max(n + num_steps, 2 * n))])
-        if num_steps == 1 and not isinstance(step_ms, np.ndarray):
-            self.now = self.now + step_ms
-            self._ends[n] = self.now
-        else:
-            sums = np.empty(num_steps + 1)
-            sums[0], sums[1:] = self.now, step_ms
-            ends = np.cumsum(sums)[1:]
-            self._ends[n:n + num_steps] = ends
-            self.now = float(ends[-1])
-        self.num_steps = n + num_steps
-
-    def start_ms(self, step: int) -> float:
-        """The clock at the start of ``step`` (a step already recorded, or the next one)."""
-        return float(self._ends[step - 1]) if step else 0.0
-
-
 class Shedder:
     """Whom to shed at the start of a step (``due``), and when a quiet stretch would first shed (``first_due``)."""
 
-    def __init__(self, config: EngineConfig, table: RequestTable):
+    def __init__(self, config: EngineConfig, table: RequestTable, clock: Clock):
         self.target_ms = config.ttft_slo_ms
         self.cost = config.cost
         self.table = table
-        self.clock = Clock()
+        self.clock = clock  # the run's (sim/clock.py), told every step as it is recorded
         self._queue: deque[int] = deque()  # accepted rows with an SLO and (when last looked at) no first token, in
         # arrival order: deadline order
         self._overdue: list[int] = []  # rows past their deadline while running or swapped without a first token
 
+    @staticmethod
+    def wanted(config: EngineConfig) -> bool:
+        """Shedding is on: ``shed_past_ttft_slo`` with a TTFT target (without one, none passes)."""
+        return bool(config.shed_past_ttft_slo and config.ttft_slo_ms)
+
     @classmethod
-    def of(cls, config: EngineConfig, table: RequestTable) -> Shedder | None:
-        return cls(config, table) if config.shed_past_ttft_slo and config.ttft_slo_ms else None  # (no target:
-        # none passes)
+    def of(cls, config: EngineConfig, table: RequestTable, clock: Clock | None) -> Shedder | None:
+        """The engine's shedder reading ``clock`` (the run's), or None when shedding is off."""
+        return cls(config, table, clock) if cls.wanted(config) else None
 
     def enter(self, row: int, step: int) -> None:
         """Request ``row`` joined the waiting queue on arrival (at ``step``)."""
@@ -123,9 +97,8 @@ class Shedder:
             after = next_arrival - first_step
         else:
             return None
-        sums = np.empty(num_steps)  # the clock at the start of each step, summed as Clock.record sums it
-        sums[0], sums[1:] = self.clock.now, self.cost.step_ms(0, num_running) + 0.0  # (a decode step, as recorded)
-        starts = np.cumsum(sums)
+        # The clock at the start of each step, each a decode step as recorded (sim/clock.py sums them as it will)
+        starts = self.clock.ahead(self.cost.step_ms(0, num_running) + 0.0, num_steps)
         arrived = self.clock.start_ms(self.table.arrival_step.item(queue[0])) if queue else starts[after]
         late = starts[after:] - arrived >= self.target_ms
         return first_step + after + int(late.argmax()) if late.any() else None

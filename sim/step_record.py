@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .clock import Clock
 from .config import EngineConfig
 from .execute import Executed
 from .kv_cache_manager import KVCacheManager
@@ -27,7 +28,6 @@ from .npfast import distinct
 from .recorder import TraceRecorder
 from .request import NO_STEP, RequestTable
 from .scheduler import Scheduler, SchedulerOutput
-from .shedding import Clock
 from .trace import SCHED_DECODE, SCHED_WASTED, STEP_COLUMNS, ClientRecord, StepRecord
 
 _COLUMN = {name: i for i, name in enumerate(StepRecord._fields)}  # a StepRecord field's place (column) in a step
@@ -52,7 +52,7 @@ class StepWriter:
         self.config, self.table, self.scheduler, self.kv, self.recorder = config, table, scheduler, kv, recorder
         self.sparse = recorder.sparse
         self.num_clients = recorder.num_clients
-        self.clock: Clock | None = None  # told every step's duration, when shedding reads the clock mid-run
+        self.clock: Clock | None = None  # told every step's duration, when a part reads the clock mid-run
         # One client and no shared blocks, recorded densely: per-client step values are plain numbers (the client
         # holds every used block; docs/PERFORMANCE.md#the-busy-step). Busy and idle steps must record the same
         # shapes, or the trace's per-client columns cannot be stacked.
