@@ -15,6 +15,7 @@ not to predict its size to the byte.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from collections.abc import Sequence
@@ -83,6 +84,9 @@ class CostEstimate:
     num_steps: int  # estimated engine steps (arrivals, then the work at the batch's and the pool's pace)
     num_client_entries: int  # per-client entries at most, when recorded sparsely (0: dense, steps x clients)
     peak_bytes: int  # estimated peak memory of the run and its trace
+    # the latest time a request arrives by the clock (arrival_ms; None: none does): its step is last_arrival_step at
+    # the latest (every step one base step)
+    last_arrival_ms: float | None = None
 
 
 def active_clients(num_clients: int, max_num_seqs: int, num_requests: int) -> int:
@@ -183,9 +187,19 @@ def of_requests(config: EngineConfig, requests: Sequence[RequestSpec]) -> CostEs
     prompt = np.fromiter((r.prompt_len for r in requests), dtype=np.int64, count=len(requests))
     answer = np.fromiter((r.generated_len(stop, max_model_len) for r in requests), dtype=np.int64,
                          count=len(requests))
-    last = max((r.arrival_step for r in requests), default=0)
+    steps = [r.arrival_step for r in requests]
+    last_ms = None
+    if None in steps:  # (some arrive by the clock: at the latest, every step before them one base step)
+        last_ms = max(r.arrival_ms for r in requests if r.arrival_ms is not None)
+        steps = [s for s in steps if s is not None] + [latest_step_at(config, last_ms)]
+    last = max(steps, default=0)
     clients = len({r.client_id for r in requests})
-    return _estimate(config, len(requests), clients, prompt, answer, last)
+    return dataclasses.replace(_estimate(config, len(requests), clients, prompt, answer, last), last_arrival_ms=last_ms)
+
+
+def latest_step_at(config: EngineConfig, ms: float) -> int:
+    """The latest step at which the clock can reach ``ms`` (every step before it one base step, the shortest)."""
+    return math.ceil(ms / config.cost.step_base_ms)
 
 
 # z of the longest of ~100,000 lognormal draws (a standard normal passes 4.5 once in ~300,000)
@@ -253,8 +267,10 @@ def check(estimate: CostEstimate, limits: Limits, advice: str | None = None) -> 
          f"its requests hold {e.num_tokens:,} tokens (prompts plus answers), and {who} runs at most "
          f"{limits.max_tokens:,} a scenario"),
         ("arrival_step", e.last_arrival_step, limits.max_steps - 1,
-         f"its requests arrive until step {e.last_arrival_step:,}, and {who} simulates at most "
-         f"{limits.max_steps:,} steps a run"),
+         f"its requests arrive until step {e.last_arrival_step:,}"
+         + ("" if e.last_arrival_ms is None else f" (the last at {e.last_arrival_ms:,} ms on the run's clock: that "
+            f"step when every step is a base step, the shortest)")
+         + f", and {who} simulates at most {limits.max_steps:,} steps a run"),
         ("block table", e.block_table_cells, limits.max_block_table_cells,
          f"its block tables need {e.block_table_cells:,} cells (a cell a block of its {e.num_slots:,} longest "
          f"requests, one a batch slot; the longest {e.longest_blocks:,} blocks), and {who} allows at most "

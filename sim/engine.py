@@ -11,18 +11,16 @@ The invariant checks are sim/invariants.py's.
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import gc
-import heapq
 import itertools
-from collections import defaultdict
 from collections.abc import Iterator, Sequence
 
 import numpy as np
 
 from . import cost_estimate, events, fast_forward, invariants
 from .admission import Refusal, rejection_reasons
+from .arrivals import Arrivals, Leaving
 from .clock import Clock
 from .config import EngineConfig
 from .door import Door
@@ -100,33 +98,23 @@ class Engine:
         self.check_invariants = check_invariants
         self.fast_forward = fast_forward  # skip through quiet stretches (same trace; tests compare both ways)
         self.quiet_retry_step = 0  # the fast-forward need not look for a quiet stretch before this step
-        # Arrivals in step order, file order within a step.
-        arrival_order = np.argsort(t.arrival_step, kind="stable")
-        self._arrival_steps = t.arrival_step[arrival_order].tolist()  # ascending, as Python ints
-        self._arrival_rows = arrival_order.tolist()
-        self._next_arrival = 0
-        # Client disconnects (tab closed, timeout) and the steps the server notices them.
-        self._disconnects: dict[int, list[tuple[int, FinishReason]]] = defaultdict(list)
-        for row, spec in enumerate(self.specs):
-            if spec.abort_step is not None:
-                self._disconnects[spec.abort_step].append((row, FinishReason.CLIENT_DISCONNECTED))
-        if config.timeout_steps:
-            for row, spec in enumerate(self.specs):
-                self._disconnects[spec.arrival_step + config.timeout_steps].append((row, FinishReason.TIMEOUT))
-        self._disconnect_steps = sorted(self._disconnects)  # every step some client leaves, ascending
-        self._detections: dict[int, list[int]] = defaultdict(list)
-        self._detection_steps: list[int] = []  # heap of the keys of _detections
+        # What comes when (sim/arrivals.py): clients leaving, and arrivals (below). An arrival may add a client leaving
+        # ahead (a timed arrival's timeout): a quiet stretch then ends before it
+        self.leaving = Leaving(self.specs, config)
+        self.arrivals_add_disconnects = t.arrival_ms is not None and config.timeout_steps > 0
         self._disconnect_reason: dict[int, FinishReason] = {}
         self.door = Door.of(config, t)  # the rate limit and vLLM's caps at arrival (None: neither is on)
-        # The run's clock as the record goes (sim/clock.py), if shedding reads it: the writer feeds it
-        self.clock = Clock() if Shedder.wanted(config) else None
+        # The run's clock as the record goes (sim/clock.py), if timed arrivals or shedding read it: the writer feeds it
+        self.clock = Clock() if t.arrival_ms is not None or Shedder.wanted(config) else None
         self.writer.clock = self.clock
+        self.arrivals = Arrivals(t, self.clock, config.max_steps)
         self.shedder = Shedder.of(config, t, self.clock)  # deadline-aware shedding (None: off)
         self._on_enter = [part.enter for part in (self.door, self.shedder) if part is not None]
         self.num_done = 0
         self._next_step = 0
         # Tokens can be wasted only if some client leaves or some answer runs past what is read.
-        may_waste = bool(self._disconnects) or bool((t.target_len > t.useful_len).any())
+        may_waste = (bool(self.leaving.at) or self.arrivals_add_disconnects
+                     or bool((t.target_len > t.useful_len).any()))
         self.executor = Executor(t, self.scheduler, may_waste=may_waste, sparse_clients=self.sparse_clients)
         self.executor.door = self.door if self.door is not None and self.door.counts else None  # (first tokens)
         self.any_disconnect = False
@@ -236,24 +224,23 @@ class Engine:
         return (not len(s.running) and not s.swapped and len(s.waiting) > 0
                 and self.next_event_step(after=step) is None)
 
-    def next_arrival_step(self) -> int | None:
-        """The step of the next arrival not yet in the waiting queue."""
-        if self._next_arrival < len(self._arrival_steps):
-            return self._arrival_steps[self._next_arrival]
-        return None
+    def next_arrival_step(self, before: int | None = None) -> int | None:
+        """The step of the next arrival not yet in the waiting queue. Given ``before``, a step at or past ``before``
+        may stand for any arrival that late (``Arrivals.next_step``)."""
+        a = self.arrivals
+        if not a.timed_left:  # (every request still to come gives its step)
+            return a.steps[a.next] if a.next < len(a.steps) else None
+        return a.next_step(self._ahead_ms(), before)
+
+    def _ahead_ms(self) -> float:
+        """How long each step not yet recorded lasts: the step loop reads the clock at the step it runs (recorded);
+        only idle stretches (nobody runs: a base step each) and quiet stretches (sim/fast_forward.py: the batch
+        decodes) look further, and either way it is a step of ``len(running)`` decodes, as ``StepWriter`` records."""
+        return self.config.cost.step_ms(0, len(self.scheduler.running)) + 0.0
 
     def next_disconnect_step(self, after: int) -> int | None:
         """The first step after ``after`` when a client leaves or the server notices one that left."""
-        candidates = []
-        i = bisect.bisect_right(self._disconnect_steps, after)
-        if i < len(self._disconnect_steps):
-            candidates.append(self._disconnect_steps[i])
-        while self._detection_steps and self._detection_steps[0] not in self._detections:
-            heapq.heappop(self._detection_steps)  # already handled
-        later = [d for d in self._detection_steps if d > after]
-        if later:
-            candidates.append(min(later))
-        return min(candidates) if candidates else None
+        return self.leaving.next_step(after)
 
     def next_event_step(self, after: int = -1) -> int | None:
         """The first step after ``after`` with an arrival, a client leaving or an abort being noticed."""
@@ -262,41 +249,54 @@ class Engine:
 
     # ---- arrivals and disconnects ---------------------------------------------------------------------------
     def arrive(self, step: int) -> None:
-        t, steps, door = self.table, self._arrival_steps, self.door
-        while self._next_arrival < len(steps) and steps[self._next_arrival] == step:
-            row = self._arrival_rows[self._next_arrival]
-            self._next_arrival += 1
-            why = self.rejection[row] or (door.refusal(row, step) if door is not None else None)
-            if why:
-                self._end(row, step, RequestStatus.REJECTED, why)
-                self.recorder.events.append(events.rejected(step, row, why))
-                continue
-            for enter in self._on_enter:  # (the door's counts, shedding's candidates)
-                enter(row, step)
-            t.status[row] = RequestStatus.WAITING
-            t.wait_start_step[row] = step
-            self.scheduler.waiting.add(row)
-            self.recorder.events.append(events.arrived(step, row))
+        """The arrivals of ``step``, in file order: those given the step, and those whose time the clock has reached
+        at its start (docs/ENGINE.md#arrivals-on-the-clock)."""
+        a = self.arrivals
+        if a.timed_left:
+            timed = a.take_timed(step, self._ahead_ms())
+            if timed:
+                self.leaving.add_timeouts(timed, step)
+                for row in sorted(timed + a.take_given(step)):
+                    self._arrive_row(row, step)
+                return
+        steps = a.steps
+        while a.next < len(steps) and steps[a.next] == step:
+            row = a.rows[a.next]
+            a.next += 1
+            self._arrive_row(row, step)
+
+    def _arrive_row(self, row: int, step: int) -> None:
+        """Request ``row`` arrives at ``step``: rejected, or it joins the waiting queue."""
+        why = self.rejection[row] or (self.door.refusal(row, step) if self.door is not None else None)
+        if why:
+            self._end(row, step, RequestStatus.REJECTED, why)
+            self.recorder.events.append(events.rejected(step, row, why))
+            return
+        for enter in self._on_enter:  # (the door's counts, shedding's candidates)
+            enter(row, step)
+        t = self.table
+        t.status[row] = RequestStatus.WAITING
+        t.wait_start_step[row] = step
+        self.scheduler.waiting.add(row)
+        self.recorder.events.append(events.arrived(step, row))
 
     def _disconnect(self, step: int) -> int:
         """Mark clients that left at ``step``; abort those the server notices now. Returns how many aborted."""
-        if not self._disconnects and not self._detections:  # nobody leaves in this run (or nobody is left)
+        leaving = self.leaving
+        if not leaving.at and not leaving.noticed:  # nobody leaves in this run (or nobody is left)
             return 0
         t, cfg = self.table, self.config
         num_aborted = 0
-        for row, reason in self._disconnects.pop(step, []):
+        for row, reason in leaving.at.pop(step, []):
             if RequestStatus(t.status[row]).is_finished or t.disconnect_step[row] != NO_STEP:
                 continue
             t.disconnect_step[row] = step
             self.any_disconnect = True
             self._disconnect_reason[row] = reason
             if cfg.abort_on_disconnect:
-                notice = step + cfg.disconnect_detect_delay_steps
-                if notice not in self._detections:
-                    heapq.heappush(self._detection_steps, notice)
-                self._detections[notice].append(row)
+                leaving.notice(row, step + cfg.disconnect_detect_delay_steps)
             self.recorder.events.append(events.disconnected(step, row, reason))
-        for row in self._detections.pop(step, []):
+        for row in leaving.noticed.pop(step, []):
             if not RequestStatus(t.status[row]).is_finished:
                 num_blocks = self.kv.num_blocks_held.item(row) if t.status[row] == RequestStatus.RUNNING else 0
                 self.scheduler.remove(row)
@@ -372,7 +372,8 @@ class Engine:
         """The first of ``num_steps`` steps from ``first_step`` that could shed a waiting request while the batch
         decodes (None: none, or shedding is off)."""
         s = self.shedder
-        return None if s is None else s.first_due(first_step, num_steps, len(self.running), self.next_arrival_step())
+        return None if s is None else s.first_due(first_step, num_steps, len(self.running),
+                                                  self.next_arrival_step(before=first_step + num_steps))
 
     def next_promotion_step(self) -> int | None:
         """The first step at which the waiting queue's starvation guard may promote (None: none is due)."""

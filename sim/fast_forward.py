@@ -9,16 +9,20 @@ A stretch of steps starting at ``step`` is quiet when, in each of its steps:
 - no waiting request's TTFT target passes (with deadline-aware shedding: sim/shedding.py).
 Arrivals may come: ``_walk`` goes through the stretch from one arrival (or starvation promotion) to the next for
 the cheap part (arrivals, promotions, the head's refusal, counter charges), exactly as the step loop would, and
-stops before the first step whose head could be admitted. The engine then runs and records the whole stretch with a
-few array operations: tests check that a run with fast-forwarding gives a trace identical to one without. What it
-saves, and why it is written as it is: docs/PERFORMANCE.md#quiet-stretches.
+stops before the first step whose head could be admitted. A request that arrives by the clock (``arrival_ms``)
+comes at the step the clock reaches its time, every step of the stretch lasting the same (the engine sums them as
+they will be recorded: sim/clock.py); its timeout, registered as it arrives, ends the stretch before it. The engine
+then runs and records the whole stretch with a few array operations: tests check that a run with fast-forwarding
+gives a trace identical to one without. What it saves, and why it is written as it is:
+docs/PERFORMANCE.md#quiet-stretches.
 
 The engine is reached only through ``QuietStretchEngine`` (``Engine`` implements it; a test checks that this module
 touches nothing else). What a quiet stretch may read: ``config``, ``table`` (request state, read only),
 ``running``, ``num_waiting``, ``num_swapped``, ``num_free_blocks``, ``max_steps``, ``snapshot_every_steps``,
-``sparse_clients``, ``quiet_retry_step`` (its own, written here), ``batch_decodes()``, ``next_arrival_step()``,
-``next_promotion_step()``, ``next_disconnect_step(after)``, ``first_shed_step(first_step, num_steps)``,
-``waiting_heads(num_steps, charge)``, ``head_refusal(row, free_blocks)``, ``batch_refusal()``, ``decode_charge()``.
+``sparse_clients``, ``arrivals_add_disconnects``, ``quiet_retry_step`` (its own, written here), ``batch_decodes()``,
+``next_arrival_step(before)``, ``next_promotion_step()``, ``next_disconnect_step(after)``,
+``first_shed_step(first_step, num_steps)``, ``waiting_heads(num_steps, charge)``, ``head_refusal(row, free_blocks)``,
+``batch_refusal()``, ``decode_charge()``.
 The actions it may take, each the step loop's own: ``arrive(step)`` (admit arrivals to the waiting queue, or
 reject them), ``promote(step)``, ``refuse(first_step, num_steps, rows, refusals)`` (log the head's refusals),
 ``charge_decode_steps(first_step, num_steps, charge)`` (charge the counters) and ``decode_steps(...)`` (allocate the
@@ -54,6 +58,7 @@ class QuietStretchEngine(Protocol):
     max_steps: int
     snapshot_every_steps: int
     sparse_clients: bool
+    arrivals_add_disconnects: bool  # an arrival may add a client's leaving ahead (a timed arrival's timeout)
     quiet_retry_step: int  # the fast-forward's own: no quiet stretch is looked for before this step
 
     @property
@@ -65,7 +70,7 @@ class QuietStretchEngine(Protocol):
     @property
     def num_free_blocks(self) -> int: ...
     def batch_decodes(self) -> bool: ...
-    def next_arrival_step(self) -> int | None: ...
+    def next_arrival_step(self, before: int | None = None) -> int | None: ...
     def next_promotion_step(self) -> int | None: ...
     def next_disconnect_step(self, after: int) -> int | None: ...
     def first_shed_step(self, first_step: int, num_steps: int) -> int | None: ...
@@ -188,10 +193,14 @@ def _walk(engine: QuietStretchEngine, step: int, d: int, free_after: np.ndarray)
     while j < d:
         if j:
             engine.arrive(step + j)
+            if engine.arrivals_add_disconnects:  # (the stretch ends before a client leaves)
+                leaves = engine.next_disconnect_step(after=step + j - 1)
+                d = d if leaves is None else min(d, leaves - step)
         engine.promote(step + j)  # the starvation guard's promotions due now (none for other orders)
         end = j + 1
         if in_bulk or by_counter:  # to the next arrival or promotion
-            changes = [x - step for x in (engine.next_arrival_step(), engine.next_promotion_step()) if x is not None]
+            changes = [x - step for x in (engine.next_arrival_step(before=step + d), engine.next_promotion_step())
+                       if x is not None]
             end = max(min([d, *changes]), j + 1)
         starts = False  # the head of a step in [j, end) can start: the stretch ends before that step
         if engine.num_waiting:

@@ -147,6 +147,7 @@ class TraceRecorder:
             sched_offsets=offsets,
             snapshots=self.snapshots,
             slo=table.slo.copy(),
+            arrival_ms=None if table.arrival_ms is None else table.arrival_ms.copy(),
         )
 
 

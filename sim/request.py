@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import math
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .config import MAX_VALUE, EngineConfig, StopCheck, cdiv, check_int
+from .config import MAX_VALUE, EngineConfig, FieldError, StopCheck, cdiv, check_float, check_int
 
 NO_STEP = -1  # sentinel in every *_step array: "has not happened"
 MAX_LEN_TOKENS = 10_000_000  # the longest prompt, answer or max_tokens a request may state
@@ -65,7 +66,7 @@ class RequestSpec:
     """
 
     request_id: str
-    arrival_step: int
+    arrival_step: int | None  # the step at which it arrives; None when it gives ``arrival_ms`` instead
     prompt_len: int
     output_len: int
     client_id: str = "default"
@@ -76,13 +77,29 @@ class RequestSpec:
     max_tokens: int | None = None
     stop_type: StopType = StopType.TOKEN
     slo: bool = True  # the config's SLO targets apply to it (False: batch traffic, no target; never shed)
+    # When it arrives on the run's clock, ms (the trace's time_ms), instead of ``arrival_step``: at the first step
+    # whose start is at or past it (docs/ENGINE.md#the-step-loop)
+    arrival_ms: float | None = None
 
     def __post_init__(self) -> None:
         # (specs_from_columns checks these rules a column at a time for scenario files: change both together)
         where = f"request {self.request_id!r}"
         if not isinstance(self.request_id, str) or not self.request_id:
             raise ValueError(f"request id: must be a non-empty string, got {self.request_id!r}")
-        check_int(f"{where}: arrival_step", self.arrival_step, 0)
+        if (self.arrival_step is None) == (self.arrival_ms is None):
+            both = self.arrival_ms is not None
+            raise FieldError(f"{where}: {'arrival_ms' if both else 'arrival_step'}", "give exactly one of arrival_step "
+                             "(a step) and arrival_ms (a time on the run's clock, ms); it gives "
+                             + ("both" if both else "neither"), value=self.arrival_ms)
+        if self.arrival_ms is None:
+            check_int(f"{where}: arrival_step", self.arrival_step, 0)
+        else:
+            check_float(f"{where}: arrival_ms", self.arrival_ms, 0.0)
+            object.__setattr__(self, "arrival_ms", float(self.arrival_ms))
+            if self.abort_step is not None:
+                raise FieldError(f"{where}: abort_step", "a request that arrives by the clock (arrival_ms) cannot give "
+                                 "abort_step, a step known only once it arrives; use config.timeout_steps (counted "
+                                 "from its arrival step)", value=self.abort_step)
         check_int(f"{where}: prompt_len", self.prompt_len, 1, MAX_LEN_TOKENS)
         check_int(f"{where}: output_len", self.output_len, 1, MAX_LEN_TOKENS)
         if not isinstance(self.client_id, str) or not self.client_id:
@@ -156,17 +173,19 @@ def specs_from_columns(num_requests: int, columns: dict[str, list[Any]]) -> list
     words the problem. So these checks decide and never explain; they may refuse more than ``__post_init__`` (an
     int subclass, say) but never less (a test tries each of its rules on both)."""
     n = num_requests
-    c = {**{name: [default] * n for name, default in FIELD_DEFAULTS.items()}, **columns}
+    c = {"arrival_step": [None] * n, **{name: [default] * n for name, default in FIELD_DEFAULTS.items()}, **columns}
     arrival, prompt, prefix_len, group = c["arrival_step"], c["prompt_len"], c["prefix_len"], c["prefix_group"]
     stop = [s if type(s) is StopType else _STOP_TYPES.get(s) if type(s) is str else None for s in c["stop_type"]]
+    timed = "arrival_ms" in columns  # (some requests may arrive by the clock: each gives one of the two)
     plain = (
-        n > 0 and _texts(c["request_id"]) and _texts(c["client_id"]) and _ints(arrival, 0, MAX_VALUE)
+        n > 0 and _texts(c["request_id"]) and _texts(c["client_id"])
+        and (_arrivals(arrival, c["arrival_ms"], c["abort_step"]) if timed else _ints(arrival, 0, MAX_VALUE))
         and _ints(prompt, 1, MAX_LEN_TOKENS) and _ints(c["output_len"], 1, MAX_LEN_TOKENS)
         and _ints(c["priority"], -MAX_PRIORITY, MAX_PRIORITY)
         and _ints(prefix_len, 0, MAX_LEN_TOKENS) and all(map(operator.le, prefix_len, prompt))
         and all(g is None or (type(g) is str and g) for g in group)
         and all(g is not None for g, p in zip(group, prefix_len, strict=True) if p)
-        and all(a is None or (type(a) is int and s <= a <= MAX_VALUE)
+        and all(a is None or (type(a) is int and s is not None and s <= a <= MAX_VALUE)
                 for a, s in zip(c["abort_step"], arrival, strict=True))
         and all(m is None or (type(m) is int and 1 <= m <= MAX_LEN_TOKENS) for m in c["max_tokens"])
         and None not in stop and set(map(type, c["slo"])) <= {bool}
@@ -174,6 +193,8 @@ def specs_from_columns(num_requests: int, columns: dict[str, list[Any]]) -> list
     if not plain:
         return None
     c["stop_type"] = stop
+    if timed:
+        c["arrival_ms"] = [m if m is None else float(m) for m in c["arrival_ms"]]
     specs = []
     new, set_field = object.__new__, object.__setattr__
     for values in zip(*(c[name] for name in _FIELDS), strict=True):
@@ -184,6 +205,15 @@ def specs_from_columns(num_requests: int, columns: dict[str, list[Any]]) -> list
             set_field(spec, name, value)
         specs.append(spec)
     return specs
+
+
+def _arrivals(steps: list[Any], times: list[Any], aborts: list[Any]) -> bool:
+    """Each request gives one of an arrival step (an int from 0) and an arrival time (a finite number from 0, no
+    bool), and no abort step with a time."""
+    return all(
+        (m is None and type(a) is int and 0 <= a <= MAX_VALUE)
+        or (a is None and x is None and type(m) in (int, float) and 0 <= m <= MAX_VALUE)  # (NaN fails the compare)
+        for a, m, x in zip(steps, times, aborts, strict=True))
 
 
 def _texts(values: list[Any]) -> bool:
@@ -205,10 +235,14 @@ class RequestTable:
         self.ids = [s.request_id for s in specs]
         self.client_ids = list(client_ids)
         client_index = {c: i for i, c in enumerate(client_ids)}
+        # [n] float64 the arrival time of each request that arrives by the clock (NaN for one given a step), or None
+        # when none does; such a request's arrival_step is NO_STEP until it arrives (the engine fills it in)
+        ms = [s.arrival_ms for s in specs]
+        self.arrival_ms = np.array([math.nan if m is None else m for m in ms]) if ms.count(None) < n else None
         # Static, [n] int64 unless noted. RequestSpec's length rules, for all requests at once (tests compare).
-        fields = np.array([(s.arrival_step, s.prompt_len, s.output_len, -1 if s.max_tokens is None else s.max_tokens,
-                            s.priority, s.prefix_len, s.stop_type is StopType.STRING, s.slo) for s in specs],
-                          dtype=np.int64).reshape(n, 8)
+        fields = np.array([(NO_STEP if s.arrival_step is None else s.arrival_step, s.prompt_len, s.output_len,
+                            -1 if s.max_tokens is None else s.max_tokens, s.priority, s.prefix_len,
+                            s.stop_type is StopType.STRING, s.slo) for s in specs], dtype=np.int64).reshape(n, 8)
         self.arrival_step, self.prompt_len, output_len, max_tokens, self.priority, self.prefix_len, is_string, slo = (
             np.ascontiguousarray(col) for col in fields.T)
         self.slo = slo.astype(bool)  # [n] bool: the config's SLO targets apply to it

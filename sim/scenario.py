@@ -50,9 +50,10 @@ _REQUEST_KEYS = {
     "id": "request_id", "arrival_step": "arrival_step", "prompt_len": "prompt_len", "output_len": "output_len",
     "client": "client_id", "priority": "priority", "abort_step": "abort_step", "prefix_group": "prefix_group",
     "prefix_len": "prefix_len", "max_tokens": "max_tokens", "stop": "stop_type", "slo": "slo",
+    "arrival_ms": "arrival_ms",
 }
-_REQUIRED_REQUEST_KEYS = ("id", "arrival_step", "prompt_len", "output_len")
-_REQUIRED_KEY_SET = frozenset(_REQUIRED_REQUEST_KEYS)
+_REQUIRED_REQUEST_KEYS = ("id", "arrival_step", "prompt_len", "output_len")  # (arrival_ms may replace arrival_step)
+_REQUIRED_KEY_SET = frozenset(_REQUIRED_REQUEST_KEYS) - {"arrival_step"}
 _CONFIG_FIELDS = {f.name for f in dataclasses.fields(EngineConfig)}
 
 
@@ -106,10 +107,11 @@ def request_from_dict(data: Any, index: int) -> RequestSpec:
     data = _object(data, where)
     _unknown(data, _REQUEST_KEYS, where)
     for key in _REQUIRED_REQUEST_KEYS:
-        if key not in data:
-            raise ScenarioError(f"{where}.{key}: required")
+        if key not in data and not (key == "arrival_step" and "arrival_ms" in data):
+            raise ScenarioError(f"{where}.{key}: required" + (" (or arrival_ms, a time on the run's clock)"
+                                                              if key == "arrival_step" else ""))
     try:
-        return RequestSpec(**{_REQUEST_KEYS[k]: v for k, v in data.items()})
+        return RequestSpec(**{"arrival_step": None, **{_REQUEST_KEYS[k]: v for k, v in data.items()}})
     except (ValueError, TypeError) as e:
         raise ScenarioError(f"{where}: {e}") from None
 
@@ -133,8 +135,8 @@ def requests_from_list(items: list[Any]) -> list[RequestSpec]:
 
 
 def request_to_dict(r: RequestSpec) -> dict[str, Any]:
-    out: dict[str, Any] = {"id": r.request_id, "arrival_step": r.arrival_step, "prompt_len": r.prompt_len,
-                           "output_len": r.output_len}
+    arrival = {"arrival_step": r.arrival_step} if r.arrival_ms is None else {"arrival_ms": r.arrival_ms}
+    out: dict[str, Any] = {"id": r.request_id, **arrival, "prompt_len": r.prompt_len, "output_len": r.output_len}
     if r.client_id != "default":
         out["client"] = r.client_id
     optional = {
@@ -220,7 +222,7 @@ def check_requests(requests: list[RequestSpec] | tuple[RequestSpec, ...], config
         if r.request_id in seen:
             raise ScenarioError(f"requests[{i}].id: duplicate request id {r.request_id!r}; ids must be unique")
         seen.add(r.request_id)
-        late = r.arrival_step >= config.max_steps
+        late = r.arrival_step is not None and r.arrival_step >= config.max_steps  # (a time: the run's step guard)
         reason = None if late or fits[i] else rejection_reason(r, config)
         if not (late or reason):
             continue

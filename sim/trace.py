@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import math
 import typing
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -198,6 +199,10 @@ class Trace:
     # hand-made trace). Beside ``requests`` rather than in it, so that its set of arrays (which the reference digests
     # of scripts/trace_digests.py hash) stays what it was before SLOs.
     slo: np.ndarray | None = None
+    # [requests] float64 the time each request that arrives by the clock was given, ms (NaN: a request given its
+    # step); None when every request gives a step. Beside ``requests`` for the same reason; ``arrival_step`` holds
+    # the step each arrived at.
+    arrival_ms: np.ndarray | None = None
 
     @functools.cached_property
     def events(self) -> list[Event]:
@@ -236,7 +241,7 @@ class Trace:
         return [*self.steps.values(), *clients, *self.requests.values(), self.sched_rows,
                 self.sched_tokens, self.sched_kind, self.sched_offsets,
                 *(a for snapshot in self.snapshots.values() for a in snapshot),
-                *([] if self.slo is None else [self.slo])]
+                *([] if self.slo is None else [self.slo]), *([] if self.arrival_ms is None else [self.arrival_ms])]
 
     @property
     def is_sparse(self) -> bool:
@@ -300,7 +305,7 @@ class Trace:
         status = [_STATUS_NAMES[s] for s in r["status"]]
         first_scheduled, first_token, finish, disconnect = (
             _opt(r[k]) for k in ("first_scheduled_step", "first_token_step", "finish_step", "disconnect_step"))
-        return [{
+        records = [{
             "id": rid,
             "client": client[i],
             "arrival_step": r["arrival_step"][i],
@@ -321,6 +326,11 @@ class Trace:
             "swapped_out_at_steps": list(self.swapped_out_at_steps[i]),
             "disconnect_step": disconnect[i],
         } for i, rid in enumerate(self.request_ids)]
+        if self.arrival_ms is not None:  # (some arrived by the clock: the time each was given, after its step)
+            times = [None if math.isnan(m) else m for m in self.arrival_ms.tolist()]
+            records = [{"id": rec.pop("id"), "client": rec.pop("client"), "arrival_step": rec.pop("arrival_step"),
+                        "arrival_ms": ms, **rec} for rec, ms in zip(records, times, strict=True)]
+        return records
 
     def step_records(self) -> list[dict[str, Any]]:
         """One dict per step (the CLI's ``steps`` list), built from whole columns as ``request_records`` is."""

@@ -135,6 +135,12 @@ def _client(given: dict, dropped: frozenset[str]) -> ClientSpec:
     return workload_from_dict({"clients": clients}).clients[0]
 
 
+def _request(given: dict, dropped: frozenset[str]) -> RequestSpec:
+    # (a time replaces the base request's arrival step: a request gives one of the two)
+    timed = frozenset({"arrival_step"}) if given.get("arrival_ms") is not None else frozenset()
+    return scenario.request_from_dict(_with(BASE_REQUEST, given, dropped | timed), 0)
+
+
 @dataclass(frozen=True)
 class Table:
     """One table of SCENARIO.md and the code behind it."""
@@ -163,7 +169,7 @@ TABLES: dict[str, Table] = {
                         getattr, _defaults(CostModel), frozenset()),
     "requests": Table(
         frozenset(_REQUEST_FIELD),
-        lambda g, d: scenario.request_from_dict(_with(BASE_REQUEST, g, d), 0),
+        _request,
         lambda spec, key: getattr(spec, _REQUEST_FIELD[key]),
         {key: _REQUEST_DEFAULTS[field] for key, field in _REQUEST_FIELD.items() if field in _REQUEST_DEFAULTS},
         frozenset(BASE_REQUEST)),

@@ -3,6 +3,8 @@
 Pools are tiny (8..32 blocks of 1..8 tokens) so preemption, swapping, prefix-cache reuse and rejections all happen
 often; requests that can never fit are rejected by the engine with a reason, which the properties check too. vLLM's
 admission caps and deadline-aware shedding are drawn too (short targets, so that waiting requests are shed).
+With ``timed``, some requests arrive by the clock (``arrival_ms``) instead of at a step: times on the scale of a few
+steps, some of them exact multiples of the default base step (an idle stretch's step boundaries).
 """
 
 from __future__ import annotations
@@ -15,22 +17,38 @@ from sim.config import Policy
 ALL_POLICIES = tuple(p.value for p in Policy)
 
 
+BASE_STEP_MS = 5.75  # the default cost model's step_base_ms: an idle step
+
+
+def arrival_times(max_ms: float) -> st.SearchStrategy[float]:
+    """A time on the run's clock, ms: anywhere from 0 to ``max_ms`` (to the microsecond, as the generator writes
+    them), or exactly k idle steps (a boundary of an idle stretch), or 0."""
+    return st.one_of(st.integers(0, round(max_ms * 1000)).map(lambda us: us / 1000),
+                     st.integers(0, int(max_ms / BASE_STEP_MS)).map(lambda k: k * BASE_STEP_MS), st.just(0.0))
+
+
 @st.composite
-def requests(draw, max_requests: int = 10, max_arrival: int = 6, clients: str = "abc") -> list[RequestSpec]:
+def requests(draw, max_requests: int = 10, max_arrival: int = 6, clients: str = "abc",
+             timed: bool = False) -> list[RequestSpec]:
+    """``timed``: each request arrives by the clock or at a step, drawn one by one (all, none or some of each)."""
     n = draw(st.integers(1, max_requests))
+    share_timed = draw(st.sampled_from([0.0, 0.5, 1.0])) if timed else 0.0
     out = []
     for i in range(n):
         arrival = draw(st.integers(0, max_arrival))
+        at_ms = draw(arrival_times(12.0 * max_arrival)) if share_timed and (
+            share_timed == 1.0 or draw(st.booleans())) else None
         prompt = draw(st.integers(1, 24))
         group = draw(st.sampled_from([None, "g1", "g1", "g2"]))
         out.append(RequestSpec(
             request_id=f"r{i}",
-            arrival_step=arrival,
+            arrival_step=None if at_ms is not None else arrival,
+            arrival_ms=at_ms,
             prompt_len=prompt,
             output_len=draw(st.integers(1, 24)),
             client_id=draw(st.sampled_from(clients)),
             priority=draw(st.integers(0, 2)),
-            abort_step=draw(st.one_of(st.none(), st.integers(arrival, arrival + 30))),
+            abort_step=None if at_ms is not None else draw(st.one_of(st.none(), st.integers(arrival, arrival + 30))),
             prefix_group=group,
             prefix_len=draw(st.integers(prompt // 2, prompt)) if group else 0,
             max_tokens=draw(st.one_of(st.none(), st.integers(1, 30))),
@@ -84,10 +102,12 @@ def configs(draw, policies: tuple[str, ...] = ALL_POLICIES) -> EngineConfig:
 
 
 @st.composite
-def scenarios(draw, policies: tuple[str, ...] = ALL_POLICIES) -> tuple[EngineConfig, list[RequestSpec]]:
+def scenarios(draw, policies: tuple[str, ...] = ALL_POLICIES,
+              timed: bool = False) -> tuple[EngineConfig, list[RequestSpec]]:
     """A workload and a configuration; usually the pool is sized under pressure: big enough for the largest request
-    alone, at most half of what all of them need together, so preemptions are frequent."""
-    reqs = draw(requests())
+    alone, at most half of what all of them need together, so preemptions are frequent. ``timed``: some requests
+    may arrive by the clock (``requests``)."""
+    reqs = draw(requests(timed=timed))
     cfg = draw(configs(policies))
     if draw(st.integers(0, 3)):  # 3 times in 4
         need = [r.max_blocks(cfg) for r in reqs]
