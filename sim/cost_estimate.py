@@ -234,10 +234,16 @@ def of_workload(config: EngineConfig, workload: WorkloadSpec) -> CostEstimate:
     top = (_top_mean_len(prompt_medians, workload.prompt_sigma, workload.prompt_max, fraction)
            + _top_mean_len(output_medians, workload.output_sigma, workload.output_max, fraction) + workload.prefix_len)
     weights = np.array([n - 1, 1]) if n > 1 else np.array([0, 1])
-    start = min(c.start_step for c in workload.clients)
-    last = start + math.ceil(n / rates.sum())
-    return _estimate(config, n, len(workload.clients), np.repeat(prompt, weights), np.repeat(answer, weights), last,
-                     cdiv(math.ceil(top), config.block_size))
+    last_ms = None
+    if workload.on_clock:  # (its mean span on the clock, at the latest step that reaches it)
+        last_ms = 1000.0 * n / rates.sum()
+        last = latest_step_at(config, last_ms)
+    else:
+        start = min(c.start_step for c in workload.clients)
+        last = start + math.ceil(n / rates.sum())
+    estimate = _estimate(config, n, len(workload.clients), np.repeat(prompt, weights), np.repeat(answer, weights),
+                         last, cdiv(math.ceil(top), config.block_size))
+    return estimate if last_ms is None else dataclasses.replace(estimate, last_arrival_ms=round(last_ms, 3))
 
 
 def _top_mean_len(medians: np.ndarray, sigma: float, cap: int, fraction: float) -> float:

@@ -7,6 +7,10 @@ randomness flows from one ``np.random.default_rng(seed)``.
 Arrivals are a Poisson process of ``rate_per_step`` requests per engine step, split between clients by their
 ``share`` (or a client's own ``rate_per_step``). A client sends only while it is on: from ``start_step`` to
 ``stop_step``, and within that, ``on_steps`` on then ``off_steps`` off, repeating (0 = always on).
+With ``rate_per_s`` instead, arrivals are a Poisson process on the run's clock, open loop: each request gets an
+``arrival_ms`` (rounded to ``MS_DECIMALS``) whatever the engine does meanwhile, as a server's clients send on the
+wall clock (docs/ENGINE.md#the-step-loop). Clients' rates are then per second too (``ClientSpec.rate_per_s``), and the
+settings counted in steps (clients' windows, abandonment) are refused.
 Lengths are lognormal with the given median and sigma (sigma 0 = every request the median), clipped to the max.
 A fraction ``abandon_rate`` of users close the tab part-way: ``abort_step = arrival + f * output_len`` (rounded, and
 at most ``output_len - 1``: before the answer could be complete) where the fraction ``f`` follows ``abandon_point``
@@ -27,6 +31,10 @@ from .request import RequestSpec
 ABANDON_POINTS = ("uniform", "early", "late")
 W = "workload"  # where a workload's settings sit (FieldError.within): a scenario file's key
 MIN_RATE = 1e-6  # requests per step: slower than one a million steps cannot fill a run within max_steps anyway
+MIN_RATE_S = 1e-6  # requests per second (one in ~12 days of the run's clock)
+MAX_RATE_S = 1_000_000.0  # requests per second (a thousand a ms: far past any step's length)
+MS_DECIMALS = 3  # a generated arrival_ms is rounded to a microsecond, so a file keeps it exactly
+_STEP_SETTINGS = ("start_step", "stop_step", "on_steps", "off_steps")  # a client's settings counted in steps
 
 
 @dataclass(frozen=True)
@@ -34,6 +42,7 @@ class ClientSpec:
     client_id: str = "default"
     share: float = 1.0  # fraction of the total arrival rate (shares are normalised)
     rate_per_step: float | None = None  # absolute arrival rate, overrides share
+    rate_per_s: float | None = None  # the same per second, in a workload with rate_per_s (arrivals on the clock)
     prompt_median: int | None = None  # overrides of the workload's lengths
     output_median: int | None = None
     priority: int = 0
@@ -51,6 +60,11 @@ class ClientSpec:
         check_float("share", self.share, 0.0, **where)
         if self.rate_per_step is not None:
             check_float("rate_per_step", self.rate_per_step, 0.0, 1000.0, **where)
+        if self.rate_per_s is not None:
+            check_float("rate_per_s", self.rate_per_s, 0.0, MAX_RATE_S, **where)
+            if self.rate_per_step is not None:
+                raise FieldError("rate_per_s", "give one of rate_per_step and rate_per_s, not both",
+                                 value=self.rate_per_s, **where)
         for name in ("prompt_median", "output_median"):
             if getattr(self, name) is not None:
                 check_int(name, getattr(self, name), 1, 1_000_000, **where)
@@ -76,7 +90,7 @@ class ClientSpec:
 class WorkloadSpec:
     generator: str = "poisson"
     num_requests: int = 200
-    rate_per_step: float = 0.5  # total arrival rate, requests per engine step
+    rate_per_step: float | None = 0.5  # total arrival rate, requests per engine step (None: rate_per_s instead)
     prompt_median: int = 200
     prompt_sigma: float = 0.8
     prompt_max: int = 4096  # cap on a prompt's own tokens; the shared prefix_len comes on top
@@ -88,13 +102,24 @@ class WorkloadSpec:
     abandon_point: str = "uniform"
     prefix_len: int = 0  # shared system-prompt tokens, one prefix group per client
     seed: int = 0
+    # total arrival rate, requests per second of the run's clock, instead of rate_per_step (which is then None): the
+    # requests arrive by the clock (arrival_ms), open loop
+    rate_per_s: float | None = None
 
     def __post_init__(self) -> None:
         if self.generator != "poisson":
             raise FieldError("generator", f"{self.generator!r} is not one of: poisson", within=W, value=self.generator,
                              choices=("poisson",))
         check_int("num_requests", self.num_requests, 1, 200_000, within=W)
-        check_float("rate_per_step", self.rate_per_step, MIN_RATE, 1000.0, within=W)
+        if (self.rate_per_step is None) == (self.rate_per_s is None):
+            raise FieldError("rate_per_s", "give exactly one of rate_per_step (requests per engine step) and "
+                             "rate_per_s (requests per second of the run's clock)"
+                             + ("; set rate_per_step to None with rate_per_s" if self.rate_per_s is not None else ""),
+                             within=W, value=self.rate_per_s)
+        if self.rate_per_s is None:
+            check_float("rate_per_step", self.rate_per_step, MIN_RATE, 1000.0, within=W)
+        else:
+            check_float("rate_per_s", self.rate_per_s, MIN_RATE_S, MAX_RATE_S, within=W)
         check_int("prompt_median", self.prompt_median, 1, 1_000_000, within=W)
         check_int("output_median", self.output_median, 1, 1_000_000, within=W)
         check_float("prompt_sigma", self.prompt_sigma, 0.0, 5.0, within=W)
@@ -106,18 +131,51 @@ class WorkloadSpec:
         ids = [c.client_id for c in self.clients]
         if len(set(ids)) != len(ids):
             raise FieldError("clients", "client ids must be unique", within=W)
+        if self.on_clock:
+            self._check_clients_on_the_clock()
+        else:
+            for c in self.clients:
+                if c.rate_per_s is not None:
+                    raise FieldError("rate_per_s", "a client's rate per second needs the workload's arrivals on the "
+                                     "clock (workload.rate_per_s); this workload gives rate_per_step",
+                                     within=f"{W}.clients[{c.client_id}]", item=c.client_id, value=c.rate_per_s)
         total_rate = client_rates(self).sum()
+        unit, least = ("rate_per_s", MIN_RATE_S) if self.on_clock else ("rate_per_step", MIN_RATE)
         if not total_rate > 0:
-            raise FieldError("clients", "at least one client needs a share or a rate_per_step above 0", within=W)
-        if total_rate < MIN_RATE:
-            raise FieldError("clients", f"the clients' rates add up to {total_rate:.3g} requests per step; at least "
-                             f"{MIN_RATE:g} is needed", within=W, value=float(total_rate), lo=MIN_RATE)
+            raise FieldError("clients", f"at least one client needs a share or a {unit} above 0", within=W)
+        if total_rate < least:
+            per = "second" if self.on_clock else "step"
+            raise FieldError("clients", f"the clients' rates add up to {total_rate:.3g} requests per {per}; at least "
+                             f"{least:g} is needed", within=W, value=float(total_rate), lo=least)
         check_float("abandon_rate", self.abandon_rate, 0.0, 1.0, within=W)
         if self.abandon_point not in ABANDON_POINTS:
             raise FieldError("abandon_point", f"{self.abandon_point!r} is not one of: {', '.join(ABANDON_POINTS)}",
                              within=W, value=self.abandon_point, choices=ABANDON_POINTS)
         check_int("prefix_len", self.prefix_len, 0, 1_000_000, within=W)
         check_int("seed", self.seed, 0, 2**32 - 1, within=W)
+        if self.on_clock and self.abandon_rate:
+            raise FieldError("abandon_rate", "users who leave part-way are counted in steps from arrival "
+                             "(abort_step), which a request arriving by the clock cannot give: 0 with rate_per_s "
+                             "(config.timeout_steps still applies)", within=W, value=self.abandon_rate, hi=0.0)
+
+    @property
+    def on_clock(self) -> bool:
+        """Arrivals on the run's clock (``rate_per_s``: each request gets an ``arrival_ms``), else by step."""
+        return self.rate_per_s is not None
+
+    def _check_clients_on_the_clock(self) -> None:
+        """With rate_per_s, no client gives a rate per step or a window counted in steps."""
+        default = ClientSpec()
+        for c in self.clients:
+            where: dict[str, Any] = {"within": f"{W}.clients[{c.client_id}]", "item": c.client_id}
+            if c.rate_per_step is not None:
+                raise FieldError("rate_per_step", "the workload's arrivals are on the clock (rate_per_s): give the "
+                                 "client's own rate as rate_per_s", value=c.rate_per_step, **where)
+            for name in _STEP_SETTINGS:
+                if getattr(c, name) != getattr(default, name):
+                    raise FieldError(name, "counted in engine steps, which a workload on the clock (rate_per_s) "
+                                     "does not use: leave it out (a client sends all the time)",
+                                     value=getattr(c, name), **where)
 
     def replace(self, **changes: Any) -> WorkloadSpec:
         return dataclasses.replace(self, **changes)
@@ -147,12 +205,13 @@ class TooFewArrivals(FieldError):
 
 
 def client_rates(spec: WorkloadSpec) -> np.ndarray:
-    """[clients] arrival rate of each client while it is on, requests per step."""
-    total_share = sum(c.share for c in spec.clients if c.rate_per_step is None)
+    """[clients] arrival rate of each client while it is on, requests per step (per second with ``rate_per_s``)."""
+    field, rate = ("rate_per_s", spec.rate_per_s) if spec.on_clock else ("rate_per_step", spec.rate_per_step)
+    own = [getattr(c, field) for c in spec.clients]
+    total_share = sum(c.share for c, r in zip(spec.clients, own, strict=True) if r is None)
     return np.array([
-        c.rate_per_step if c.rate_per_step is not None
-        else (spec.rate_per_step * c.share / total_share if total_share else 0.0)
-        for c in spec.clients
+        r if r is not None else (rate * c.share / total_share if total_share else 0.0)
+        for c, r in zip(spec.clients, own, strict=True)
     ])
 
 
@@ -190,8 +249,21 @@ def _abandon_fractions(rng: np.random.Generator, point: str, n: int) -> np.ndarr
     return rng.uniform(0.0, 1.0, n)
 
 
+def _arrivals_on_the_clock(spec: WorkloadSpec, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """(arrival times in ms, rounded to MS_DECIMALS; client index) of ``num_requests`` arrivals of one Poisson
+    process of ``rate_per_s``, each given to a client in proportion to the clients' rates (every client always on)."""
+    rates = client_rates(spec)
+    total = rates.sum()
+    n = spec.num_requests
+    times = np.cumsum(rng.exponential(1000.0 / total, n))
+    who = rng.choice(len(rates), size=n, p=rates / total)
+    return np.round(times, MS_DECIMALS), who
+
+
 def _arrivals(spec: WorkloadSpec, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """(arrival steps, client index) of the first ``num_requests`` arrivals, by thinning one Poisson process."""
+    if spec.on_clock:
+        return _arrivals_on_the_clock(spec, rng)
     rates = client_rates(spec)
     total = rates.sum()
     steps: list[np.ndarray] = []
@@ -243,13 +315,15 @@ def generate(spec: WorkloadSpec) -> list[RequestSpec]:
     abandons = rng.uniform(size=n) < spec.abandon_rate
     fractions = _abandon_fractions(rng, spec.abandon_point, n)
     requests = []
+    on_clock = spec.on_clock
     for i in range(n):
         c = spec.clients[client[i]]
         # Leave before the answer could be complete: at most output_len - 1 steps after arrival.
         abort = int(arrival[i] + min(round(fractions[i] * output[i]), output[i] - 1)) if abandons[i] else None
         requests.append(RequestSpec(
             request_id=f"{c.client_id}-{i}" if len(spec.clients) > 1 else f"r{i}",
-            arrival_step=int(arrival[i]),
+            arrival_step=None if on_clock else int(arrival[i]),
+            arrival_ms=float(arrival[i]) if on_clock else None,
             prompt_len=int(prompt[i]) + spec.prefix_len,
             output_len=int(output[i]),
             client_id=c.client_id,
@@ -274,6 +348,11 @@ def workload_from_dict(data: Any) -> WorkloadSpec:
         raise FieldError("workload", f"unknown key {extra[0]!r}; allowed keys: {', '.join(sorted(_WORKLOAD_FIELDS))}",
                          value=extra[0], choices=tuple(sorted(_WORKLOAD_FIELDS)))
     data = dict(data)
+    if data.get("rate_per_s") is not None:  # (instead of rate_per_step: give one of them)
+        if "rate_per_step" in data:
+            raise FieldError("rate_per_s", "give one of rate_per_step (requests per engine step) and rate_per_s "
+                             "(requests per second of the run's clock), not both", within=W, value=data["rate_per_s"])
+        data["rate_per_step"] = None
     if "clients" in data:
         items = data["clients"]
         if not isinstance(items, list) or not items:
@@ -300,7 +379,11 @@ def workload_to_dict(spec: WorkloadSpec) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for f in dataclasses.fields(WorkloadSpec):
         value = getattr(spec, f.name)
-        if f.name == "clients":
+        if f.name == "rate_per_s":
+            continue
+        if f.name == "rate_per_step" and value is None:  # (the one of the two it gives, in the same place)
+            out["rate_per_s"] = spec.rate_per_s
+        elif f.name == "clients":
             out["clients"] = [
                 {k.name: getattr(c, k.name) for k in dataclasses.fields(ClientSpec)
                  if k.name == "client_id" or getattr(c, k.name) != getattr(default_client, k.name)}

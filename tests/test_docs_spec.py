@@ -130,9 +130,11 @@ def _config(given: dict, dropped: frozenset[str]) -> EngineConfig:
 
 
 def _client(given: dict, dropped: frozenset[str]) -> ClientSpec:
-    # (a second client keeps the total rate above 0 when this one's share is 0)
+    # (a second client keeps the total rate above 0 when this one's share is 0; a rate per second is a workload's
+    # on the clock)
     clients = [_with({"client_id": "x"}, given, dropped), {"client_id": "other"}]
-    return workload_from_dict({"clients": clients}).clients[0]
+    on_clock = {"rate_per_s": 1.0} if given.get("rate_per_s") is not None else {}
+    return workload_from_dict({"clients": clients, **on_clock}).clients[0]
 
 
 def _request(given: dict, dropped: frozenset[str]) -> RequestSpec:

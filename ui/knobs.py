@@ -57,6 +57,9 @@ def workload_knobs(workload: WorkloadSpec) -> list[Knob]:
     return [
         Knob("num_requests", "Requests", "int", workload.num_requests, min=10, max=max(500, workload.num_requests),
              step=10, help="How many requests the workload generates"),
+        Knob("rate_s", "Arrival rate (requests per second)", "float", workload.rate_per_s, min=0.1,
+             max=max(200.0, workload.rate_per_s), step=0.1,
+             help="Average arrivals per second of the run's clock (Poisson, open loop)") if workload.on_clock else
         Knob("rate", "Arrival rate (requests per step)", "float", workload.rate_per_step, min=0.02, max=2.0,
              step=0.01, help="Average arrivals per engine step (Poisson)"),
         Knob("prompt_median", "Prompt length, median (tokens)", "int", workload.prompt_median, min=8, max=4000,
@@ -71,13 +74,16 @@ def workload_knobs(workload: WorkloadSpec) -> list[Knob]:
 
 
 # The workload generator's settings the Workload panel's knobs set: the knob's key by the setting's name.
-_WORKLOAD_KNOB_KEYS = {"num_requests": "num_requests", "rate_per_step": "rate", "prompt_median": "prompt_median",
-                       "output_median": "output_median", "output_sigma": "output_sigma", "seed": "seed"}
+_WORKLOAD_KNOB_KEYS = {"num_requests": "num_requests", "rate_per_step": "rate", "rate_per_s": "rate_s",
+                       "prompt_median": "prompt_median", "output_median": "output_median",
+                       "output_sigma": "output_sigma", "seed": "seed"}
 
 
 def apply_workload(workload: WorkloadSpec, values: dict[str, Any]) -> WorkloadSpec:
     with in_sidebar_terms():
-        return workload.replace(num_requests=int(values["num_requests"]), rate_per_step=float(values["rate"]),
+        rate = ({"rate_per_s": float(values["rate_s"])} if workload.on_clock
+                else {"rate_per_step": float(values["rate"])})
+        return workload.replace(num_requests=int(values["num_requests"]), **rate,
                                 prompt_median=int(values["prompt_median"]), output_median=int(values["output_median"]),
                                 output_sigma=float(values["output_sigma"]), seed=int(values["seed"]))
 
@@ -111,7 +117,8 @@ LESSON_WORKLOAD_LABELS = {"abandon_rate": "Users who leave early (fraction)", "a
 
 def workload_labels() -> dict[str, str]:
     """The Workload panel's label of each setting it sets (``workload_knobs``'s own)."""
-    labels = {knob.key: knob.label for knob in workload_knobs(WorkloadSpec())}
+    labels = {knob.key: knob.label for spec in (WorkloadSpec(), WorkloadSpec(rate_per_step=None, rate_per_s=1.0))
+              for knob in workload_knobs(spec)}
     return {name: labels[key] for name, key in _WORKLOAD_KNOB_KEYS.items()}
 
 

@@ -23,14 +23,15 @@ MAX_CLIENT_PANELS = 8  # past this many clients, one table of their settings ins
 
 def as_shares(workload: WorkloadSpec) -> WorkloadSpec:
     """The same arrivals with every client given as a share of one total rate (what the page's sliders show).
-    Workloads whose clients already use shares come back unchanged."""
-    if all(c.rate_per_step is None for c in workload.clients):
+    Workloads whose clients already use shares come back unchanged. (Rates per second, on the clock, stay so.)"""
+    own = "rate_per_s" if workload.on_clock else "rate_per_step"
+    if all(getattr(c, own) is None for c in workload.clients):
         return workload
     rates = client_rates(workload)
     total = float(rates.sum())
-    clients = tuple(dataclasses.replace(c, share=float(r / total), rate_per_step=None)
+    clients = tuple(dataclasses.replace(c, share=float(r / total), **{own: None})
                     for c, r in zip(workload.clients, rates, strict=True))
-    return workload.replace(clients=clients, rate_per_step=total)
+    return workload.replace(clients=clients, **{own: total})
 
 
 def num_clients_knob(workload: WorkloadSpec) -> Knob:

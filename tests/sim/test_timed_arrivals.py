@@ -18,6 +18,7 @@ from sim import Engine, EngineConfig, RequestSpec, Trace, cost_estimate, fast_fo
 from sim.config import CostModel, FieldError, ScenarioError
 from sim.engine import StepLimitError, simulate
 from sim.events import EventKind
+from sim.workload import WorkloadSpec, generate, workload_from_dict
 from tests.sim.strategies import configs, requests, scenarios
 from tests.sim.test_fast_forward import both_ways, differences
 
@@ -104,6 +105,23 @@ def test_a_mixed_file_takes_a_steps_arrivals_in_file_order():
     assert trace.requests["arrival_step"].tolist() == [1, 1, 1, 1]
     assert [trace.request_ids[e.row] for e in trace.events_between(1, 2) if e.kind is EventKind.ARRIVE] == [
         "t0", "s1", "t2", "s3"]
+
+
+def test_offered_load_is_open_loop():
+    # The same arrival process with short and long prompts: per second of the run's clock, as many requests arrive
+    # with rate_per_s; with rate_per_step longer prompts make longer steps and fewer arrive each second.
+    def arrivals_per_s(prompt_median: int, **rate) -> float:
+        sc = scenario.scenario_from_dict({"config": {"num_blocks": 60_000, "max_num_batched_tokens": 8192},
+                                          "workload": {"num_requests": 400, "prompt_median": prompt_median,
+                                                       "prompt_sigma": 0.2, "output_median": 40, "seed": 5, **rate}})
+        trace = simulate(sc.config, sc.requests)
+        last = int(trace.requests["arrival_step"].max())
+        return 399 / (start_ms(trace, last) - start_ms(trace, int(trace.requests["arrival_step"].min()))) * 1000
+
+    short, long = arrivals_per_s(100, rate_per_s=40.0), arrivals_per_s(3000, rate_per_s=40.0)
+    assert abs(long - short) / short < 0.05 and 30 < short < 50  # (the same times: only the step boundaries move)
+    short_steps, long_steps = arrivals_per_s(100, rate_per_step=0.23), arrivals_per_s(3000, rate_per_step=0.23)
+    assert long_steps < 0.5 * short_steps  # (at the engine's pace: longer steps, fewer per second: 14 against 39)
 
 
 # ---- rules counted from the arrival step --------------------------------------------------------------------------
@@ -286,3 +304,55 @@ def test_the_cost_estimate_counts_a_time_at_its_latest_step():
     with pytest.raises(ScenarioError, match=r"arrival_step: its requests arrive until step 20,000,000 \(the last "
                                             r"at 100,000,000.0 ms on the run's clock: that step when every step is"):
         cost_estimate.check(cost_estimate.of_requests(cfg, [timed("a", 1e8)]), cost_estimate.CLI_LIMITS)
+
+
+# ---- the workload generator ----------------------------------------------------------------------------------------
+def test_rate_per_s_draws_times_that_round_trip():
+    spec = workload_from_dict({"num_requests": 50, "rate_per_s": 25.0, "seed": 3})
+    assert spec.rate_per_step is None and spec.on_clock
+    reqs = generate(spec)
+    times = [r.arrival_ms for r in reqs]
+    assert all(r.arrival_step is None and r.abort_step is None for r in reqs)
+    assert times == sorted(times) and all(round(t, 3) == t for t in times)
+    assert 1000 < times[-1] < 3000  # (50 at 25 a second: ~2 s)
+    sc = scenario.scenario_from_dict({"config": {"num_blocks": 10_000}, "workload": {"rate_per_s": 25.0,
+                                                                                      "num_requests": 50, "seed": 3}})
+    assert scenario.loads(scenario.dumps(sc)) == sc and list(sc.requests) == reqs
+    assert json.loads(scenario.dumps(sc))["workload"]["rate_per_s"] == 25.0
+    assert "rate_per_step" not in json.loads(scenario.dumps(sc))["workload"]
+
+
+def test_rate_per_s_clients_share_it_or_give_their_own():
+    spec = WorkloadSpec(rate_per_step=None, rate_per_s=10.0, num_requests=400, seed=1,
+                        clients=(workload_from_dict({"clients": [{"client_id": "A"}]}).clients[0],
+                                 dataclasses.replace(WorkloadSpec().clients[0], client_id="B", rate_per_s=30.0)))
+    reqs = generate(spec)
+    share_b = sum(r.client_id == "B" for r in reqs) / len(reqs)
+    assert 0.65 < share_b < 0.85  # (A takes the workload's 10 a second, B its own 30)
+
+
+@pytest.mark.parametrize(("workload", "message"), [
+    ({"rate_per_s": 5.0, "rate_per_step": 0.5}, "workload.rate_per_s: give one of rate_per_step"),
+    ({"rate_per_s": 0.0}, "workload.rate_per_s: must be >= 1e-06"),
+    ({"rate_per_s": 5.0, "abandon_rate": 0.2}, "workload.abandon_rate: users who leave part-way are counted in steps"),
+    ({"rate_per_s": 5.0, "clients": [{"client_id": "A", "start_step": 10}]},
+     "workload.clients[A].start_step: counted in engine steps, which a workload on the clock (rate_per_s)"),
+    ({"rate_per_s": 5.0, "clients": [{"client_id": "A", "on_steps": 10, "off_steps": 5}]},
+     "workload.clients[A].on_steps: counted in engine steps"),
+    ({"rate_per_s": 5.0, "clients": [{"client_id": "A", "rate_per_step": 0.2}]},
+     "workload.clients[A].rate_per_step: the workload's arrivals are on the clock (rate_per_s)"),
+    ({"clients": [{"client_id": "A", "rate_per_s": 3.0}]},
+     "workload.clients[A].rate_per_s: a client's rate per second needs the workload's arrivals on the clock"),
+    ({"rate_per_s": 5.0, "clients": [{"client_id": "A", "rate_per_s": 3.0, "rate_per_step": 1.0}]},
+     "workload.clients[A].rate_per_s: give one of rate_per_step and rate_per_s, not both"),
+])
+def test_a_workload_on_the_clock_refuses_what_counts_in_steps(workload, message):
+    with pytest.raises(ScenarioError) as e:
+        scenario.scenario_from_dict({"config": {"num_blocks": 10_000}, "workload": {"num_requests": 5, **workload}})
+    assert str(e.value).startswith(message)
+
+
+def test_the_workload_estimate_counts_its_span_on_the_clock():
+    cfg = EngineConfig(num_blocks=10_000, cost=CostModel(step_base_ms=5.0))
+    estimate = cost_estimate.of_workload(cfg, WorkloadSpec(rate_per_step=None, rate_per_s=20.0, num_requests=100))
+    assert estimate.last_arrival_ms == 5000.0 and estimate.last_arrival_step == 1000

@@ -58,8 +58,10 @@ def test_a_generator_error_names_the_knobs_label_and_what_it_allows(make, words)
 
 def test_the_labels_are_the_knobs_own():
     panel = {k.key: k.label for k in knobs.workload_knobs(WorkloadSpec())}
+    on_clock = {k.key: k.label for k in knobs.workload_knobs(WorkloadSpec(rate_per_step=None, rate_per_s=5.0))}
+    assert on_clock["rate_s"] == "Arrival rate (requests per second)" and "rate" not in on_clock
     assert knobs.workload_labels() == {"num_requests": panel["num_requests"], "rate_per_step": panel["rate"],
-                                       "prompt_median": panel["prompt_median"],
+                                       "rate_per_s": on_clock["rate_s"], "prompt_median": panel["prompt_median"],
                                        "output_median": panel["output_median"], "output_sigma": panel["output_sigma"],
                                        "seed": panel["seed"]}
     spec = ClientSpec("A", prompt_median=100, output_median=100)  # (a client with lengths of its own: every knob)
@@ -107,3 +109,10 @@ def test_the_sidebar_gets_a_plain_value_error_in_its_words():
         knobs.apply_workload(workload, values)
     assert not isinstance(err.value, FieldError)
     assert str(err.value) == "'Requests' (Workload) must be from 1 to 200,000, got 0"
+
+
+def test_a_workload_on_the_clock_keeps_its_rate_per_second_through_the_panel():
+    spec = WorkloadSpec(rate_per_step=None, rate_per_s=12.5, num_requests=40)
+    values = {k.key: k.default for k in knobs.workload_knobs(spec)}
+    assert values["rate_s"] == 12.5
+    assert knobs.apply_workload(spec, {**values, "rate_s": 20.0}) == spec.replace(rate_per_s=20.0)

@@ -181,7 +181,8 @@ def requests_phrase(scenario: Scenario) -> str:
     if len(spec.clients) > 1:
         total = sum(c.share for c in spec.clients) or 1.0
         clients = ", " + join_and([f"client {md_escape(c.client_id)} {c.share / total:.0%}" for c in spec.clients])
-    return (f"{count(n, 'request')} from the seeded generator (Poisson arrivals at {spec.rate_per_step:g} a step, "
+    rate = f"{spec.rate_per_s:g} a second" if spec.on_clock else f"{spec.rate_per_step:g} a step"
+    return (f"{count(n, 'request')} from the seeded generator (Poisson arrivals at {rate}, "
             f"median prompt {spec.prompt_median:,} and answer {spec.output_median:,} tokens{clients}; "
             f"seed {spec.seed})")
 
