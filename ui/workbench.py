@@ -208,7 +208,7 @@ def _editor_frame(rows: Sequence[wt.Row], problems: Sequence[wt.CellProblem]) ->
                            subset=["check"])
 
 
-NUMERIC = ("arrival_step", "prompt_len", "output_len", "priority", "abort_step", "prefix_len")
+NUMERIC = ("arrival_step", "prompt_len", "output_len", "priority", "abort_step", "prefix_len", "arrival_ms")
 
 
 def editor(rows: Sequence[wt.Row], problems: Sequence[wt.CellProblem], style: ChartStyle) -> None:
@@ -225,7 +225,8 @@ def editor(rows: Sequence[wt.Row], problems: Sequence[wt.CellProblem], style: Ch
     st.data_editor(_editor_frame(rows, problems), key=key, num_rows="dynamic", hide_index=True,
                    column_config=config, on_change=_commit_edits, args=(key,),
                    height=page.table_height(len(rows) + 1, style, max_px=460))
-    st.caption("Scroll the table sideways for priority, the abandon step and the shared prefix (group, tokens); "
+    st.caption("Scroll the table sideways for priority, the abandon step, the shared prefix (group, tokens) and an "
+               "arrival time in ms (instead of the arrival step); "
                "hover over a column's head for what it takes. Type in the empty last line to add a request.")
 
 

@@ -42,6 +42,7 @@ MAX_ROWS = 2_000  # requests the table holds at most (an editable grid past that
 URL_MAX_ROWS = 50  # a table of at most this many rows lives in the link; past it, the JSON file is the way
 MAX_ID_CHARS = 64
 MAX_STEPS = cost_estimate.PAGE_LIMITS.max_steps  # a run's max_steps here (as for an uploaded scenario)
+MAX_TIME_MS = 1_000_000_000  # an arrival time at most (~12 days of the run's clock: past any run the app makes)
 
 COLUMNS: tuple[Column, ...] = (
     Column("id", "id", "A unique name for the request"),
@@ -56,6 +57,9 @@ COLUMNS: tuple[Column, ...] = (
     Column("prefix_group", "prefix group", "Requests of one group share their first prefix tokens (empty = none)"),
     Column("prefix_len", "prefix tokens", "Shared prefix length, tokens, at most the prompt; needs a group", 0,
            MAX_LEN_TOKENS),
+    # (last, so that the links made before it read the same: a row's cells are positional there)
+    Column("arrival_ms", "arrival ms", "Instead of an arrival step: the time it arrives on the run's clock, ms (a "
+                                       "number from 0); it arrives at the first step whose start reaches it"),
 )
 KEYS = tuple(c.key for c in COLUMNS)
 LABELS = {c.key: c.label for c in COLUMNS}
@@ -105,6 +109,22 @@ def parse_whole(raw: str, lo: int, hi: int) -> int:
     return value
 
 
+def parse_time(raw: str) -> float:
+    """The time in ms ``raw`` spells ("1,250.5", "12"), from 0; ValueError says what is allowed."""
+    try:
+        value = float(raw.replace(",", "").replace("_", ""))
+    except ValueError:
+        raise ValueError(f"a time in ms from 0, got {raw[:20]!r}") from None
+    if not 0 <= value <= MAX_TIME_MS:  # (NaN fails the compare)
+        raise ValueError(f"a time in ms from 0 to {MAX_TIME_MS:,}, got {raw[:20]!r}")
+    return value
+
+
+def time_text(ms: float) -> str:
+    """A time as the table shows it: 12.5, 3 (not 3.0)."""
+    return str(int(ms)) if ms.is_integer() else repr(ms)
+
+
 def _cell_value(row: Row, key: str, problems: list[CellProblem], index: int) -> Any:
     raw = text(row.get(key))
     col = _BY_KEY[key]
@@ -123,14 +143,30 @@ def _cell_value(row: Row, key: str, problems: list[CellProblem], index: int) -> 
             problems.append(CellProblem(index, key, f"at most {MAX_ID_CHARS} characters, got {len(raw):,}"))
         return raw or None
     if not raw:
-        if key in ("arrival_step", "prompt_len", "output_len"):
+        if key in ("prompt_len", "output_len"):  # (an arrival, step or time, is checked in the row)
             problems.append(CellProblem(index, key, f"required: a whole number from {col.lo:,} to {col.hi:,}"))
         return {"priority": 0, "prefix_len": 0}.get(key)
     try:
-        return parse_whole(raw, col.lo, col.hi)
+        return parse_time(raw) if key == "arrival_ms" else parse_whole(raw, col.lo, col.hi)
     except ValueError as e:
         problems.append(CellProblem(index, key, str(e)))
         return None
+
+
+def _arrival_problem(row: Row, index: int) -> CellProblem | None:
+    """The row gives no arrival, both (a step and a time), or a time with an abandon step."""
+    step, ms, abort = (bool(text(row.get(k))) for k in ("arrival_step", "arrival_ms", "abort_step"))
+    col = _BY_KEY["arrival_step"]
+    if not step and not ms:
+        return CellProblem(index, "arrival_step", f"required: a whole number from {col.lo:,} to {col.hi:,} (or a "
+                                                  f"time in {LABELS['arrival_ms']})")
+    if step and ms:
+        return CellProblem(index, "arrival_ms", f"give an {LABELS['arrival_step']} or a time in "
+                                                f"{LABELS['arrival_ms']}, not both")
+    if ms and abort:
+        return CellProblem(index, "abort_step", f"empty for a request given a time ({LABELS['arrival_ms']}): its "
+                                                f"arrival step is known only once it arrives")
+    return None
 
 
 def _row_spec(values: dict[str, Any], index: int, problems: list[CellProblem]) -> RequestSpec | None:
@@ -147,12 +183,14 @@ def _row_spec(values: dict[str, Any], index: int, problems: list[CellProblem]) -
         problems.append(CellProblem(index, "prefix_group", f"required when prefix tokens is {prefix:,}: name the "
                                                            f"group of requests that share the prefix"))
         return None
-    if any(values[k] is None for k in ("arrival_step", "prompt_len", "output_len")) or not values["id"]:
+    if (arrival is None and values["arrival_ms"] is None) or any(values[k] is None for k in (
+            "prompt_len", "output_len")) or not values["id"]:
         return None
     try:
-        return RequestSpec(values["id"], values["arrival_step"], values["prompt_len"], values["output_len"],
+        return RequestSpec(values["id"], arrival, values["prompt_len"], values["output_len"],
                            client_id=values["client"], priority=values["priority"], abort_step=abort,
-                           prefix_group=values["prefix_group"], prefix_len=prefix or 0)
+                           prefix_group=values["prefix_group"], prefix_len=prefix or 0,
+                           arrival_ms=values["arrival_ms"])
     except ValueError as e:  # (a rule the cells above do not check alone: said in RequestSpec's words)
         problems.append(CellProblem(index, "id", str(e)))
         return None
@@ -186,6 +224,10 @@ def check_rows(rows: Sequence[Row], config: EngineConfig) -> Checked:
             continue
         if values["id"]:
             first_row[values["id"]] = i
+        arrival = _arrival_problem(row, i)
+        if arrival:
+            problems.append(arrival)
+            continue
         spec = _row_spec(values, i, problems)
         if spec is None:
             continue
@@ -218,7 +260,8 @@ def row_of(spec: RequestSpec) -> Row:
     """A spec as the table shows it: every cell text, empty where the spec has its default."""
     return {
         "id": spec.request_id, "client": "" if spec.client_id == "default" else spec.client_id,
-        "arrival_step": str(spec.arrival_step), "prompt_len": str(spec.prompt_len),
+        "arrival_step": "" if spec.arrival_step is None else str(spec.arrival_step),
+        "arrival_ms": "" if spec.arrival_ms is None else time_text(spec.arrival_ms), "prompt_len": str(spec.prompt_len),
         "output_len": str(spec.output_len), "priority": str(spec.priority) if spec.priority else "",
         "abort_step": "" if spec.abort_step is None else str(spec.abort_step),
         "prefix_group": spec.prefix_group or "", "prefix_len": str(spec.prefix_len) if spec.prefix_len else "",
@@ -246,9 +289,11 @@ def new_row(rows: Sequence[Row]) -> Row:
     while f"r{n}" in taken:
         n += 1
     last = rows[-1] if rows else {}
-    return {"id": f"r{n}", "client": text(last.get("client")), "arrival_step": text(last.get("arrival_step")) or "0",
-            "prompt_len": "100", "output_len": "100", "priority": "", "abort_step": "", "prefix_group": "",
-            "prefix_len": ""}
+    at_ms = "" if text(last.get("arrival_step")) else text(last.get("arrival_ms"))  # (a time, if the last gives one)
+    return {"id": f"r{n}", "client": text(last.get("client")),
+            "arrival_step": "" if at_ms else text(last.get("arrival_step")) or "0", "prompt_len": "100",
+            "output_len": "100", "priority": "", "abort_step": "", "prefix_group": "", "prefix_len": "",
+            "arrival_ms": at_ms}
 
 
 def duplicate_row(rows: Sequence[Row], index: int) -> list[Row]:
@@ -293,9 +338,9 @@ MAX_IMPORT_BYTES = 2 * 2**20  # a CSV or JSON file the workbench reads at most (
 
 
 def from_csv(data: str) -> list[Row]:
-    """Rows from CSV text with the table's headers (``id``, ``arrival_step``, ``prompt_len``, ``output_len``
-    required, the rest optional, in any order); ValueError names an unknown or missing header, or too many rows.
-    The cells are kept as text: ``check_rows`` says which are bad."""
+    """Rows from CSV text with the table's headers (``id``, ``arrival_step`` or ``arrival_ms``, ``prompt_len``,
+    ``output_len`` required, the rest optional, in any order); ValueError names an unknown or missing header, or too
+    many rows. The cells are kept as text: ``check_rows`` says which are bad."""
     if len(data) > MAX_IMPORT_BYTES:
         raise ValueError(f"the file is larger than {MAX_IMPORT_BYTES:,} bytes")
     reader = csv.DictReader(io.StringIO(data.lstrip("\ufeff")))
@@ -306,9 +351,11 @@ def from_csv(data: str) -> list[Row]:
     unknown = [h for h in headers if h not in KEYS]
     if unknown:
         raise ValueError(f"unknown column {unknown[0][:40]!r}; the columns are: {', '.join(KEYS)}")
-    missing = [k for k in ("id", "arrival_step", "prompt_len", "output_len") if k not in headers]
+    missing = [k for k in ("id", "arrival_step", "prompt_len", "output_len") if k not in headers
+               and not (k == "arrival_step" and "arrival_ms" in headers)]
     if missing:
-        raise ValueError(f"missing column {missing[0]!r}; id, arrival_step, prompt_len and output_len are required")
+        raise ValueError(f"missing column {missing[0]!r}; id, arrival_step (or arrival_ms), prompt_len and "
+                         f"output_len are required")
     rows = []
     for record in reader:
         if len(rows) >= MAX_ROWS:

@@ -59,7 +59,7 @@ def test_a_bad_number_says_what_is_allowed(raw, message):
 def test_the_article_rows_are_valid_and_round_trip_to_the_same_specs():
     table = wt.rows_of(ARTICLE.requests)
     assert table[0] == {"id": "long", "client": "", "arrival_step": "0", "prompt_len": "4", "output_len": "1000",
-                        "priority": "", "abort_step": "", "prefix_group": "", "prefix_len": ""}
+                        "priority": "", "abort_step": "", "prefix_group": "", "prefix_len": "", "arrival_ms": ""}
     checked = wt.check_rows(table, ENGINE)
     assert checked.is_valid and checked.specs == ARTICLE.requests
 
@@ -112,6 +112,33 @@ def test_empty_cells_take_their_defaults_and_required_ones_are_said():
     assert str(wt.check_rows([], ENGINE).problems[0]) == "row 1, id: the table is empty: add at least one request"
 
 
+def test_a_row_may_give_an_arrival_time_instead_of_a_step():
+    table = rows(row(0), row(1, arrival_step="", arrival_ms="1,250.5"), row(2, arrival_step="", arrival_ms="3"))
+    checked = wt.check_rows(table, ENGINE)
+    assert checked.is_valid
+    assert [(s.arrival_step, s.arrival_ms) for s in checked.specs] == [(0, None), (None, 1250.5), (None, 3.0)]
+    assert [wt.row_of(s)["arrival_ms"] for s in checked.specs] == ["", "1250.5", "3"]
+    assert wt.check_rows(wt.rows_of(checked.specs), ENGINE).specs == checked.specs
+    assert wt.new_row(table)["arrival_ms"] == "3" and wt.new_row(table)["arrival_step"] == ""  # (as the last row)
+    assert wt.from_csv(wt.to_csv(table)) == table
+    assert wt.from_csv("id,arrival_ms,prompt_len,output_len\na,2.5,4,4\n")[0]["arrival_ms"] == "2.5"
+    assert wt.decode_rows(wt.encode_rows(table)) == table
+
+
+def test_an_arrival_is_one_step_or_one_time_and_a_time_has_no_abandon_step():
+    table = rows(row(0, arrival_step=""), row(1, arrival_ms="5"), row(2, arrival_step="", arrival_ms="5",
+                                                                      abort_step="9"),
+                 row(3, arrival_step="", arrival_ms="-1"), row(4, arrival_step="", arrival_ms="soon"))
+    assert [str(p) for p in wt.check_rows(table, ENGINE).problems] == [
+        "row 1, arrival step: required: a whole number from 0 to 199,999 (or a time in arrival ms)",
+        "row 2, arrival ms: give an arrival step or a time in arrival ms, not both",
+        "row 3, abandon step: empty for a request given a time (arrival ms): its arrival step is known only once it "
+        "arrives",
+        "row 4, arrival ms: a time in ms from 0 to 1,000,000,000, got '-1'",
+        "row 5, arrival ms: a time in ms from 0, got 'soon'",
+    ]
+
+
 # ---- the editor's edits and the buttons -------------------------------------------------------------------------
 def test_edits_deletions_and_additions_apply_in_the_editors_order():
     table = rows(row(0), row(1), row(2))
@@ -120,7 +147,7 @@ def test_edits_deletions_and_additions_apply_in_the_editors_order():
     assert [r["id"] for r in out] == ["r1", "r2", "r3"]
     assert out[0]["output_len"] == "300"  # (a float from the editor, shown as typed)
     assert out[2] == {"id": "r3", "client": "", "arrival_step": "0", "prompt_len": "7", "output_len": "100",
-                      "priority": "", "abort_step": "", "prefix_group": "", "prefix_len": ""}
+                      "priority": "", "abort_step": "", "prefix_group": "", "prefix_len": "", "arrival_ms": ""}
 
 
 def test_duplicate_gives_a_fresh_id_after_the_row():
@@ -221,7 +248,7 @@ def test_csv_round_trip_keeps_cells_as_typed():
     table = rows(row(0, client="A,B", priority="-2"), row(1, prompt_len="-5"))
     text = wt.to_csv(table)
     assert text.splitlines()[0] == "id,client,arrival_step,prompt_len,output_len,priority,abort_step,prefix_group," \
-                                   "prefix_len"
+                                   "prefix_len,arrival_ms"
     assert wt.from_csv(text) == table
 
 
