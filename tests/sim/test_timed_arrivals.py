@@ -214,6 +214,7 @@ def long_timed_answers(draw) -> tuple[EngineConfig, list[RequestSpec]]:
                        max_num_seqs=draw(st.sampled_from([1, 2, cfg.max_num_seqs]))), reqs
 
 
+@pytest.mark.slow  # (seconds: CI runs it, the fast loop leaves it out)
 @settings(max_examples=EXAMPLES, deadline=None)
 @given(case=long_timed_answers())
 def test_fast_forward_gives_the_step_loops_trace_with_timed_arrivals(case):
@@ -223,6 +224,7 @@ def test_fast_forward_gives_the_step_loops_trace_with_timed_arrivals(case):
     assert_arrived_by_the_rule(fast, reqs)
 
 
+@pytest.mark.slow  # (seconds: CI runs it, the fast loop leaves it out)
 @settings(max_examples=EXAMPLES, deadline=None)
 @given(case=scenarios(timed=True))
 def test_a_timed_run_is_the_run_of_the_steps_they_arrived_at(case):
