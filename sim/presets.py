@@ -448,12 +448,14 @@ NO_ADMISSION = {"max_num_queued_reqs": None, "max_num_queued_tokens": None, "she
 def overload_traffic(load_rps: float, duration_s: float, *, prompt_median: int = 400, output_median: int = 120,
                      seed: int = 7, clients: tuple[ClientSpec, ...] = (ClientSpec(),)) -> WorkloadSpec:
     """``load_rps`` requests a second (Poisson) for ``duration_s`` seconds: ``load_rps x duration_s`` requests."""
-    return WorkloadSpec(num_requests=max(1, round(load_rps * duration_s)), rate_per_step=load_rps * _STEP_S,
-                        prompt_median=prompt_median, prompt_sigma=0.6, output_median=output_median,
-                        output_sigma=0.6, output_max=600, clients=clients, seed=seed)
+    return WorkloadSpec(num_requests=max(1, round(load_rps * duration_s)), rate_per_step=None,
+                        rate_per_s=float(load_rps), prompt_median=prompt_median, prompt_sigma=0.6,
+                        output_median=output_median, output_sigma=0.6, output_max=600, clients=clients, seed=seed)
 
 
-_STEP_S = 0.0079  # TEMPORARY: arrivals per step at a saturated step (until arrivals are on the clock)
+# The burst's arrivals are clocked by steps (a client's on/off window is in steps, and windows have no per-second
+# form yet): ~7.9 ms a step at a full batch, so 18 requests/s is ~0.14 a step.
+_BURST_STEP_S = 0.0079
 
 
 def _overload_config(**changes: Any) -> EngineConfig:
@@ -495,9 +497,9 @@ def _burst() -> Preset:
     # Chat at ~18 requests/s (prompts ~200 tokens) and, from ~5 s, a burst of ~45 documents of ~4,000 tokens in
     # under a second. A request cap lets a queue of documents in, and the chats behind their prefills miss the
     # target; a token cap counts the documents' prompts and refuses them first.
-    clients = (ClientSpec("chat", rate_per_step=18 * _STEP_S, prompt_median=200),
-               ClientSpec("docs", rate_per_step=60 * _STEP_S, prompt_median=4000, start_step=600, stop_step=700))
-    workload = WorkloadSpec(num_requests=420, rate_per_step=18 * _STEP_S, prompt_median=200, prompt_sigma=0.5,
+    clients = (ClientSpec("chat", rate_per_step=18 * _BURST_STEP_S, prompt_median=200),
+               ClientSpec("docs", rate_per_step=60 * _BURST_STEP_S, prompt_median=4000, start_step=600, stop_step=700))
+    workload = WorkloadSpec(num_requests=420, rate_per_step=18 * _BURST_STEP_S, prompt_median=200, prompt_sigma=0.5,
                             output_median=120, output_sigma=0.6, output_max=600, clients=clients, seed=11)
     return Preset(
         "burst", "overload", "A burst of long prompts: count tokens, not requests",

@@ -151,7 +151,7 @@ STEPS = (
     Step("knee", "Past the knee", _knee_text, "past_the_knee", ("no admission control",), _ask_knee,
          ("ttft_arrival", "queue"), (LOAD,), unit="ms"),
     Step("cap", "A request cap at the door",
-         "vLLM 0.32 can refuse a request at the door (HTTP 503) so that those let in stay on time.",
+         "vLLM can refuse a request at the door (HTTP 503) so that those it lets in stay on time.",
          "request_cap", ("no admission control", "request cap"), _ask_cap, ("ttft_arrival", "queue"), (CAP,),
          unit="ms"),
     Step("burst", "A burst of long prompts",

@@ -85,7 +85,10 @@ def apply_traffic(workload: WorkloadSpec, values: dict[str, Any]) -> WorkloadSpe
 def at_load(workload: WorkloadSpec, load_rps: float, duration_s: float) -> WorkloadSpec:
     """``workload`` at ``load_rps`` requests/s for ``duration_s`` s (its clients, lengths and seed kept)."""
     traffic = overload_traffic(load_rps, duration_s)
-    return workload.replace(num_requests=traffic.num_requests, rate_per_step=traffic.rate_per_step)
+    if workload.rate_per_s is None:  # (a workload clocked by steps: its rate kept per step, scaled to the load)
+        scale = load_rps / (workload.num_requests / duration_s) if workload.num_requests else 1.0
+        return workload.replace(num_requests=traffic.num_requests, rate_per_step=workload.rate_per_step * scale)
+    return workload.replace(num_requests=traffic.num_requests, rate_per_s=traffic.rate_per_s)
 
 
 # ---- admission settings and targets ----------------------------------------------------------------------------
