@@ -14,6 +14,7 @@ from sim import scenario as scenario_io
 from sim.admission import NEVER_RUNS
 from sim.scenario import Scenario, ScenarioError
 from sim.trace import Trace
+from sim.untrusted import spreadsheet_cell
 
 from .wording import as_code, cut, plain
 
@@ -118,7 +119,7 @@ def downloads(scenario: Scenario, trace: Trace, name: str, key: str) -> None:
                        mime="application/json", key=f"{key}.dl_json", width="stretch")
     c2.download_button("Requests (CSV)", lambda: requests_csv(scenario, trace), file_name=f"{name}-requests.csv",
                        mime="text/csv", key=f"{key}.dl_req", width="stretch")
-    c3.download_button("Steps (CSV)", lambda: trace.to_frames()["steps"].to_csv(index=False),
+    c3.download_button("Steps (CSV)", lambda: frame_csv(trace.to_frames()["steps"]),
                        file_name=f"{name}-steps.csv", mime="text/csv", key=f"{key}.dl_steps", width="stretch")
     if any(why in NEVER_RUNS for why in trace.finish_reason):
         st.caption(":material/warning: Some requests of this scenario can never run on this engine, so its file "
@@ -148,4 +149,15 @@ def requests_csv(scenario: Scenario, trace: Trace) -> str:
     requests["tbt_max_steps"] = pd.array(tbt["max_steps"], dtype="Float64").round().astype("Int64")
     for col in ("first_scheduled_step", "first_token_step", "finish_step", "disconnect_step"):
         requests[col] = pd.array(requests[col], dtype="Int64")
-    return requests.to_csv(index=False)
+    return frame_csv(requests)
+
+
+def frame_csv(frame: pd.DataFrame) -> str:
+    """A frame as a CSV download (every page's): its text cells (ids, clients, run labels, reasons) that a
+    spreadsheet would run as a formula ("=HYPERLINK(...)", "@SUM(...)", "-2+3") start with a quote
+    (``sim.untrusted.spreadsheet_cell``, OWASP's rule); number columns are written as they are."""
+    out = frame.copy(deep=False)
+    for col in out.columns:
+        if pd.api.types.is_string_dtype(out[col]) or out[col].dtype == object:
+            out[col] = out[col].map(lambda v: spreadsheet_cell(v) if isinstance(v, str) else v)
+    return out.to_csv(index=False)

@@ -186,8 +186,8 @@ def initial_rows() -> list[wt.Row]:
             try:
                 rows = wt.decode_rows(raw)
             except ValueError as e:
-                st.warning(f"The link's table was ignored: {e}. Showing the article's three requests instead.",
-                           icon=":material/link_off:")
+                st.warning(f"The link's table was ignored: {plain(str(e))}. Showing the article's three requests "
+                           f"instead.", icon=":material/link_off:")
         st.session_state[ROWS_KEY] = rows
     return st.session_state[ROWS_KEY]
 

@@ -26,6 +26,7 @@ from sim.config import EngineConfig
 from sim.events import RejectReason
 from sim.request import MAX_LEN_TOKENS, MAX_PRIORITY, RequestSpec
 from sim.scenario import Scenario, ScenarioError
+from sim.untrusted import decimal_number, from_spreadsheet_cell, spreadsheet_cell, whole_number
 
 from .wording import count
 
@@ -83,21 +84,25 @@ def text(value: Any) -> str:
     return str(value).strip()
 
 
-_WHOLE = re.compile(r"^[+-]?\d[\d,_]*(\.0*)?$")
+_WHOLE = re.compile(r"\+?(-?[0-9][0-9,_]*)(?:\.0*)?")
 
 
 def parse_whole(raw: str, lo: int, hi: int) -> int:
-    """The whole number ``raw`` spells ("1,000", "1000", "12.0"), from ``lo`` to ``hi``; ValueError says what is
-    allowed."""
+    """The whole number ``raw`` spells ("1,000", "1000", "12.0", "1e3"), from ``lo`` to ``hi``: ASCII digits only,
+    read by ``sim.untrusted`` (no '²', no 5,000 digits); ValueError says what is allowed."""
     allowed = f"a whole number from {lo:,} to {hi:,}"
-    if _WHOLE.match(raw):
-        value = int(raw.split(".")[0].replace(",", "").replace("_", ""))
-    else:
+    if m := _WHOLE.fullmatch(raw):
+        digits = m[1].replace(",", "").replace("_", "")
         try:
-            number = float(raw.replace(",", ""))
+            value = whole_number(digits, -(10**18), 10**18)
         except ValueError:
             raise ValueError(f"{allowed}, got {raw[:20]!r}") from None
-        if not number.is_integer():  # (NaN and infinities are not either)
+    else:
+        try:
+            number = decimal_number(raw.replace(",", ""), -1e18, 1e18)
+        except ValueError:
+            raise ValueError(f"{allowed}, got {raw[:20]!r}") from None
+        if not number.is_integer():
             raise ValueError(f"{allowed} (not a fraction), got {raw[:20]!r}") from None
         value = int(number)
     if not lo <= value <= hi:
@@ -281,11 +286,14 @@ def apply_edits(rows: Sequence[Row], edits: dict[str, Any]) -> list[Row]:
 
 # ---- CSV and scenario JSON --------------------------------------------------------------------------------------
 def to_csv(rows: Sequence[Row]) -> str:
-    """The table as CSV: the scenario file's request keys as headers, cells as typed."""
+    """The table as CSV: the scenario file's request keys as headers, cells as typed, except that a cell a
+    spreadsheet would run as a formula ("=HYPERLINK(...)" as an id) starts with a quote (``sim.untrusted``; a number
+    such as a priority of -5 stays a number). ``from_csv`` reads the quote back off."""
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=KEYS, lineterminator="\n")
     writer.writeheader()
-    writer.writerows({k: text(r.get(k)) for k in KEYS} for r in rows)
+    writer.writerows({k: spreadsheet_cell(text(r.get(k)), numeric=_BY_KEY[k].lo is not None) for k in KEYS}
+                     for r in rows)
     return out.getvalue()
 
 
@@ -299,6 +307,15 @@ def from_csv(data: str) -> list[Row]:
     if len(data) > MAX_IMPORT_BYTES:
         raise ValueError(f"the file is larger than {MAX_IMPORT_BYTES:,} bytes")
     reader = csv.DictReader(io.StringIO(data.lstrip("\ufeff")))
+    try:
+        return _csv_rows(reader)
+    except csv.Error as e:  # (a cell past csv's 131,072 characters, a NUL byte, a quote left open)
+        why = (f"a cell longer than {csv.field_size_limit():,} characters (an id, a client or a group holds at most "
+               f"{MAX_ID_CHARS}, a number a few digits)" if "field limit" in str(e) else f"not CSV: {e}")
+        raise ValueError(f"line {max(reader.line_num, 1):,}: {why}") from None
+
+
+def _csv_rows(reader: csv.DictReader) -> list[Row]:
     headers = [h.strip() for h in reader.fieldnames or []]
     if not headers:
         raise ValueError("the file is empty: the first line must name the columns (id, arrival_step, prompt_len, "
@@ -316,7 +333,7 @@ def from_csv(data: str) -> list[Row]:
                              f"larger workloads with `python -m sim run`)")
         if None in record:
             raise ValueError(f"line {reader.line_num}: more cells than the {len(headers)} columns")
-        rows.append({k.strip(): text(v) for k, v in record.items() if k is not None})
+        rows.append({k.strip(): from_spreadsheet_cell(text(v)) for k, v in record.items() if k is not None})
     if not rows:
         raise ValueError("the file has a header line but no requests")
     return [{k: r.get(k, "") for k in KEYS} for r in rows]
@@ -375,7 +392,7 @@ def decode_rows(param: str) -> list[Row]:
         if unzip.unconsumed_tail or not unzip.eof:
             raise ValueError
         cells = json.loads(raw)
-    except (ValueError, zlib.error, UnicodeDecodeError):
+    except (ValueError, zlib.error, UnicodeDecodeError, RecursionError):  # (36 characters unpack to 990 nested [)
         raise ValueError("cut or changed: it does not unpack to a table") from None
     if not isinstance(cells, list) or not cells or len(cells) > URL_MAX_ROWS:
         raise ValueError(f"it must hold 1 to {URL_MAX_ROWS} rows")
