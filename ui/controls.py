@@ -32,6 +32,7 @@ PRESET_PARAM = "preset"
 SESSION_PARAMS = ("present", "export", "theme")  # the Display panel's: one value for the whole session, not per page
 _URLS = "__urls"  # session state: {page: {param: [values]}}, each page's query string as the reader left it
 _PAGE = "__page"  # session state: the page of the latest run
+_RETURNED = "__returned"  # session state: this run is the first of a page after another page's (a page link)
 
 Params = dict[str, list[str]]
 
@@ -60,12 +61,19 @@ def arrive(page: str) -> None:
     state = st.session_state
     urls = state.setdefault(_URLS, {})
     last, state[_PAGE] = state.get(_PAGE), page
-    if last is not None and last != page:
+    state[_RETURNED] = last is not None and last != page
+    if state[_RETURNED]:
         current = _current_params()
         wanted = arrival_params(current, urls.get(page, {}), urls.get(last, {}))
         if wanted != current:
             st.query_params.from_dict(wanted)
     urls[page] = _current_params()
+
+
+def arrived_from_another_page() -> bool:
+    """This run is a page's first after another page ran in the session: its widgets start empty (Streamlit drops
+    the state of widgets a run does not draw), which is not the reader emptying them (an upload box, say)."""
+    return bool(st.session_state.get(_RETURNED))
 
 
 def set_param(name: str, value: str | None) -> None:

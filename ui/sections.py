@@ -16,6 +16,7 @@ from sim.scenario import Scenario, ScenarioError
 from sim.trace import Trace
 from sim.untrusted import spreadsheet_cell
 
+from .controls import arrived_from_another_page
 from .wording import as_code, cut, plain
 
 UPLOAD_PARAM = "uploaded"  # in the URL while a file is uploaded: the scenario's name (its start)
@@ -47,7 +48,9 @@ def upload(page: str) -> Scenario | None:
         file = st.file_uploader("Scenario JSON", type=["json"], key=f"{page}.upload.{st.session_state.get(box_key, 0)}",
                                 help="The same format the download button writes (see the README).")
         if file is None:
-            if st.session_state.pop(seen_key, None):  # the reader took the file out of the box
+            # The reader took the file out of the box; unless the box is empty because another page ran (a visit
+            # to the Workbench and back): the scenario stays, and "Back to the presets" is the way out of it.
+            if st.session_state.pop(seen_key, None) and not arrived_from_another_page():
                 st.session_state.pop(state_key, None)
         else:
             st.session_state[seen_key] = True

@@ -193,8 +193,12 @@ def initial_rows() -> list[wt.Row]:
 
 
 def _commit_edits(key: str) -> None:
-    """The editor's callback: its edits applied to the rows, and a fresh editor for them."""
-    _set_rows(wt.apply_edits(st.session_state[ROWS_KEY], st.session_state.get(key) or {}))
+    """The editor's callback: its edits applied to the rows, and a fresh editor for them; except while a row added
+    in the empty last line has nothing typed in it yet (the same editor gets the typed value next)."""
+    edits = st.session_state.get(key) or {}
+    if wt.only_blank_rows_added(edits):
+        return
+    _set_rows(wt.apply_edits(st.session_state[ROWS_KEY], edits))
 
 
 def _editor_frame(rows: Sequence[wt.Row], problems: Sequence[wt.CellProblem]) -> Any:

@@ -268,6 +268,15 @@ def duplicate_row(rows: Sequence[Row], index: int) -> list[Row]:
     return [*rows[: index + 1], copy, *rows[index + 1 :]]
 
 
+def only_blank_rows_added(edits: dict[str, Any]) -> bool:
+    """The editor's event of a reader starting to type into its empty last line: a row added with no cell typed
+    yet (the typed value comes in the next event, to the same editor). Drawing the editor afresh on this one (a new
+    key) threw the typed value away: the new row got ``new_row``'s defaults."""
+    added = edits.get("added_rows") or []
+    return (bool(added) and not edits.get("edited_rows") and not edits.get("deleted_rows")
+            and not any(text(v) for row in added for k, v in row.items() if k in KEYS))
+
+
 def apply_edits(rows: Sequence[Row], edits: dict[str, Any]) -> list[Row]:
     """``rows`` after an editor's edits (st.data_editor's state: ``edited_rows`` {position: {column: value}},
     ``deleted_rows`` [positions], ``added_rows`` [{column: value}]); an added row's empty cells get ``new_row``'s."""
