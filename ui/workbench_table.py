@@ -321,7 +321,7 @@ def from_csv(data: str) -> list[Row]:
     except csv.Error as e:  # (a cell past csv's 131,072 characters, a NUL byte, a quote left open)
         why = (f"a cell longer than {csv.field_size_limit():,} characters (an id, a client or a group holds at most "
                f"{MAX_ID_CHARS}, a number a few digits)" if "field limit" in str(e) else f"not CSV: {e}")
-        raise ValueError(f"line {max(reader.line_num, 1):,}: {why}") from None
+        raise ValueError(f"line {max(reader.reader.line_num, 1):,}: {why}") from None  # (DictReader's own lags)
 
 
 def _csv_rows(reader: csv.DictReader) -> list[Row]:
