@@ -26,7 +26,7 @@ from . import workbench_runs as wr
 from . import workbench_table as wt
 from .controls import Knob, KnobPanel
 from .theme import ChartStyle
-from .wording import count, plain
+from .wording import as_code, count, plain
 
 PAGE = "workbench"
 ROWS_KEY = f"{PAGE}.rows"  # list[Row]: the table as typed
@@ -114,7 +114,14 @@ def _weights_input(slot: int, box: Any) -> str:
     """VTC's or LCF's weights as text ("A:2, B:1"), kept in the link under ``r<slot>_weights``."""
     key, param = f"{PAGE}.r{slot}_weights", f"r{slot}_weights"
     if key not in st.session_state:
-        st.session_state[key] = st.query_params.get(param, "")[:200]
+        linked = st.query_params.get(param, "")
+        try:
+            wr.parse_weights(linked[:200])
+        except ValueError as e:  # (as a bad knob in a link: said, and the setting's default; typed ones say so below)
+            st.warning(f"The link's setting {as_code(f'{param}={linked}')} was ignored: {plain(str(e))}. Using no "
+                       f"weights (every client weighs 1).", icon=":material/warning:")
+            linked = ""
+        st.session_state[key] = linked[:200]
     value = box.text_input("Client weights (client:weight, ...)", key=key, placeholder="A:2, B:1",
                            help="VTC and LCF divide a client's charges by its weight (weight 2: twice the service); "
                                 "clients not named weigh 1")
