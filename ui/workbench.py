@@ -110,16 +110,17 @@ def option_knobs(slot: int, policy: str) -> list[Knob]:
     return out
 
 
-def _weights_input(slot: int, box: Any) -> str:
-    """VTC's or LCF's weights as text ("A:2, B:1"), kept in the link under ``r<slot>_weights``."""
+def _weights_input(slot: int, box: Any, warnings: list[str]) -> str:
+    """VTC's or LCF's weights as text ("A:2, B:1"), kept in the link under ``r<slot>_weights``; a link's that do not
+    parse are refused with a warning added to ``warnings`` (drawn under the run columns, where it has room)."""
     key, param = f"{PAGE}.r{slot}_weights", f"r{slot}_weights"
     if key not in st.session_state:
         linked = st.query_params.get(param, "")
         try:
             wr.parse_weights(linked[:200])
         except ValueError as e:  # (as a bad knob in a link: said, and the setting's default; typed ones say so below)
-            st.warning(f"The link's setting {as_code(f'{param}={linked}')} was ignored: {plain(str(e))}. Using no "
-                       f"weights (every client weighs 1).", icon=":material/warning:")
+            warnings.append(f"The link's setting {as_code(f'{param}={linked}')} was ignored: {plain(str(e))}. Using "
+                            f"no weights for run {slot} (every client weighs 1).")
             linked = ""
         st.session_state[key] = linked[:200]
     value = box.text_input("Client weights (client:weight, ...)", key=key, placeholder="A:2, B:1",
@@ -135,7 +136,7 @@ def _weights_input(slot: int, box: Any) -> str:
 def pick_runs(style: ChartStyle) -> list[wr.RunChoice]:
     """One column per run slot (two a row in presentation mode): the policy, then its settings. Returns the runs
     switched on."""
-    choices = []
+    choices, warnings = [], []
     per_row = 2 if style.presentation else len(RUN_SLOTS)
     cols = [col for start in range(0, len(RUN_SLOTS), per_row) for col in st.columns(per_row)]
     for slot, col in zip(RUN_SLOTS, cols, strict=True):
@@ -145,12 +146,14 @@ def pick_runs(style: ChartStyle) -> list[wr.RunChoice]:
                 st.caption("Pick a policy to add a run.")
                 continue
             values = KnobPanel(f"{PAGE}.run", option_knobs(slot, policy), PAGE).render(st)
-            weights = _weights_input(slot, st) if "client_weights" in wr.RunChoice(policy).knobs else ""
+            weights = _weights_input(slot, st, warnings) if "client_weights" in wr.RunChoice(policy).knobs else ""
             d = wr.RunChoice(policy)
             choices.append(wr.RunChoice(
                 policy, values[f"r{slot}_mode"], values[f"r{slot}_prefix"], values.get(f"r{slot}_sigma", d.sigma),
                 values.get(f"r{slot}_guard", d.guard_steps), weights, values.get(f"r{slot}_limit", d.rate_limit),
                 values.get(f"r{slot}_window", d.window_steps)))
+    for warning in warnings:
+        st.warning(warning, icon=":material/warning:")
     return choices
 
 

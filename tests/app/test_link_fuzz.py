@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterator
 
 import pytest
 from streamlit.runtime.state.query_params_proxy import QueryParamsProxy
@@ -104,9 +103,8 @@ def _check(at: AppTest, what: str, *, errors_allowed: bool = False) -> None:
     assert not live, f"{what}: markup made from the input: {live[:5]}"
 
 
-def _entries(names=tuple(CORPUS)) -> Iterator:
-    for name in names:
-        yield pytest.param(CORPUS[name], id=name)
+def _entries(names=tuple(CORPUS)) -> list:
+    return [pytest.param(CORPUS[name], id=name) for name in names]
 
 
 def test_every_page_reads_the_parameters_the_fuzzer_knows_of():

@@ -26,7 +26,7 @@ LESSONS = ("Queueing", "Fairness", "Cancellation", "Preemption", "Token_budget")
 # The parameters every page reads from a link (the view's, the Display panel's, two shared knobs, the player's).
 SHARED = ("preset", "uploaded", "export", "present", "theme", "step", "num_blocks", "max_num_seqs")
 WORKBENCH = ("table", "r1", "r2", "r1_weights", "num_blocks", "model", "unit", "step", "present")
-VIEWS = ("blank line, heading, link", "backtick image", "markdown link", "superscript two")  # (guide=, problem=)
+VIEWS = ("backtick image", "superscript two")  # (in ?guide= and ?problem=: a code-span breaker, a number's lookalike)
 
 # Whatever the page drew from the input: headings, links or images carrying a marker, images from elsewhere.
 _DRAWN_JS = """(markers) => {
@@ -73,9 +73,8 @@ def _check(page, elsewhere: list[str], what: str) -> None:
     assert not elsewhere, f"{what}: requests to other hosts: {sorted(set(elsewhere))[:5]}"
 
 
-def _sample():
-    for name in BROWSER_SAMPLE:
-        yield pytest.param(CORPUS[name], id=name)
+def _sample(names=BROWSER_SAMPLE) -> list:
+    return [pytest.param(CORPUS[name], id=name) for name in names]
 
 
 @pytest.mark.parametrize("path", ["", *LESSONS, "Glossary"])
@@ -108,7 +107,7 @@ def test_the_workbench_at_a_hostile_link_draws_nothing_from_it(app_server, page,
     _check(page, elsewhere, "/Workbench weights")
 
 
-@pytest.mark.parametrize("value", _sample())
+@pytest.mark.parametrize("value", _sample(BROWSER_SAMPLE[:3]))
 def test_an_upload_and_a_csv_import_holding_the_corpus_draw_nothing_from_it(app_server, page, elsewhere, tmp_path,
                                                                             value):
     data = scenario_to_dict(presets.get("article_hol").scenario)
