@@ -191,9 +191,9 @@ def _jsonable(value: object) -> object:
 
 def _positive_int(text: str) -> int:
     try:
-        return whole_number(text, 1, 10**9)
+        return whole_number(text, 1, 10**18)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number from 1 to 1,000,000,000, got {text[:30]!r}") from None
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text[:30]!r}") from None
 
 
 def _seconds(text: str) -> float:

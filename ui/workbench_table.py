@@ -318,10 +318,14 @@ def from_csv(data: str) -> list[Row]:
     reader = csv.DictReader(io.StringIO(data.lstrip("\ufeff")))
     try:
         return _csv_rows(reader)
-    except csv.Error as e:  # (a cell past csv's 131,072 characters, a NUL byte, a quote left open)
-        why = (f"a cell longer than {csv.field_size_limit():,} characters (an id, a client or a group holds at most "
-               f"{MAX_ID_CHARS}, a number a few digits)" if "field limit" in str(e) else f"not CSV: {e}")
-        raise ValueError(f"line {max(reader.reader.line_num, 1):,}: {why}") from None  # (DictReader's own lags)
+    except csv.Error:  # (a cell past csv's field limit, 131,072 characters; a NUL byte; a quote left open)
+        line = max(reader.reader.line_num, 1)  # (DictReader's own line_num lags a line)
+        limit = csv.field_size_limit()
+        # (told by the file's own lines, not by reading csv's message: a line that long holds the cell that was)
+        why = (f"a cell longer than {limit:,} characters (an id, a client or a group holds at most {MAX_ID_CHARS}, a "
+               f"number a few digits)" if any(len(row) > limit for row in data.splitlines())
+               else "not CSV the workbench can read (a quote left open, a NUL character?)")
+        raise ValueError(f"line {line:,}: {why}") from None
 
 
 def _csv_rows(reader: csv.DictReader) -> list[Row]:

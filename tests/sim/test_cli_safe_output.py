@@ -78,4 +78,4 @@ def test_bench_repeat_takes_ascii_digits_only(capsys):
             main(["bench", "--repeat", bad])
         assert stop.value.code == 2
         err = capsys.readouterr().err
-        assert "--repeat: must be a whole number from 1" in err and len(err) < 400
+        assert "--repeat: must be a whole number >= 1, got" in err and len(err) < 400
