@@ -6,6 +6,7 @@ from lessons.cancellation import lesson, measures
 from ui import charts, knobs, page
 from ui.charts import cancellation as cancel_charts
 from ui.lesson import open_lesson, run_variants
+from ui.wording import safe_id
 
 lp = open_lesson(lesson.LESSON, "Cancellation: work nobody reads", lesson.QUESTION)
 style, preset, base = lp.style, lp.preset, lp.base
@@ -26,8 +27,8 @@ summaries = {run.label: run.summary for run in runs}
 
 if story is not None:
     with st.container(border=True):
-        st.markdown(f"**The article's example, measured:** the user of request '{story.request_id}' leaves after "
-                    f"token {story.tokens_read:,} of {story.tokens_read + story.wasted_tokens:,}.")
+        st.markdown(f"**The article's example, measured:** the user of request '{safe_id(story.request_id)}' "
+                    f"leaves after token {story.tokens_read:,} of {story.tokens_read + story.wasted_tokens:,}.")
         page.cards(measures.story_metrics(story), columns=4)
 page.cards([lesson.headline(run, unit) for run in runs])
 

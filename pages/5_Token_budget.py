@@ -6,6 +6,7 @@ from lessons.budget import lesson
 from ui import charts, knobs, page, sweeps
 from ui.charts import budget as budget_charts
 from ui.lesson import open_lesson, run_variants
+from ui.wording import safe_id
 
 lp = open_lesson(lesson.LESSON, "Token budget and chunked prefill", lesson.QUESTION)
 style, preset, base = lp.style, lp.preset, lp.base
@@ -25,8 +26,8 @@ traces = {run.label: run.trace for run in runs}
 
 if story:
     with st.container(border=True):
-        st.markdown(f"**The worked example, measured:** {story[0].request_id} ({story[0].prompt_len:,} tokens) "
-                    f"arrives while the other streams decode.")
+        st.markdown(f"**The worked example, measured:** {safe_id(story[0].request_id)} "
+                    f"({story[0].prompt_len:,} tokens) arrives while the other streams decode.")
         page.cards(lesson.stall_metrics(story))
 page.cards([lesson.headline(run, "ms") for run in runs])
 

@@ -3,6 +3,9 @@
 
 Exit codes: 0 ok, 2 invalid scenario (one line on stderr naming the field) or one past the CLI's limits (the figure
 and the limit, decided before the run: ``sim/cost_estimate.py``), 3 a run that cannot finish.
+
+Every line this prints about a file or an argument goes through ``sim.untrusted.printable`` (``_say``): an id with a
+newline cannot forge a second line, a scenario name with escape sequences cannot set the terminal's title.
 """
 
 from __future__ import annotations
@@ -19,6 +22,12 @@ from lessons import problems
 from . import cost_estimate, metrics, scenario
 from .engine import SimulationError, gc_paused, simulate
 from .trace import Trace
+from .untrusted import printable, whole_number
+
+
+def _say(line: str) -> None:
+    """One line on stderr, control characters shown as their escapes (a file's id, name or key, an argument)."""
+    print(printable(line), file=sys.stderr)
 
 
 def _out_problem(out: str) -> str:
@@ -34,17 +43,17 @@ def _out_problem(out: str) -> str:
 def _run(args: argparse.Namespace) -> int:
     why = _out_problem(args.out) if args.out else ""
     if why:
-        print(f"error: {why}", file=sys.stderr)
+        _say(f"error: {why}")
         return 2
     try:
         sc = load_scenario(args.scenario)
     except scenario.ScenarioError as e:
-        print(f"error: {args.scenario}: {e}", file=sys.stderr)
+        _say(f"error: {args.scenario}: {e}")
         return 2
     try:
         trace = simulate(sc.config, sc.requests, name=sc.name)
     except SimulationError as e:
-        print(f"error: {args.scenario}: {e}", file=sys.stderr)
+        _say(f"error: {args.scenario}: {e}")
         return 3
     result = result_of(sc.name, trace, steps=args.steps)
     text = result_json(result)
@@ -55,7 +64,7 @@ def _run(args: argparse.Namespace) -> int:
             f.write(text)
             f.write("\n")  # (not text + "\n": a copy of the megabyte text costs ~0.5 ms)
     except OSError as e:  # a full disk, a device that refuses writes: found only now, after the run
-        print(f"error: --out {args.out}: could not write the result: {e.strerror}", file=sys.stderr)
+        _say(f"error: --out {args.out}: could not write the result: {e.strerror}")
         return 2
     return _print(f"{summary_line(sc, result['summary'])} -> {args.out}", "the summary")
 
@@ -64,8 +73,8 @@ def summary_line(sc: scenario.Scenario, s: dict[str, Any]) -> str:
     """The line ``run --out`` prints: requests, steps, preemptions, mean finish; with SLO targets, how many met
     them and the goodput; with vLLM's admission caps or shedding on, how many were turned away or shed."""
     cfg = sc.config
-    line = (f"{sc.name}: {s['num_requests']} requests, {s['num_steps']} steps, {s['num_preemptions']} preemptions, "
-            f"mean finish {s['finish_steps']['mean']:.1f} steps")
+    line = (f"{printable(sc.name)}: {s['num_requests']} requests, {s['num_steps']} steps, "
+            f"{s['num_preemptions']} preemptions, mean finish {s['finish_steps']['mean']:.1f} steps")
     if cfg.ttft_slo_ms or cfg.tbt_slo_ms:
         line += f", {s['num_slo_met']} met the SLOs (goodput {s['slo_goodput_req_s']:.2f} requests/s)"
     if cfg.max_num_queued_reqs is not None or cfg.max_num_queued_tokens is not None or cfg.shed_past_ttft_slo:
@@ -78,22 +87,26 @@ MAX_PROBLEMS = 100  # problems one call prints at most
 
 
 def _whole_number(text: str, lo: int, hi: int) -> int | None:
-    """``text`` as a whole number from ``lo`` to ``hi``; None when it is not one."""
-    text = text.strip()
-    return int(text) if text.isdigit() and lo <= int(text) <= hi else None
+    """``text`` as a whole number from ``lo`` to ``hi`` (ASCII digits: ``sim.untrusted``); None when it is not
+    one ('²', 5,000 digits)."""
+    try:
+        return whole_number(text, lo, hi)
+    except ValueError:
+        return None
 
 
 def _problems(args: argparse.Namespace) -> int:
     """Print ``--count`` seeded problems as Markdown; each bad argument is one line on stderr and exit 2."""
     seed = _whole_number(args.seed, 0, problems.MAX_SEED)
     count = _whole_number(args.count, 1, MAX_PROBLEMS)
+    seed_given, count_given = args.seed[:30], args.count[:30]  # (5,000 digits make no line to read)
     why = (f"lesson {args.lesson!r} is not one of: {', '.join(lessons.IDS)}" if args.lesson not in lessons.IDS
-           else f"--seed: must be a whole number from 0 to {problems.MAX_SEED:,}, got {args.seed!r}" if seed is None
-           else f"--count: must be a whole number from 1 to {MAX_PROBLEMS}, got {args.count!r}" if count is None
+           else f"--seed: must be a whole number from 0 to {problems.MAX_SEED:,}, got {seed_given!r}" if seed is None
+           else f"--count: must be a whole number from 1 to {MAX_PROBLEMS}, got {count_given!r}" if count is None
            else f"--scenario-dir {args.scenario_dir}: is not a folder" if args.scenario_dir
            and not os.path.isdir(args.scenario_dir) else "")
     if why:
-        print(f"error: {why}", file=sys.stderr)
+        _say(f"error: {why}")
         return 2
     sheet = problems.problems(args.lesson, seed, count)
     files = [f"problem-{args.lesson}-{seed}-{i}.json" for i in range(1, len(sheet) + 1)]
@@ -104,7 +117,7 @@ def _problems(args: argparse.Namespace) -> int:
                 with open(path, "w", encoding="utf-8") as f:
                     f.write(scenario.dumps(problem.scenario) + "\n")
             except OSError as e:
-                print(f"error: --scenario-dir: could not write {path}: {e.strerror}", file=sys.stderr)
+                _say(f"error: --scenario-dir: could not write {path}: {e.strerror}")
                 return 2
     title = (f"# Scheduler Lab: {args.lesson} problems, seed{'s' if count > 1 else ''} {seed}"
              + (f" to {seed + len(sheet) - 1}" if len(sheet) > 1 else "")
@@ -123,7 +136,7 @@ def _print(text: str, what: str) -> int:
     except BrokenPipeError:
         # Python's own advice: point stdout at devnull, or the interpreter's flush at exit raises again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        print(f"error: stdout closed before {what} was written (a reader that stopped early?)", file=sys.stderr)
+        _say(f"error: stdout closed before {what} was written (a reader that stopped early?)")
         return 2
     return 0
 
@@ -189,9 +202,10 @@ def _jsonable(value: object) -> object:
 
 
 def _positive_int(text: str) -> int:
-    if not text.strip().isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
-    return int(text)
+    try:
+        return whole_number(text, 1, 10**18)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text[:30]!r}") from None
 
 
 def _seconds(text: str) -> float:
@@ -200,7 +214,7 @@ def _seconds(text: str) -> float:
     except ValueError:
         value = -1.0
     if not 0 <= value <= 3600:  # (also refuses nan and inf)
-        raise argparse.ArgumentTypeError(f"must be a number of seconds from 0 to 3600, got {text!r}")
+        raise argparse.ArgumentTypeError(f"must be a number of seconds from 0 to 3600, got {text[:30]!r}")
     return value
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from . import scenario
 from .engine import simulate
+from .untrusted import printable
 
 DEFAULT_DIR = Path(__file__).resolve().parent.parent / "benchmarks" / "scenarios"
 
@@ -63,10 +64,10 @@ def main(files: list[str], repeat: int = 5, min_seconds: float = 3.0) -> int:
         try:
             sc = scenario.load(path)
         except scenario.ScenarioError as e:
-            print(f"error: {path}: {e}")
+            print(printable(f"error: {path}: {e}"))
             return 2
         wall, median, runs, steps, preemptions = time_run(sc, repeat, min_seconds)
         mem = peak_memory_mb(sc)
-        print(f"{path.stem:<22} {len(sc.requests):>8} {steps:>7} {preemptions:>7} {wall:>8.3f} {median:>8.3f} "
-              f"{runs:>5} {steps / wall:>9.0f} {mem:>8.1f}")
+        print(f"{printable(path.stem):<22} {len(sc.requests):>8} {steps:>7} {preemptions:>7} {wall:>8.3f} "
+              f"{median:>8.3f} {runs:>5} {steps / wall:>9.0f} {mem:>8.1f}")
     return 0

@@ -43,6 +43,7 @@ from sim import cost_estimate
 from sim.engine import simulate
 from sim.scenario import Scenario
 from sim.trace import Trace
+from sim.untrusted import whole_number
 
 MAX_QUEUED = 64  # runs waiting for a worker
 MAX_UNCLAIMED = 32  # finished runs kept for a caller that never came (its page rerun was stopped)
@@ -78,9 +79,11 @@ def default_workers() -> int:
     """One worker per CPU beyond the one the page's own thread uses, or SCHEDLAB_PREFETCH_WORKERS (0 = none)."""
     setting = os.environ.get("SCHEDLAB_PREFETCH_WORKERS", "").strip()
     if setting:
-        if not setting.isdigit():
-            raise ValueError(f"SCHEDLAB_PREFETCH_WORKERS: must be a whole number >= 0, got {setting!r}")
-        return int(setting)
+        try:
+            return whole_number(setting, 0, 1024)
+        except ValueError:
+            raise ValueError(f"SCHEDLAB_PREFETCH_WORKERS: must be a whole number from 0 to 1,024, got "
+                             f"{setting[:30]!r}") from None
     return max((os.cpu_count() or 1) - 1, 0)
 
 

@@ -17,12 +17,14 @@ the player's step) survives navigation without code of its own.
 
 from __future__ import annotations
 
-import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import streamlit as st
+
+from sim.untrusted import decimal_number, whole_number
 
 from .wording import as_code
 
@@ -30,6 +32,7 @@ PRESET_PARAM = "preset"
 SESSION_PARAMS = ("present", "export", "theme")  # the Display panel's: one value for the whole session, not per page
 _URLS = "__urls"  # session state: {page: {param: [values]}}, each page's query string as the reader left it
 _PAGE = "__page"  # session state: the page of the latest run
+_RETURNED = "__returned"  # session state: this run is the first of a page after another page's (a page link)
 
 Params = dict[str, list[str]]
 
@@ -58,12 +61,19 @@ def arrive(page: str) -> None:
     state = st.session_state
     urls = state.setdefault(_URLS, {})
     last, state[_PAGE] = state.get(_PAGE), page
-    if last is not None and last != page:
+    state[_RETURNED] = last is not None and last != page
+    if state[_RETURNED]:
         current = _current_params()
         wanted = arrival_params(current, urls.get(page, {}), urls.get(last, {}))
         if wanted != current:
             st.query_params.from_dict(wanted)
     urls[page] = _current_params()
+
+
+def arrived_from_another_page() -> bool:
+    """This run is a page's first after another page ran in the session: its widgets start empty (Streamlit drops
+    the state of widgets a run does not draw), which is not the reader emptying them (an upload box, say)."""
+    return bool(st.session_state.get(_RETURNED))
 
 
 def set_param(name: str, value: str | None) -> None:
@@ -111,19 +121,17 @@ class Knob:
         if self.kind == "multi" and not isinstance(raw, str):
             raw = ",".join(r for r in raw if r)
         text = raw if isinstance(raw, str) else (raw[-1] if raw else "")
-        if self.kind == "int":
+        if self.kind == "int":  # (ASCII digits, and not 5,000 of them: sim/untrusted.py)
             try:
-                value = int(text)
+                value = whole_number(text, -(10**18), 10**18)
             except ValueError:
                 raise ValueError(f"must be a whole number {self._range()}") from None
             return self._in_range(value)
-        if self.kind == "float":
+        if self.kind == "float":  # (no nan, inf or other scripts' digits)
             try:
-                value = float(text)
+                value = decimal_number(text, -sys.float_info.max, sys.float_info.max)
             except ValueError:
                 raise ValueError(f"must be a number {self._range()}") from None
-            if not math.isfinite(value):
-                raise ValueError(f"must be a finite number {self._range()}")
             return self._in_range(value)
         if self.kind == "bool":
             if text.lower() in ("1", "true", "yes", "on"):

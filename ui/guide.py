@@ -25,6 +25,7 @@ from lessons.preemption import lesson as preemption_lesson
 from lessons.problems import MAX_SEED, Problem, engine_line, problem_for, requests_table
 from lessons.run import Run
 from sim.preemption_metrics import preemption_cost, preemptions
+from sim.untrusted import whole_number
 
 from . import charts, page, player, runner
 from .charts import budget as budget_charts
@@ -34,7 +35,7 @@ from .charts import overload as overload_charts
 from .charts import preemption as preemption_charts
 from .controls import set_param
 from .theme import ChartStyle
-from .wording import join_and
+from .wording import as_code, join_and, plain
 
 
 def paths() -> dict[str, tuple[Step, ...]]:
@@ -126,10 +127,11 @@ def current_step(lesson: str, num_steps: int) -> int:
     key = _step_key(lesson)
     if key not in st.session_state:
         raw = st.query_params.get(GUIDE_PARAM, "1")
-        n = int(raw) if raw.isdigit() else 0
-        if not 1 <= n <= num_steps:
-            st.warning(f"The link's step `guide={raw[:20]}` was ignored: it must be a whole number from 1 to "
-                       f"{num_steps}. Starting at step 1.", icon=":material/warning:")
+        try:
+            n = whole_number(raw, 1, num_steps)
+        except ValueError as e:
+            st.warning(f"The link's step {as_code(f'{GUIDE_PARAM}={raw}', 30)} was ignored: it {plain(str(e))}. "
+                       f"Starting at step 1.", icon=":material/warning:")
             n = 1
         st.session_state[key] = n
     n = st.session_state[key]
@@ -466,14 +468,17 @@ def _leave_problem() -> None:
 def show_problem(lesson: str, raw: str, style: ChartStyle) -> None:
     """``?problem=SEED``: the lesson's seeded problem (``lessons/<lesson>/problems.py``): its scenario, the question,
     predict -> check -> the answer and reasoning, then the scenario's charts."""
+    try:
+        seed: int | None = whole_number(raw, 0, MAX_SEED)
+    except ValueError:
+        seed = None
     with st.container(horizontal=True, vertical_alignment="center"):
-        st.markdown(f"### {lessons.BY_ID[lesson].title}: problem {raw[:20]}")
+        st.markdown(f"### {lessons.BY_ID[lesson].title}: problem" + ("" if seed is None else f" {seed}"))
         st.button("Back to the lesson", key=f"{lesson}.problem.leave", on_click=_leave_problem,
                   icon=":material/arrow_back:")
-    seed = int(raw) if raw.isdigit() else -1
-    if not 0 <= seed <= MAX_SEED:
-        st.warning(f"The link's problem `{raw[:20]}` does not exist: `problem=` takes a seed, a whole number from 0 "
-                   f"to {MAX_SEED:,} (e.g. `?problem=7`).", icon=":material/warning:")
+    if seed is None:
+        st.warning(f"The link's problem {as_code(raw, 30)} does not exist: `problem=` takes a seed, a whole number "
+                   f"from 0 to {MAX_SEED:,} (e.g. `?problem=7`).", icon=":material/warning:")
         return
     problem = problem_for(lesson, seed)
     with st.expander("The scenario (engine and requests)", expanded=len(problem.scenario.requests) <= 4):

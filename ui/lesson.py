@@ -62,8 +62,9 @@ class LessonPage:
         if not changed or self.changes_slot is None:
             return
         origin = "the uploaded scenario" if self.is_uploaded else "the preset"
-        shown = [f"{whose + ': ' if whose else ''}{knob.label} {knob.display(knob.default)} → {knob.display(value)}"
-                 for whose, knob, value in changed[:MAX_CHANGES_LISTED]]
+        # (a knob's label is the course's, a client's name in it already escaped; a value may be a file's: plain)
+        shown = [f"{whose + ': ' if whose else ''}{knob.label} {plain(knob.display(knob.default), 60)} → "
+                 f"{plain(knob.display(value), 60)}" for whose, knob, value in changed[:MAX_CHANGES_LISTED]]
         more = len(changed) - len(shown)
         listed = "; ".join(shown) + (f"; and {more} more" if more else "")
         with self.changes_slot.container(horizontal=True, vertical_alignment="center"):
@@ -89,7 +90,7 @@ class LessonPage:
             st.session_state[page.NOTES_RUNS] = [(run.label, run.scenario) for run in runs]
         st.subheader("Take it with you")
         for run in runs:
-            st.caption(run.label)
+            st.caption(plain(run.label))
             sections.downloads(run.scenario, run.trace, file_slug(self.style.file_prefix, run.label),
                                key=f"{lesson}.{run.label}")
         for draw in self.deferred:
@@ -125,7 +126,7 @@ def open_lesson(lesson: str, title: str, question: str) -> LessonPage:
     if uploaded is None:
         st.caption(preset.description)
     else:  # the file's own words; the page's policies (the preset's) are compared on it
-        said = f" {plain(uploaded.description)}" if uploaded.description.strip() else ""
+        said = " " + plain(uploaded.description) if uploaded.description.strip() else ""
         st.caption(f"**Your scenario: {plain(uploaded.name, 80)}.**{said} Compared as in the preset above: "
                    f"{join_and([label for label, _ in preset.variants])}.")
     changes_slot = st.empty()
@@ -176,7 +177,7 @@ def run_variants(variants: Sequence[tuple[str, Scenario]], make: Callable[..., A
     if len(set(messages.values())) == 1:
         text = next(iter(messages.values()))
     else:
-        text = "\n".join(f"- **{label}:** {m}" for label, m in messages.items() if m)
+        text = "\n".join(f"- **{plain(label)}:** {m}" for label, m in messages.items() if m)
     if text:
         st.warning(text, icon=":material/block:")
     return runs
@@ -187,7 +188,7 @@ def _run_one(i: int, n: int, label: str, scenario: Scenario, make: Callable[...,
     Each update is also where a newer slider move stops this rerun: a busy preset never holds up the next one
     for longer than the run in progress."""
     if slot is not None:
-        slot.progress((i - 1) / n, text=f":material/hourglass_top: Simulating {label} ({i} of {n}): "
+        slot.progress((i - 1) / n, text=f":material/hourglass_top: Simulating {plain(label)} ({i:,} of {n:,}): "
                                         f"{count(len(scenario.requests), 'request')}…")
     # The first run is the page's own to make at once; the others the worker has begun on (from the back of the
     # queue) are waited for, with other pages running in this process (runner.run's ``patient``).

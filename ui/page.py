@@ -22,7 +22,7 @@ from . import runner
 from .charts.tables import metric_row
 from .controls import Knob, KnobPanel, arrive, set_param
 from .theme import ChartStyle, plotly_config
-from .wording import Card, as_code, file_slug
+from .wording import Card, as_code, file_slug, plain
 
 _DISPLAY_KNOBS = [
     Knob("present", "Presentation mode (projector)", "bool", False, widget="toggle",
@@ -227,10 +227,10 @@ def pick_one(key: str, labels: Sequence[str], draw: Callable[[str], None], what:
         if st.session_state.get(key) not in labels:
             linked = st.query_params.get(param)
             if linked is not None and linked not in labels:
-                st.warning(f"The link's {what.lower()} {as_code(linked[:40])} is not one of this chart's "
-                           f"({', '.join(labels)}); showing {labels[0]}.", icon=":material/warning:")
+                st.warning(f"The link's {what.lower()} {as_code(linked, 40)} is not one of this chart's "
+                           f"({plain(', '.join(labels))}); showing {plain(labels[0])}.", icon=":material/warning:")
             st.session_state[key] = linked if linked in labels else labels[0]
-        picked = st.segmented_control(what, list(labels), key=key, help=help) or labels[0]
+        picked = st.segmented_control(what, list(labels), key=key, help=help, format_func=plain) or labels[0]
         set_param(param, None if picked == labels[0] else picked)
         draw(picked)
 
@@ -243,7 +243,7 @@ def guarded(fn: Callable[[], Any], on_stop: Callable[[], None] | None = None) ->
     try:
         return fn()
     except ScenarioError as e:
-        st.error(f"**This scenario is not valid:** {e}", icon=":material/block:")
+        st.error(f"**This scenario is not valid:** {plain(str(e), 600)}", icon=":material/block:")
     except StepLimitError as e:  # (max_steps is no setting here: the engine's "raise max_steps" would not help)
         st.error(f"**The simulation cannot finish:** it stopped after {e.max_steps:,} engine steps with "
                  f"{e.num_unfinished:,} of {e.num_requests:,} requests unfinished. Give the engine less to do (fewer "
@@ -251,9 +251,9 @@ def guarded(fn: Callable[[], Any], on_stop: Callable[[], None] | None = None) ->
                  f"slots), or run the scenario with `python -m sim run`, where max_steps can be raised.",
                  icon=":material/block:")
     except SimulationError as e:
-        st.error(f"**The simulation cannot finish:** {e}", icon=":material/block:")
+        st.error(f"**The simulation cannot finish:** {plain(str(e), 600)}", icon=":material/block:")
     except ValueError as e:
-        st.error(f"**Invalid setting:** {e}", icon=":material/block:")
+        st.error(f"**Invalid setting:** {plain(str(e), 600)}", icon=":material/block:")
     if on_stop is not None:
         on_stop()
     st.stop()

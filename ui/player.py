@@ -21,9 +21,11 @@ import streamlit as st
 from sim.playback import MAX_WINDOW_STEPS, record_window, window_around
 from sim.scenario import Scenario
 from sim.trace import Trace
+from sim.untrusted import whole_number
 
 from . import runner, timeline
 from .controls import set_param
+from .wording import as_code
 
 _HERE = Path(__file__).parent
 _COMPONENT = st.components.v2.component(
@@ -73,9 +75,11 @@ def linked_step(last_step: int) -> tuple[int | None, str]:
     raw = st.query_params.get(STEP_PARAM)
     if raw is None:
         return None, ""
-    if not raw.isdigit():
-        return None, f"The link's step `{raw[:20]}` was ignored: it must be a whole number from 0 to {last_step:,}."
-    step = int(raw)
+    try:
+        step = whole_number(raw, 0, 10**18)
+    except ValueError:
+        return None, (f"The link's step {as_code(raw, 30)} was ignored: it must be a whole number from 0 to "
+                      f"{last_step:,}.")
     if step > last_step:
         return last_step, (f"The link's step {step:,} is past the end of these runs (step {last_step:,}); showing "
                            f"the last step.")

@@ -14,7 +14,9 @@ from sim import scenario as scenario_io
 from sim.admission import NEVER_RUNS
 from sim.scenario import Scenario, ScenarioError
 from sim.trace import Trace
+from sim.untrusted import spreadsheet_cell
 
+from .controls import arrived_from_another_page
 from .wording import as_code, cut, plain
 
 UPLOAD_PARAM = "uploaded"  # in the URL while a file is uploaded: the scenario's name (its start)
@@ -46,7 +48,9 @@ def upload(page: str) -> Scenario | None:
         file = st.file_uploader("Scenario JSON", type=["json"], key=f"{page}.upload.{st.session_state.get(box_key, 0)}",
                                 help="The same format the download button writes (see the README).")
         if file is None:
-            if st.session_state.pop(seen_key, None):  # the reader took the file out of the box
+            # The reader took the file out of the box; unless the box is empty because another page ran (a visit
+            # to the Workbench and back): the scenario stays, and "Back to the presets" is the way out of it.
+            if st.session_state.pop(seen_key, None) and not arrived_from_another_page():
                 st.session_state.pop(state_key, None)
         else:
             st.session_state[seen_key] = True
@@ -118,7 +122,7 @@ def downloads(scenario: Scenario, trace: Trace, name: str, key: str) -> None:
                        mime="application/json", key=f"{key}.dl_json", width="stretch")
     c2.download_button("Requests (CSV)", lambda: requests_csv(scenario, trace), file_name=f"{name}-requests.csv",
                        mime="text/csv", key=f"{key}.dl_req", width="stretch")
-    c3.download_button("Steps (CSV)", lambda: trace.to_frames()["steps"].to_csv(index=False),
+    c3.download_button("Steps (CSV)", lambda: frame_csv(trace.to_frames()["steps"]),
                        file_name=f"{name}-steps.csv", mime="text/csv", key=f"{key}.dl_steps", width="stretch")
     if any(why in NEVER_RUNS for why in trace.finish_reason):
         st.caption(":material/warning: Some requests of this scenario can never run on this engine, so its file "
@@ -151,4 +155,15 @@ def requests_csv(scenario: Scenario, trace: Trace) -> str:
         requests[key] = met
     for col in ("first_scheduled_step", "first_token_step", "finish_step", "disconnect_step"):
         requests[col] = pd.array(requests[col], dtype="Int64")
-    return requests.to_csv(index=False)
+    return frame_csv(requests)
+
+
+def frame_csv(frame: pd.DataFrame) -> str:
+    """A frame as a CSV download (every page's): its text cells (ids, clients, run labels, reasons) that a
+    spreadsheet would run as a formula ("=HYPERLINK(...)", "@SUM(...)", "-2+3") start with a quote
+    (``sim.untrusted.spreadsheet_cell``, OWASP's rule); number columns are written as they are."""
+    out = frame.copy(deep=False)
+    for col in out.columns:
+        if pd.api.types.is_string_dtype(out[col]) or out[col].dtype == object:
+            out[col] = out[col].map(lambda v: spreadsheet_cell(v) if isinstance(v, str) else v)
+    return out.to_csv(index=False)

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from sim.events import join_and  # noqa: F401 (here too: the UI's sentences use it as wording.join_and)
+from sim.untrusted import printable
 
 
 def count(n: int, noun: str, plural: str | None = None) -> str:
@@ -133,9 +134,14 @@ def file_slug(*parts: str) -> str:
 
 
 def as_code(text: str, limit: int = 80) -> str:
-    """Text from outside (a link's value, a file's name) for a Markdown message: shown as code, so it cannot turn
-    into a link or formatting, and cut to ``limit`` characters."""
-    return f"`{cut(text, limit).replace('`', chr(39))}`"
+    """Text from outside (a link's value, a file's name) for a Markdown message, shown as code: cut to ``limit``
+    characters, each control character as its escape (``sim.untrusted.printable``: a blank line in a link is
+    ``\\n\\n``, not the end of the code span and the start of a heading), and fenced by one backtick more than the
+    longest run of backticks inside, so that nothing in it can close the span."""
+    shown = printable(cut(text, limit))
+    fence = "`" * (max(map(len, re.findall("`+", shown)), default=0) + 1)
+    pad = " " if shown.startswith("`") or shown.endswith("`") else ""  # (CommonMark strips one space each side)
+    return f"{fence}{pad}{shown}{pad}{fence}"
 
 
 def cut(text: str, limit: int) -> str:
@@ -143,15 +149,22 @@ def cut(text: str, limit: int) -> str:
     return text[:limit] + ("…" if len(text) > limit else "")
 
 
-# (the text sits inside a sentence, never at a line's start: "-", "+", "#" and "1." cannot start a list or heading)
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()!|~$:])")
+# Every ASCII character Markdown, GFM, LaTeX or Streamlit's :directives: act on (CommonMark lets a backslash escape
+# any ASCII punctuation); "." and "-" only where they would start a list or a rule (the text's start), "#" always (a
+# heading where a caption starts with it), "&" always (an entity such as &#91; would show as another character).
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()!|~$:#&])")
+_LINE_START = re.compile(r"^([-+=]|\d+(?=[.)]))")  # a list item, a rule or a setext line where the text starts
 _AUTOLINK = re.compile(r"(\\:|www|@)", re.IGNORECASE)  # where GFM starts a link by itself (once escaped)
 
 
 def plain(text: str, limit: int = 300) -> str:
-    """Text from outside (an uploaded file's name or description) for a Markdown message, shown as the words it is:
-    every character Markdown, HTML, LaTeX or Streamlit's :directives: would act on is escaped (no link, image, tag
-    or formula), an invisible zero-width space breaks what the renderer would turn into a link by itself (a bare
-    URL, www., an e-mail address), line breaks become spaces, and it is cut to ``limit`` characters."""
-    escaped = _MARKDOWN_SPECIAL.sub(r"\\\1", " ".join(cut(text, limit).split()))
+    """Text from outside (a link's value, a file's name, a cell, an id, a run's label) for a Markdown message, shown
+    as the words it is: line breaks and runs of spaces become one space, other control characters their escapes
+    (``sim.untrusted.printable``), every character Markdown, HTML, LaTeX or Streamlit's :directives: would act on is
+    escaped (no heading, list, link, image, tag or formula), an invisible zero-width space breaks what the renderer
+    would turn into a link by itself (a bare URL, www., an e-mail address), and it is cut to ``limit`` characters.
+    The one escape of such text for Markdown (``as_code`` shows it as code instead); tests/test_markup_rule.py finds
+    interpolation into Markdown that goes around them."""
+    escaped = _MARKDOWN_SPECIAL.sub(r"\\\1", printable(" ".join(cut(text, limit).split())))
+    escaped = _LINE_START.sub(lambda m: f"{m[1]}\\" if m[1][0] in "0123456789" else f"\\{m[1]}", escaped)
     return _AUTOLINK.sub("\\1\u200b", escaped)

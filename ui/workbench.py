@@ -26,7 +26,7 @@ from . import workbench_runs as wr
 from . import workbench_table as wt
 from .controls import Knob, KnobPanel
 from .theme import ChartStyle
-from .wording import count, plain
+from .wording import as_code, count, plain
 
 PAGE = "workbench"
 ROWS_KEY = f"{PAGE}.rows"  # list[Row]: the table as typed
@@ -110,11 +110,19 @@ def option_knobs(slot: int, policy: str) -> list[Knob]:
     return out
 
 
-def _weights_input(slot: int, box: Any) -> str:
-    """VTC's or LCF's weights as text ("A:2, B:1"), kept in the link under ``r<slot>_weights``."""
+def _weights_input(slot: int, box: Any, warnings: list[str]) -> str:
+    """VTC's or LCF's weights as text ("A:2, B:1"), kept in the link under ``r<slot>_weights``; a link's that do not
+    parse are refused with a warning added to ``warnings`` (drawn under the run columns, where it has room)."""
     key, param = f"{PAGE}.r{slot}_weights", f"r{slot}_weights"
     if key not in st.session_state:
-        st.session_state[key] = st.query_params.get(param, "")[:200]
+        linked = st.query_params.get(param, "")
+        try:
+            wr.parse_weights(linked[:200])
+        except ValueError as e:  # (as a bad knob in a link: said, and the setting's default; typed ones say so below)
+            warnings.append(f"The link's setting {as_code(f'{param}={linked}')} was ignored: {plain(str(e))}. Using "
+                            f"no weights for run {slot} (every client weighs 1).")
+            linked = ""
+        st.session_state[key] = linked[:200]
     value = box.text_input("Client weights (client:weight, ...)", key=key, placeholder="A:2, B:1",
                            help="VTC and LCF divide a client's charges by its weight (weight 2: twice the service); "
                                 "clients not named weigh 1")
@@ -128,7 +136,7 @@ def _weights_input(slot: int, box: Any) -> str:
 def pick_runs(style: ChartStyle) -> list[wr.RunChoice]:
     """One column per run slot (two a row in presentation mode): the policy, then its settings. Returns the runs
     switched on."""
-    choices = []
+    choices, warnings = [], []
     per_row = 2 if style.presentation else len(RUN_SLOTS)
     cols = [col for start in range(0, len(RUN_SLOTS), per_row) for col in st.columns(per_row)]
     for slot, col in zip(RUN_SLOTS, cols, strict=True):
@@ -138,12 +146,14 @@ def pick_runs(style: ChartStyle) -> list[wr.RunChoice]:
                 st.caption("Pick a policy to add a run.")
                 continue
             values = KnobPanel(f"{PAGE}.run", option_knobs(slot, policy), PAGE).render(st)
-            weights = _weights_input(slot, st) if "client_weights" in wr.RunChoice(policy).knobs else ""
+            weights = _weights_input(slot, st, warnings) if "client_weights" in wr.RunChoice(policy).knobs else ""
             d = wr.RunChoice(policy)
             choices.append(wr.RunChoice(
                 policy, values[f"r{slot}_mode"], values[f"r{slot}_prefix"], values.get(f"r{slot}_sigma", d.sigma),
                 values.get(f"r{slot}_guard", d.guard_steps), weights, values.get(f"r{slot}_limit", d.rate_limit),
                 values.get(f"r{slot}_window", d.window_steps)))
+    for warning in warnings:
+        st.warning(warning, icon=":material/warning:")
     return choices
 
 
@@ -186,15 +196,19 @@ def initial_rows() -> list[wt.Row]:
             try:
                 rows = wt.decode_rows(raw)
             except ValueError as e:
-                st.warning(f"The link's table was ignored: {e}. Showing the article's three requests instead.",
-                           icon=":material/link_off:")
+                st.warning(f"The link's table was ignored: {plain(str(e))}. Showing the article's three requests "
+                           f"instead.", icon=":material/link_off:")
         st.session_state[ROWS_KEY] = rows
     return st.session_state[ROWS_KEY]
 
 
 def _commit_edits(key: str) -> None:
-    """The editor's callback: its edits applied to the rows, and a fresh editor for them."""
-    _set_rows(wt.apply_edits(st.session_state[ROWS_KEY], st.session_state.get(key) or {}))
+    """The editor's callback: its edits applied to the rows, and a fresh editor for them; except while a row added
+    in the empty last line has nothing typed in it yet (the same editor gets the typed value next)."""
+    edits = st.session_state.get(key) or {}
+    if wt.only_blank_rows_added(edits):
+        return
+    _set_rows(wt.apply_edits(st.session_state[ROWS_KEY], edits))
 
 
 def _editor_frame(rows: Sequence[wt.Row], problems: Sequence[wt.CellProblem]) -> Any:

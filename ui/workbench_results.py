@@ -42,7 +42,7 @@ def headline(runs: Sequence[Run], unit: str) -> None:
         finished = s[f"finish_{unit}"]["count"] > 0
         head.markdown(f"**{plain(run.label)}**: average finish", help="Arrival to the end of the last token, "
                                                                    "averaged over the requests that finished.")
-        col.metric(f"{run.label}: average finish", f"{s[f'finish_{unit}']['mean']:,.0f} {unit}" if finished
+        col.metric(f"{plain(run.label)}: average finish", f"{s[f'finish_{unit}']['mean']:,.0f} {unit}" if finished
                    else "none finished", label_visibility="collapsed")
         ttft = s[f"ttft_{unit}"]["mean"]
         col.caption(f"TTFT mean {ttft:,.{0 if unit == 'steps' else 1}f} {unit} · "
@@ -99,7 +99,7 @@ def latency_section(runs: Sequence[Run], unit: str, style: ChartStyle) -> None:
                         f"{metric}-distribution", style)
     frame = request_latency.latency_frame(traces, values)
     page.show_table(frame, style)
-    st.download_button("Per-request latencies (CSV)", lambda: frame.to_csv(index=False),
+    st.download_button("Per-request latencies (CSV)", lambda: sections.frame_csv(frame),
                        file_name="scheduler-lab-workbench-latencies.csv", mime="text/csv", key=f"{PAGE}.dl_latency")
 
 
@@ -113,6 +113,6 @@ def footer(runs: Sequence[Run], style: ChartStyle) -> None:
     page.show_metrics({run.label: run.summary for run in runs}, style, ("served", "throughput", "preemptions"))
     st.subheader("Take it with you")
     for run in runs:
-        st.caption(run.label)
+        st.caption(plain(run.label))
         sections.downloads(run.scenario, run.trace, file_slug("scheduler-lab-workbench", run.label),
                            key=f"{PAGE}.{hashlib.sha256(run.label.encode()).hexdigest()[:8]}")

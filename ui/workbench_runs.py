@@ -6,6 +6,7 @@ scenarios run side by side."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -14,6 +15,7 @@ from sim import policies as policy_records
 from sim.config import MODELS, EngineConfig, Policy, PreemptionMode, model_name
 from sim.request import RequestSpec
 from sim.scenario import Scenario
+from sim.untrusted import decimal_number
 
 from .workbench_table import MAX_STEPS
 
@@ -72,7 +74,7 @@ class RunChoice:
         if "prediction_error_sigma" in knobs:
             extra = f"σ {self.sigma:g}"
         elif "client_weights" in knobs and parse_weights(self.weights):
-            extra = self.weights.replace(" ", "")
+            extra = ",".join(f"{label_name(name)}:{weight:g}" for name, weight in parse_weights(self.weights))
         elif self.policy == "rate_limit":
             extra = f"{self.rate_limit}/{self.window_steps} steps"
         parts = [f"{name} {extra}".strip()]
@@ -91,6 +93,16 @@ def run_labels(choices: Sequence[RunChoice]) -> list[str]:
     return [f"{lab} (run {i + 1})" if labels.count(lab) > 1 else lab for i, lab in enumerate(labels)]
 
 
+_LABEL_NAME = re.compile(r"[\w.-]{1,16}")
+
+
+def label_name(client: str) -> str:
+    """A client's name as a run's label shows it: as typed when it is letters, digits, '.', '_' and '-' (16 at
+    most), else with '?' for every other character and cut to 16. A label is a chart's title and legend (plotly
+    reads tags, entities and %{...} there) and a Markdown caption's text (drawn through ``plain``)."""
+    return client if _LABEL_NAME.fullmatch(client) else re.sub(r"[^\w.-]", "?", client[:16])
+
+
 def parse_weights(raw: str) -> tuple[tuple[str, float], ...]:
     """VTC weights typed as "A:2, B:1" (or "A=2"); ValueError names the piece that is not a client and a weight."""
     pairs = []
@@ -99,10 +111,10 @@ def parse_weights(raw: str) -> tuple[tuple[str, float], ...]:
             continue
         name, sep, weight = piece.replace("=", ":").rpartition(":")
         try:
-            value = float(weight)
+            value = decimal_number(weight, 0.001, 1000)  # (ASCII digits: sim/untrusted.py)
         except ValueError:
-            value = float("nan")
-        if not sep or not name.strip() or not 0.001 <= value <= 1000:
+            value = None
+        if not sep or not name.strip() or value is None:
             raise ValueError(f"VTC weights: {piece[:30]!r} is not client:weight with a weight from 0.001 to 1,000 "
                              f"(e.g. A:2, B:1)")
         pairs.append((name.strip(), value))

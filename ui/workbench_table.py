@@ -26,6 +26,7 @@ from sim.config import EngineConfig
 from sim.events import RejectReason
 from sim.request import MAX_LEN_TOKENS, MAX_PRIORITY, RequestSpec
 from sim.scenario import Scenario, ScenarioError
+from sim.untrusted import decimal_number, from_spreadsheet_cell, spreadsheet_cell, whole_number
 
 from .wording import count
 
@@ -87,21 +88,25 @@ def text(value: Any) -> str:
     return str(value).strip()
 
 
-_WHOLE = re.compile(r"^[+-]?\d[\d,_]*(\.0*)?$")
+_WHOLE = re.compile(r"\+?(-?[0-9][0-9,_]*)(?:\.0*)?")
 
 
 def parse_whole(raw: str, lo: int, hi: int) -> int:
-    """The whole number ``raw`` spells ("1,000", "1000", "12.0"), from ``lo`` to ``hi``; ValueError says what is
-    allowed."""
+    """The whole number ``raw`` spells ("1,000", "1000", "12.0", "1e3"), from ``lo`` to ``hi``: ASCII digits only,
+    read by ``sim.untrusted`` (no '²', no 5,000 digits); ValueError says what is allowed."""
     allowed = f"a whole number from {lo:,} to {hi:,}"
-    if _WHOLE.match(raw):
-        value = int(raw.split(".")[0].replace(",", "").replace("_", ""))
-    else:
+    if m := _WHOLE.fullmatch(raw):
+        digits = m[1].replace(",", "").replace("_", "")
         try:
-            number = float(raw.replace(",", ""))
+            value = whole_number(digits, -(10**18), 10**18)
         except ValueError:
             raise ValueError(f"{allowed}, got {raw[:20]!r}") from None
-        if not number.is_integer():  # (NaN and infinities are not either)
+    else:
+        try:
+            number = decimal_number(raw.replace(",", ""), -1e18, 1e18)
+        except ValueError:
+            raise ValueError(f"{allowed}, got {raw[:20]!r}") from None
+        if not number.is_integer():
             raise ValueError(f"{allowed} (not a fraction), got {raw[:20]!r}") from None
         value = int(number)
     if not lo <= value <= hi:
@@ -308,6 +313,15 @@ def duplicate_row(rows: Sequence[Row], index: int) -> list[Row]:
     return [*rows[: index + 1], copy, *rows[index + 1 :]]
 
 
+def only_blank_rows_added(edits: dict[str, Any]) -> bool:
+    """The editor's event of a reader starting to type into its empty last line: a row added with no cell typed
+    yet (the typed value comes in the next event, to the same editor). Drawing the editor afresh on this one (a new
+    key) threw the typed value away: the new row got ``new_row``'s defaults."""
+    added = edits.get("added_rows") or []
+    return (bool(added) and not edits.get("edited_rows") and not edits.get("deleted_rows")
+            and not any(text(v) for row in added for k, v in row.items() if k in KEYS))
+
+
 def apply_edits(rows: Sequence[Row], edits: dict[str, Any]) -> list[Row]:
     """``rows`` after an editor's edits (st.data_editor's state: ``edited_rows`` {position: {column: value}},
     ``deleted_rows`` [positions], ``added_rows`` [{column: value}]); an added row's empty cells get ``new_row``'s."""
@@ -326,11 +340,14 @@ def apply_edits(rows: Sequence[Row], edits: dict[str, Any]) -> list[Row]:
 
 # ---- CSV and scenario JSON --------------------------------------------------------------------------------------
 def to_csv(rows: Sequence[Row]) -> str:
-    """The table as CSV: the scenario file's request keys as headers, cells as typed."""
+    """The table as CSV: the scenario file's request keys as headers, cells as typed, except that a cell a
+    spreadsheet would run as a formula ("=HYPERLINK(...)" as an id) starts with a quote (``sim.untrusted``; a number
+    such as a priority of -5 stays a number). ``from_csv`` reads the quote back off."""
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=KEYS, lineterminator="\n")
     writer.writeheader()
-    writer.writerows({k: text(r.get(k)) for k in KEYS} for r in rows)
+    writer.writerows({k: spreadsheet_cell(text(r.get(k)), numeric=_BY_KEY[k].lo is not None) for k in KEYS}
+                     for r in rows)
     return out.getvalue()
 
 
@@ -344,6 +361,19 @@ def from_csv(data: str) -> list[Row]:
     if len(data) > MAX_IMPORT_BYTES:
         raise ValueError(f"the file is larger than {MAX_IMPORT_BYTES:,} bytes")
     reader = csv.DictReader(io.StringIO(data.lstrip("\ufeff")))
+    try:
+        return _csv_rows(reader)
+    except csv.Error:  # (a cell past csv's field limit, 131,072 characters; a NUL byte; a quote left open)
+        line = max(reader.reader.line_num, 1)  # (DictReader's own line_num lags a line)
+        limit = csv.field_size_limit()
+        # (told by the file's own lines, not by reading csv's message: a line that long holds the cell that was)
+        why = (f"a cell longer than {limit:,} characters (an id, a client or a group holds at most {MAX_ID_CHARS}, a "
+               f"number a few digits)" if any(len(row) > limit for row in data.splitlines())
+               else "not CSV the workbench can read (a quote left open, a NUL character?)")
+        raise ValueError(f"line {line:,}: {why}") from None
+
+
+def _csv_rows(reader: csv.DictReader) -> list[Row]:
     headers = [h.strip() for h in reader.fieldnames or []]
     if not headers:
         raise ValueError("the file is empty: the first line must name the columns (id, arrival_step, prompt_len, "
@@ -363,7 +393,7 @@ def from_csv(data: str) -> list[Row]:
                              f"larger workloads with `python -m sim run`)")
         if None in record:
             raise ValueError(f"line {reader.line_num}: more cells than the {len(headers)} columns")
-        rows.append({k.strip(): text(v) for k, v in record.items() if k is not None})
+        rows.append({k.strip(): from_spreadsheet_cell(text(v)) for k, v in record.items() if k is not None})
     if not rows:
         raise ValueError("the file has a header line but no requests")
     return [{k: r.get(k, "") for k in KEYS} for r in rows]
@@ -422,7 +452,7 @@ def decode_rows(param: str) -> list[Row]:
         if unzip.unconsumed_tail or not unzip.eof:
             raise ValueError
         cells = json.loads(raw)
-    except (ValueError, zlib.error, UnicodeDecodeError):
+    except (ValueError, zlib.error, UnicodeDecodeError, RecursionError):  # (36 characters unpack to 990 nested [)
         raise ValueError("cut or changed: it does not unpack to a table") from None
     if not isinstance(cells, list) or not cells or len(cells) > URL_MAX_ROWS:
         raise ValueError(f"it must hold 1 to {URL_MAX_ROWS} rows")

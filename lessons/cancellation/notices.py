@@ -9,7 +9,7 @@ import numpy as np
 from lessons.run import Run
 from sim.config import StopCheck
 from sim.request import NO_STEP, RequestStatus, StopType
-from ui.wording import count, join_and, pct_change
+from ui.wording import count, join_and, pct_change, safe_id
 
 from .measures import Story, anyone_left, mb, peak_kv_for_nobody, stayed_under_every_server, timed_out, waiting_of
 
@@ -17,12 +17,12 @@ from .measures import Story, anyone_left, mb, peak_kv_for_nobody, stayed_under_e
 def story_sentences(s: Story) -> list[str]:
     cfg = s.config
     out = [f"Without an abort the engine generated {s.wasted_tokens:,} tokens for nobody after the user left at "
-           f"token {s.tokens_read:,}, and {s.request_id}'s KV grew to {s.end_kv_tokens:,} tokens = "
+           f"token {s.tokens_read:,}, and {safe_id(s.request_id)}'s KV grew to {s.end_kv_tokens:,} tokens = "
            f"{mb(s.end_kv_tokens, cfg):,.0f} MB ({count(s.end_blocks, 'block')} of {cfg.block_size} tokens)."]
     freed = (f"With an abort, the {s.freed_kv_tokens:,} tokens of KV it held ({mb(s.freed_kv_tokens, cfg):,.0f} MB) "
              f"were freed at step {s.abort_step:,}, the very next step after the user's last token")
     if s.waiter_id is not None:
-        freed += (f", and {s.waiter_id} started at step {s.waiter_start_abort:,} instead of "
+        freed += (f", and {safe_id(s.waiter_id)} started at step {s.waiter_start_abort:,} instead of "
                   f"{s.waiter_start_no_abort:,}: {s.earlier_steps:,} steps earlier")
     return out + [freed + "."]
 

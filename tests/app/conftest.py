@@ -55,8 +55,9 @@ def settle_sweeps(at: AppTest) -> AppTest:
 
 
 def metric_values(at: AppTest) -> dict[str, str]:
-    """Every st.metric on the page: label -> shown value."""
-    return {m.label: m.value for m in at.metric}
+    """Every st.metric on the page: label as a reader reads it (a run's label is escaped by ui.wording.plain) ->
+    shown value."""
+    return {as_read(m.label): m.value for m in at.metric}
 
 
 def as_read(markdown: str) -> str:

@@ -9,7 +9,16 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from sim import presets
-from tests.app.conftest import ROOT, SWEEP_RUNNING, assert_clean, clean_notices, metric_values, open_page, settle_sweeps
+from tests.app.conftest import (
+    ROOT,
+    SWEEP_RUNNING,
+    as_read,
+    assert_clean,
+    clean_notices,
+    metric_values,
+    open_page,
+    settle_sweeps,
+)
 from ui import sweeps
 
 PAGE = "pages/2_Fairness.py"
@@ -134,7 +143,7 @@ def test_on_off_pattern_and_bad_client_window():
     at.slider(key="fairness.client.B.B_start").set_value(500).run()
     at.slider(key="fairness.client.B.B_stop").set_value(200).run()
     assert not at.exception
-    assert any("'Stops sending at step' (200) must come after 'Starts sending at step' (500)" in e.value
+    assert any("'Stops sending at step' (200) must come after 'Starts sending at step' (500)" in as_read(e.value)
                for e in at.error)  # a clear message in the sidebar's words, not a traceback
 
 
@@ -169,7 +178,7 @@ def test_zero_charges_are_refused_with_a_message():
     at.slider(key="fairness.w_in").set_value(0.0).run()
     at.slider(key="fairness.w_out").set_value(0.0).run()
     assert not at.exception
-    assert any("input_weight" in e.value for e in at.error)
+    assert any("input_weight" in as_read(e.value) for e in at.error)
 
 
 @pytest.mark.parametrize("preset", PRESETS)
@@ -349,14 +358,14 @@ def test_the_light_client_sentence_follows_the_run():
 def test_a_stop_before_the_start_is_explained_in_the_sidebars_words():
     at = open_page(PAGE, {"preset": "returning_idle", "B_stop": "20"})
     assert not at.exception
-    assert any("client B: 'Stops sending at step' (20) must come after 'Starts sending at step' (300)" in e.value
-               for e in at.error)
+    assert any("client B: 'Stops sending at step' (20) must come after 'Starts sending at step' (300)"
+               in as_read(e.value) for e in at.error)
 
 
 def test_all_shares_at_zero_is_explained_and_the_preset_is_one_click_away():
     at = open_page(PAGE, {"preset": "article_fairness", "A_share": "0", "B_share": "0"})
     assert not at.exception
-    assert [e.value for e in at.error] == [
+    assert [as_read(e.value) for e in at.error] == [  # (the message is text: ui.wording.plain)
         "**Invalid setting:** every client's 'Share of the arrivals (%)' is 0, so nobody sends a request; give a "
         "client a share above 0"]
     (note,) = [c.value for c in at.caption if "Changed from the preset" in c.value]
@@ -388,7 +397,7 @@ def test_an_output_weight_of_zero_stays_off_the_log_scaled_sweep():
 def test_clients_that_stop_too_soon_are_explained_in_the_sidebars_words():
     # returning_idle: B stops at step 480; with A's share at 0 only B sends, and 131 of 300 requests arrive by then.
     at = open_page(PAGE, {"preset": "returning_idle", "A_share": "0"})
-    (error,) = [e.value for e in at.error]
+    (error,) = [as_read(e.value) for e in at.error]
     assert "close by step 480 ('Stops sending at step') after only 131 of 300 requests" in error
     assert "lower 'Requests' (Workload)" in error and "num_requests" not in error and "stop_step" not in error
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from sim import presets
 from sim.workload import ClientSpec, WorkloadSpec, generate
-from tests.app.conftest import chart_titles, metric_values, open_page
+from tests.app.conftest import as_read, chart_titles, metric_values, open_page
 from ui import workbench_table as wt
 
 PAGE = "pages/6_Workbench.py"
@@ -97,9 +97,17 @@ def test_a_cell_typed_as_markdown_is_shown_as_typed():
 
 
 def test_bad_vtc_weights_are_named_and_no_run_is_made():
+    # From a link, as any bad setting in a link: the usual warning, and the runs with no weights (issue 40).
     at = open_page(PAGE, {"r1": "vtc", "r1_weights": "A:zero"})
+    assert not at.exception and not at.error
+    (warning,) = [as_read(w.value) for w in at.warning]
+    assert warning.startswith("The link's setting `r1_weights=A:zero` was ignored: VTC weights: 'A:zero' is not "
+                              "client:weight with a weight from 0.001 to 1,000")
+    assert at.metric and "r1_weights" not in at.query_params
+    # Typed into the box: named, and no run until they are fixed.
+    at.text_input(key="workbench.r1_weights").set_value("A:zero").run()
     assert not at.exception
-    assert "VTC weights: 'A:zero' is not client:weight with a weight from 0.001 to 1,000" in at.error[0].value
+    assert "VTC weights: 'A:zero' is not client:weight with a weight from 0.001 to 1,000" in as_read(at.error[0].value)
     assert not at.metric
 
 
