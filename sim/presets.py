@@ -526,7 +526,8 @@ def _two_classes() -> Preset:
         _workload_scenario("Interactive and batch traffic", _overload_config(),
                            overload_traffic(35, 20, seed=13, clients=clients)),
         (("FCFS", {**NO_ADMISSION, "policy": "fcfs"}), ("priority", {**NO_ADMISSION, "policy": "priority"})),
-        {"load_rps": 35, "duration_s": 20, "load_sweep": OVERLOAD_LOADS},
+        # (its sweep stops at 60 requests/s: two clients' records make each run dearer, and the knee is well past)
+        {"load_rps": 35, "duration_s": 20, "load_sweep": OVERLOAD_LOADS[:-1]},
     )
 
 

@@ -228,6 +228,28 @@ def _fairness(trace: Trace) -> dict[str, Any]:
     return out
 
 
+def _overload(trace: Trace) -> dict[str, Any]:
+    """The Overload lesson's figures of a run: its load-sweep point (lessons.overload.lesson's ``while_offered``:
+    the measure's one definition, as the fairness window above), the requests served too late, and with traffic
+    without targets, each class's figures (how many met their targets, p99 TTFT, the batch's median finish)."""
+    if not trace.num_steps or trace.num_requests < 2:
+        return {}
+    from lessons.overload.lesson import while_offered
+    served = metrics.served_mask(trace)
+    met = metrics.request_slo(trace)["slo_met"]
+    out: dict[str, Any] = {"while_offered": list(while_offered(trace)), "late": int(served.sum() - met.sum())}
+    if trace.slo is not None and not trace.slo.all():
+        lat = metrics.request_latencies(trace)
+        with_targets, batch = served & trace.slo, served & ~trace.slo
+        out["classes"] = {"met": int(met[trace.slo].sum()), "with_targets": int(trace.slo.sum()),
+                          "batch": int((~trace.slo).sum()),
+                          "ttft_p99": float(np.percentile(lat["ttft_ms"][with_targets], 99)) if with_targets.any()
+                          else float("nan"),
+                          "batch_finish_p50": float(np.median(lat["finish_ms"][batch])) if batch.any()
+                          else float("nan")}
+    return out
+
+
 _STEP_FIELDS = ("arrival_step", "first_scheduled_step", "first_token_step", "finish_step", "disconnect_step",
                 "abort_step")
 _EVENT_FIELDS = ("step", "num_tokens", "num_scheduled_tokens", "num_cached_tokens", "num_blocks", "num_free_blocks",
@@ -295,6 +317,7 @@ def run_figures(scenario: Scenario, trace: Trace, constants: dict[str, float] | 
     for row in metrics.per_client(trace):
         _leaves(f"client[{row['client']}]", {k: v for k, v in row.items() if k != "client"}, scalars)
     _leaves("fairness", _fairness(trace), scalars)
+    _leaves("overload", _overload(trace), scalars)
     series = dict(trace.steps)
     if trace.num_steps:
         # KV held past an answer's end (sim.metrics), and with the KV of requests whose user left (the trace's

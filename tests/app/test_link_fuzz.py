@@ -134,7 +134,8 @@ def _hostile_scenario(lesson: str, value: str) -> Scenario:
     short = value[:60]
     clients = (short or "c", (short or "c") + "-2")
     requests = tuple(RequestSpec(f"{short}#{i}", r.arrival_step, r.prompt_len, r.output_len,
-                                 client_id=clients[i % 2], priority=r.priority, abort_step=r.abort_step)
+                                 client_id=clients[i % 2], priority=r.priority, abort_step=r.abort_step,
+                                 arrival_ms=r.arrival_ms)  # (a preset's traffic may arrive on the clock)
                      for i, r in enumerate(base.requests[:40]))
     return Scenario(value[:500] or "x", base.config.replace(client_weights=()), requests, value[:2000])
 
