@@ -38,8 +38,8 @@ if sweep is not None:
 
     def draw_sweep(measure: sweeps.MeasureFn) -> None:
         points = page.guarded(lambda: lesson.load_sweep(preset, scenario, own, loads, duration_s, measure))
-        offered = [lesson.offered_req_s(run.trace) for run in runs]
-        page.show_chart(overload_charts.load_sweep(points, colors, style, current_load=offered[0]), "load-sweep",
+        current = lesson.offered_req_s(runs[0].trace)  # (the runs share their requests: the first marks the load)
+        page.show_chart(overload_charts.load_sweep(points, colors, style, current_load=current), "load-sweep",
                         style)
         st.caption(f"Offered loads {loads[0]:,} to {loads[-1]:,} requests/s for {duration_s:,.0f} s each, every "
                    f"setting compared; the x axis is the load each run measured. Goodput: requests that met both "

@@ -84,11 +84,9 @@ def apply_traffic(workload: WorkloadSpec, values: dict[str, Any]) -> WorkloadSpe
 
 def at_load(workload: WorkloadSpec, load_rps: float, duration_s: float) -> WorkloadSpec:
     """``workload`` at ``load_rps`` requests/s for ``duration_s`` s (its clients, lengths and seed kept)."""
-    traffic = overload_traffic(load_rps, duration_s)
-    if workload.rate_per_s is None:  # (a workload clocked by steps: its rate kept per step, scaled to the load)
-        scale = load_rps / (workload.num_requests / duration_s) if workload.num_requests else 1.0
-        return workload.replace(num_requests=traffic.num_requests, rate_per_step=workload.rate_per_step * scale)
-    return workload.replace(num_requests=traffic.num_requests, rate_per_s=traffic.rate_per_s)
+    traffic = overload_traffic(load_rps, duration_s)  # (on the clock: a workload clocked by steps moves onto it,
+    # or the generator says which of its settings has no per-second form)
+    return workload.replace(num_requests=traffic.num_requests, rate_per_step=None, rate_per_s=traffic.rate_per_s)
 
 
 # ---- admission settings and targets ----------------------------------------------------------------------------
@@ -161,19 +159,25 @@ class Outcome(NamedTuple):
     num_shed: int
     goodput_req_s: float
     throughput_req_s: float
-    offered_req_s: float  # arrivals per second while the traffic lasted
     ttft_p99_ms: float  # of the served requests with targets (all of them when every request has targets)
     mixed: bool  # some requests have no targets (batch traffic): they count in goodput once served
 
 
-def offered_req_s(trace: Trace) -> float:
-    """Requests per second the clients sent: arrivals over the time from the first arrival's step to the last's."""
+def traffic_span_ms(trace: Trace) -> tuple[float, float] | None:
+    """When the traffic lasted: the clock at the start of the first arrival's step and of the last one's (ms);
+    None with fewer than two requests or all of them in one step."""
     arrival = trace.requests["arrival_step"]
     if len(arrival) < 2:
-        return float("nan")
+        return None
     start = trace.steps["time_ms"] - trace.steps["step_ms"]  # the clock at each step's start
-    span_ms = float(start[arrival.max()] - start[arrival.min()])
-    return (len(arrival) - 1) / (span_ms / 1000.0) if span_ms > 0 else float("nan")
+    lo, hi = float(start[arrival.min()]), float(start[arrival.max()])
+    return (lo, hi) if hi > lo else None
+
+
+def offered_req_s(trace: Trace) -> float:
+    """Requests per second the clients sent: arrivals over the time the traffic lasted (``traffic_span_ms``)."""
+    span = traffic_span_ms(trace)
+    return (trace.num_requests - 1) / ((span[1] - span[0]) / 1000.0) if span else float("nan")
 
 
 def _num_refused(summary: dict[str, Any]) -> int:
@@ -190,7 +194,7 @@ def outcome(trace: Trace, summary: dict[str, Any] | None = None) -> Outcome:
         ttft = metrics.request_latencies(trace)["ttft_ms"][metrics.served_mask(trace) & trace.slo]
         ttft_p99 = float(np.percentile(ttft, 99)) if len(ttft) else float("nan")
     return Outcome(s["num_requests"], s["num_slo_met"], s["num_served"], _num_refused(s), s.get("num_shed", 0),
-                   s["slo_goodput_req_s"], s["throughput_req_s"], offered_req_s(trace), ttft_p99, mixed)
+                   s["slo_goodput_req_s"], s["throughput_req_s"], ttft_p99, mixed)
 
 
 def _of(run: Run) -> Outcome:
@@ -224,31 +228,32 @@ def headline(run: Run, unit: str) -> Card:
 # ---- notices ----------------------------------------------------------------------------------------------------
 def notices(runs: Sequence[Run], unit: str) -> list[str]:
     """Per run, goodput against throughput and where the others went; then the settings compared."""
+    outcomes = [_of(run) for run in runs]  # (once: each sentence below reads them)
     out = []
-    for run in runs:
-        out += _run_sentences(run)
-    out += _comparison(runs)
+    for run, o in zip(runs, outcomes, strict=True):
+        out += _run_sentences(run, o)
+    out += _comparison(runs, outcomes)
     out += _classes(runs)
-    out += _cap_below_slots(runs)
+    out += _cap_below_slots(runs, outcomes)
     return out
 
 
-def _cap_below_slots(runs: Sequence[Run]) -> list[str]:
+def _cap_below_slots(runs: Sequence[Run], outcomes: Sequence[Outcome]) -> list[str]:
     """A request cap under max_num_seqs keeps batch slots empty: the cap, not the GPU, then sets the throughput."""
     out = []
-    for run in runs:
+    for run, o in zip(runs, outcomes, strict=True):
         cfg = run.scenario.config
         cap = cfg.max_num_queued_reqs
         if cap is not None and cap < cfg.max_num_seqs:
             peak = int(run.trace.steps["num_running"].max()) if run.trace.num_steps else 0
             out.append(f"{run.label} is below max_num_seqs ({cfg.max_num_seqs}): at most {cap} requests are in the "
                        f"server at once (the most running in a step: {peak}), so batch slots stay empty and "
-                       f"throughput falls to {_of(run).throughput_req_s:,.1f} requests/s.")
+                       f"throughput falls to {o.throughput_req_s:,.1f} requests/s.")
     return out
 
 
-def _run_sentences(run: Run) -> list[str]:
-    o, cfg = _of(run), run.scenario.config
+def _run_sentences(run: Run, o: Outcome) -> list[str]:
+    cfg = run.scenario.config
     if not o.num_requests or not np.isfinite(o.throughput_req_s):
         return []
     late = o.num_served - o.num_met
@@ -273,10 +278,10 @@ def _run_sentences(run: Run) -> list[str]:
             f"{join_and(parts)}."]
 
 
-def _comparison(runs: Sequence[Run]) -> list[str]:
+def _comparison(runs: Sequence[Run], by_run: Sequence[Outcome]) -> list[str]:
     if len(runs) < 2:
         return []
-    outcomes = {run.label: _of(run) for run in runs}
+    outcomes = {run.label: o for run, o in zip(runs, by_run, strict=True)}
     best = max(outcomes, key=lambda label: outcomes[label].goodput_req_s)
     worst = min(outcomes, key=lambda label: outcomes[label].goodput_req_s)
     b, w = outcomes[best], outcomes[worst]
@@ -293,21 +298,36 @@ def _comparison(runs: Sequence[Run]) -> list[str]:
     return out
 
 
+class Classes(NamedTuple):
+    """A run's two classes of traffic: requests with targets (interactive) and without (batch)."""
+
+    num_met: int  # requests with targets that met them
+    num_with_targets: int
+    num_batch: int
+    batch_finish_p50_ms: float  # the served batch requests' median time from arrival to last token (NaN: none)
+
+
+def classes(trace: Trace) -> Classes | None:
+    """The two classes' figures, None unless the run has both (a request's ``slo`` false is batch)."""
+    if trace.slo is None or trace.slo.all() or not trace.slo.any():
+        return None
+    met = metrics.request_slo(trace)["slo_met"]
+    batch = ~trace.slo
+    finish = metrics.request_latencies(trace)["finish_ms"][metrics.served_mask(trace) & batch]
+    return Classes(int(met[trace.slo].sum()), int(trace.slo.sum()), int(batch.sum()),
+                   float(np.median(finish)) if len(finish) else float("nan"))
+
+
 def _classes(runs: Sequence[Run]) -> list[str]:
-    """With traffic without targets beside traffic with them (a request's ``slo`` false): who kept the targets."""
+    """With traffic without targets beside traffic with them: who kept the targets, and when batch finished."""
     out = []
     for run in runs:
-        t = run.trace
-        if t.slo is None or t.slo.all() or not t.slo.any():
+        c = classes(run.trace)
+        if c is None:
             continue
-        met = metrics.request_slo(t)["slo_met"]
-        lat = metrics.request_latencies(t)
-        interactive, batch = t.slo, ~t.slo
-        served_batch = metrics.served_mask(t) & batch
-        finish = lat["finish_ms"][served_batch]
-        out.append(f"{run.label}: {met[interactive].sum():,} of {interactive.sum():,} requests with targets met "
-                   f"them; the {batch.sum():,} without targets (batch) finished "
-                   f"{_ms(float(np.median(finish))) if len(finish) else 'never'} after arriving, at the median.")
+        finished = _ms(c.batch_finish_p50_ms) if np.isfinite(c.batch_finish_p50_ms) else "never"
+        out.append(f"{run.label}: {c.num_met:,} of {c.num_with_targets:,} requests with targets met them; the "
+                   f"{c.num_batch:,} without targets (batch) finished {finished} after arriving, at the median.")
     return out
 
 
@@ -339,23 +359,18 @@ def while_offered(trace: Trace) -> tuple[float, float, float]:
     in its last ``1 - WARM_UP`` part, per second of that part: the ramp-up (nobody has finished yet) and the drain
     after the last arrival are left out, so a server that keeps up serves what is offered, and one past its
     capacity serves its capacity."""
-    r = trace.requests
-    arrival = r["arrival_step"]
-    if len(arrival) < 2:
+    span = traffic_span_ms(trace)
+    if span is None:
         return float("nan"), float("nan"), float("nan")
-    start = trace.steps["time_ms"] - trace.steps["step_ms"]  # the clock at each step's start
-    lo, hi = float(start[arrival.min()]), float(start[arrival.max()])
-    if hi <= lo:
-        return float("nan"), float("nan"), float("nan")
+    lo, hi = span
     counted_from = lo + WARM_UP * (hi - lo)
     seconds = (hi - counted_from) / 1000.0
     served = metrics.served_mask(trace)
     done_ms = np.full(trace.num_requests, np.inf)
-    done_ms[served] = trace.steps["time_ms"][r["finish_step"][served]]  # the end of its last token's step
+    done_ms[served] = trace.steps["time_ms"][trace.requests["finish_step"][served]]  # the end of its last token's step
     inside = (done_ms >= counted_from) & (done_ms <= hi)
     met = metrics.request_slo(trace)["slo_met"]
-    offered = (len(arrival) - 1) / ((hi - lo) / 1000.0)
-    return offered, int(inside.sum()) / seconds, int((inside & met).sum()) / seconds
+    return offered_req_s(trace), int(inside.sum()) / seconds, int((inside & met).sum()) / seconds
 
 
 def sweep_point(trace: Trace) -> tuple[float, float, float]:

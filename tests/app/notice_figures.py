@@ -234,19 +234,15 @@ def _overload(trace: Trace) -> dict[str, Any]:
     without targets, each class's figures (how many met their targets, p99 TTFT, the batch's median finish)."""
     if not trace.num_steps or trace.num_requests < 2:
         return {}
-    from lessons.overload.lesson import while_offered
+    from lessons.overload.lesson import classes, while_offered
     served = metrics.served_mask(trace)
     met = metrics.request_slo(trace)["slo_met"]
     out: dict[str, Any] = {"while_offered": list(while_offered(trace)), "late": int(served.sum() - met.sum())}
-    if trace.slo is not None and not trace.slo.all():
-        lat = metrics.request_latencies(trace)
-        with_targets, batch = served & trace.slo, served & ~trace.slo
-        out["classes"] = {"met": int(met[trace.slo].sum()), "with_targets": int(trace.slo.sum()),
-                          "batch": int((~trace.slo).sum()),
-                          "ttft_p99": float(np.percentile(lat["ttft_ms"][with_targets], 99)) if with_targets.any()
-                          else float("nan"),
-                          "batch_finish_p50": float(np.median(lat["finish_ms"][batch])) if batch.any()
-                          else float("nan")}
+    two = classes(trace)
+    if two is not None:
+        with_targets = served & trace.slo
+        ttft = metrics.request_latencies(trace)["ttft_ms"][with_targets]
+        out["classes"] = {**two._asdict(), "ttft_p99": float(np.percentile(ttft, 99)) if len(ttft) else float("nan")}
     return out
 
 

@@ -107,6 +107,15 @@ def test_the_workbench_at_a_hostile_link_draws_nothing_from_it(app_server, page,
     _check(page, elsewhere, "/Workbench weights")
 
 
+def _upload_to_queueing(page, app_server: str, path) -> None:
+    """Open Queueing, upload the scenario file at ``path`` and wait for its runs' charts."""
+    open_app(page, f"{app_server}/Queueing")
+    page.get_by_text("Load your own scenario").click()
+    page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(path))
+    wait_for_app(page)
+    wait_for_chart_title(page, "FCFS")
+
+
 @pytest.mark.parametrize("value", _sample(BROWSER_SAMPLE[:3]))
 def test_an_upload_and_a_csv_import_holding_the_corpus_draw_nothing_from_it(app_server, page, elsewhere, tmp_path,
                                                                             value):
@@ -116,11 +125,7 @@ def test_an_upload_and_a_csv_import_holding_the_corpus_draw_nothing_from_it(app_
         r["id"], r["client"] = f"{value[:60]}{i}", value[:60] or "c"
     path = tmp_path / "hostile.json"
     path.write_text(json.dumps(data))
-    open_app(page, f"{app_server}/Queueing")
-    page.get_by_text("Load your own scenario").click()
-    page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(path))
-    wait_for_app(page)
-    wait_for_chart_title(page, "FCFS")
+    _upload_to_queueing(page, app_server, path)
     _check(page, elsewhere, "upload")
     rows = [{"id": f"{value[:60]}{i}", "client": value[:60], "arrival_step": "0", "prompt_len": "4",
              "output_len": "4", "prefix_group": "", "priority": "", "abort_step": "", "prefix_len": ""}
@@ -173,11 +178,7 @@ def test_a_lessons_upload_survives_a_visit_to_the_workbench(app_server, page, tm
     data = scenario_to_dict(presets.get("article_hol").scenario.with_config(max_num_seqs=3))
     path = tmp_path / "three.json"
     path.write_text(json.dumps(data))
-    open_app(page, f"{app_server}/Queueing")
-    page.get_by_text("Load your own scenario").click()
-    page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(path))
-    wait_for_app(page)
-    wait_for_chart_title(page, "FCFS")
+    _upload_to_queueing(page, app_server, path)
     _nav(page, "Workbench").click()
     wait_for_app(page)
     wait_for_chart_title(page, "FCFS")

@@ -18,6 +18,7 @@ from sim.trace import Trace
 from ui import theme
 from ui.charts.layout import hline, styled_layout, trusted_figure
 from ui.theme import ChartStyle
+from ui.wording import chart_ids
 
 Points = Sequence[tuple[float, float, float, float]]  # (load asked, offered, throughput, goodput) requests/s
 
@@ -73,7 +74,7 @@ def ttft_by_arrival(trace: Trace, style: ChartStyle, *, title: str, color: str, 
     served = metrics.served_mask(trace)
     has_slo = np.ones(trace.num_requests, dtype=bool) if trace.slo is None else trace.slo
     turned = ~served & ((r["status"] == RequestStatus.REJECTED) | (r["status"] == RequestStatus.FINISHED_ABORTED))
-    ids = np.asarray(trace.request_ids, dtype=object)
+    ids = np.asarray(chart_ids(trace.request_ids), dtype=object)  # (ids from a file: text, never plotly's HTML)
     data: list[dict[str, Any]] = []
     for name, mask, symbol in (("with targets", served & has_slo, "circle"),
                                ("without targets (batch)", served & ~has_slo, "circle-open")):
