@@ -15,8 +15,9 @@ from sim import metrics
 from sim.scenario import Scenario
 from sim.workload import generate
 from ui.glossary import term_link
+from ui.wording import count
 
-from .lesson import at_load, outcome
+from .lesson import at_load, classes, outcome, while_offered
 
 _DURATION_S = 20
 
@@ -82,7 +83,8 @@ def _ask_cap(runs: Sequence[Run], values: Values) -> Problem:
         f"{a.ttft_p99_ms:,.0f} ms. A request let in waits behind at most {cap} others, "
         + ("so it is served in time." if b.ttft_p99_ms <= capped.scenario.config.ttft_slo_ms else
            "still too many for the 1 s target: a smaller cap would refuse more and keep the rest on time."),
-        "How long does a request wait behind the cap's worth of others, at ~25 served a second?",
+        f"How long does a request wait behind the cap's worth of others, at ~{a.throughput_req_s:,.0f} served a "
+        "second?",
         {_MORE: f"goodput is {b.goodput_req_s:,.1f} with the cap and {a.goodput_req_s:,.1f} without.",
          _SAME: f"goodput is {b.goodput_req_s:,.1f} with the cap and {a.goodput_req_s:,.1f} without.",
          _LESS: f"goodput is {b.goodput_req_s:,.1f} with the cap and {a.goodput_req_s:,.1f} without."})
@@ -100,6 +102,10 @@ def _chat_ttft_p99(run: Run) -> float:
     return float(np.percentile(ttft[chat], 99)) if chat.any() else float("nan")
 
 
+def _refused(run: Run) -> int:
+    return outcome(run.trace, run.summary).num_refused
+
+
 def _ask_burst(runs: Sequence[Run], values: Values) -> Problem:
     req, tok = by_label(runs, "request cap"), by_label(runs, "token cap")
     a, b = _chat_ttft_p99(req), _chat_ttft_p99(tok)
@@ -107,12 +113,16 @@ def _ask_burst(runs: Sequence[Run], values: Values) -> Problem:
     cap = tok.scenario.config.max_num_queued_tokens
     return choice_question(
         "burst", runs, f"Chats arrive steadily; then a burst of documents with ~4,000-token prompts. One server "
-                       f"caps requests at 48, the other caps the prompt tokens still to prefill at {cap:,}. Which "
-                       "keeps the chats' p99 TTFT lower?", (_REQUEST, _TOKEN, _TIE), answer,
+                       f"caps requests at {req.scenario.config.max_num_queued_reqs:,}, the other caps the prompt "
+                       f"tokens still to prefill at {cap:,}. Which keeps the chats' p99 TTFT lower?",
+        (_REQUEST, _TOKEN, _TIE), answer,
         f"The chats' p99 TTFT: {a:,.0f} ms under the request cap, {b:,.0f} ms under the token cap. The request cap "
-        f"counts a 4,000-token document as one request, like a chat; the token cap counts its prompt, so once a "
-        f"few documents are waiting it refuses the rest, and the chats behind them are not stuck behind their "
-        f"prefills.",
+        f"counts a 4,000-token document as one request, like a chat; the token cap counts its prompt"
+        + (f", so once a few documents are waiting it refuses the rest ({count(_refused(tok), 'request')} refused "
+           "at the door), and the chats "
+           "behind them are not stuck behind their prefills." if _refused(tok) else
+           f", but {cap:,} tokens hold the whole burst: it refused none, and the chats waited behind every "
+           "document's prefill."),
         "What does a chat queued behind ten documents wait for?",
         {c: f"the chats' p99 TTFT is {a:,.0f} ms under the request cap and {b:,.0f} ms under the token cap."
          for c in (_REQUEST, _TOKEN, _TIE)})
@@ -121,27 +131,22 @@ def _ask_burst(runs: Sequence[Run], values: Values) -> Problem:
 _SOONER, _LATER, _EVEN = "sooner", "later", "about the same (within 10%)"
 
 
-def _batch_median_finish(run: Run) -> float:
-    t = run.trace
-    batch = ~t.slo & metrics.served_mask(t) if t.slo is not None else np.zeros(t.num_requests, dtype=bool)
-    finish = metrics.request_latencies(t)["finish_ms"][batch]
-    return float(np.median(finish)) if len(finish) else float("nan")
-
-
 def _ask_classes(runs: Sequence[Run], values: Values) -> Problem:
-    fcfs, prio = by_label(runs, "FCFS"), by_label(runs, "priority")
-    a, b = _batch_median_finish(fcfs), _batch_median_finish(prio)
+    fcfs, prio = (classes(by_label(runs, label).trace) for label in ("FCFS", "priority"))
+    a, b = fcfs.batch_finish_p50_ms, prio.batch_finish_p50_ms
     answer = _EVEN if abs(b - a) <= 0.1 * a else _LATER if b > a else _SOONER
-    met = {run.label: metrics.request_slo(run.trace)["slo_met"][run.trace.slo] for run in runs}
+    offered, served, _ = while_offered(runs[0].trace)
+    load = ("more than the server can serve" if served < 0.9 * offered else
+            "within what the server can serve")
     return choice_question(
-        "classes", runs, "Interactive requests have targets; batch requests (priority 1) have none. Together they "
-                         "are more than the server can serve. Under vLLM's `priority` policy the interactive "
-                         "requests go first. Do the batch requests finish sooner or later than under FCFS?",
+        "classes", runs, f"Interactive requests have targets; batch requests (priority 1) have none. Together they "
+                         f"are {load}. Under vLLM's `priority` policy the interactive requests go first. Do the "
+                         "batch requests finish sooner or later than under FCFS?",
         (_SOONER, _LATER, _EVEN), answer,
         f"The batch requests' median time from arrival to last token: {a:,.0f} ms under FCFS, "
         f"{b:,.0f} ms under priority. The interactive requests that met their targets: "
-        f"{met['FCFS'].sum():,} of {len(met['FCFS']):,} under FCFS, {met['priority'].sum():,} under priority. The "
-        "server serves as much either way; priority decides who waits.",
+        f"{fcfs.num_met:,} of {fcfs.num_with_targets:,} under FCFS, {prio.num_met:,} under priority. The server "
+        "serves as much either way; priority decides who waits.",
         "The server's capacity does not change with the policy: somebody still waits.",
         {c: f"the batch requests' median finish is {a:,.0f} ms under FCFS and {b:,.0f} ms under priority."
          for c in (_SOONER, _LATER, _EVEN)})
